@@ -1,0 +1,257 @@
+"""Typed, nested experiment configuration loaded from YAML.
+
+One frozen pydantic model per component, nested in :class:`ExperimentConfig`. Loading rejects
+unknown keys, and every validation error is turned into one :class:`ConfigError` whose lines read
+``retrieval.top_k must be >= 1, got 0``. ``--set a.b=c`` overrides are applied to the raw mapping
+before validation, so they are checked exactly like file values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ragray.errors import ConfigError
+
+__all__ = [
+    "Section",
+    "DataConfig",
+    "ChunkingConfig",
+    "BM25Config",
+    "DenseConfig",
+    "HybridConfig",
+    "RetrievalConfig",
+    "RerankConfig",
+    "ExperimentConfig",
+    "load_config",
+    "apply_overrides",
+    "format_validation_error",
+]
+
+
+class Section(BaseModel):
+    """Base of every config section: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataConfig(Section):
+    path: str = Field("demo", description="dataset file or folder; 'demo' is the packaged demo set")
+    format: Literal["auto", "jsonl", "csv", "parquet", "beir", "pdf", "nq"] = "auto"
+    corpus: str | None = Field(None, description="corpus file; default: <name>.corpus.jsonl[.gz]")
+    split: str = Field("test", description="BEIR qrels split / NQ split")
+    queries: str | None = Field(None, description="PDF layout: queries.json (default beside pdfs)")
+    ground_truth: str | None = Field(None, description="PDF layout: ground_truth.json")
+    on_bad_row: Literal["error", "skip"] = "error"
+    limit: int | None = Field(None, ge=1, description="use only the first N questions")
+
+
+class ChunkingConfig(Section):
+    method: Literal["auto", "none", "words", "sentences", "tokens", "structure"] = "auto"
+    size: int = Field(100, ge=1, description="words / tokens / sentences per chunk")
+    overlap: int = Field(0, ge=0, description="units shared by consecutive chunks")
+    tokenizer: str = Field("minilm", description="tokenizer for method=tokens: 'minilm', path or hub id")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingConfig:
+        if self.overlap >= self.size:
+            raise ValueError(f"chunking.overlap must be < chunking.size ({self.size}), got {self.overlap}")
+        return self
+
+
+class BM25Config(Section):
+    """rank_bm25's Okapi BM25 parameters and the lexical analyzer."""
+
+    k1: float = Field(1.5, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    epsilon: float = Field(0.25, ge=0, description="floor for negative idf, as a share of mean idf")
+    stopwords: Literal["english", "none"] = "english"
+    stemmer: Literal["none", "porter"] = "none"
+
+
+class DenseConfig(Section):
+    model: str = Field("minilm", description="'minilm' (packaged), a local path or a hub id")
+    index: Literal["flat_ip", "flat_l2", "hnsw"] = "flat_ip"
+    hnsw_m: int = Field(32, ge=2)
+    ef_construction: int = Field(200, ge=1)
+    ef_search: int = Field(128, ge=1)
+    batch_size: int = Field(64, ge=1)
+    device: str = Field("auto", description="'auto' (cuda when present), 'cpu', 'cuda', 'cuda:1' ...")
+    cache: bool = True
+    cache_dir: str | None = Field(None, description="default: ~/.cache/ragray/embeddings")
+
+
+class HybridConfig(Section):
+    dense_k: int = Field(50, ge=1)
+    sparse_k: int = Field(50, ge=1)
+    fusion: Literal["rrf", "alpha"] = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    alpha: float = Field(0.5, ge=0, le=1, description="weight of the dense score in alpha fusion")
+
+
+class RetrievalConfig(Section):
+    retriever: str = "bm25"
+    top_k: int = Field(10, ge=1)
+    scope: Literal["per_question", "global"] = "per_question"
+    min_score: float | None = None
+    filters: dict[str, str | list[str]] = Field(
+        default_factory=dict, description="passage meta key -> allowed value(s)"
+    )
+    bm25: BM25Config = BM25Config()
+    dense: DenseConfig = DenseConfig()
+    hybrid: HybridConfig = HybridConfig()
+
+    @model_validator(mode="after")
+    def _known_retriever(self) -> RetrievalConfig:
+        from ragray.retrieval import RETRIEVERS
+
+        RETRIEVERS.get(self.retriever)
+        return self
+
+
+class RerankConfig(Section):
+    strategy: str = "none"
+    model: str | None = Field(None, description="model path or hub id (bge: BAAI/bge-reranker-base)")
+    candidates: int = Field(30, ge=1, description="first-stage hits handed to the reranker")
+    batch_size: int = Field(32, ge=1)
+    max_length: int = Field(512, ge=8)
+    device: str = "auto"
+
+    @model_validator(mode="after")
+    def _known_strategy(self) -> RerankConfig:
+        from ragray.rerank import RERANKERS
+
+        RERANKERS.get(self.strategy)
+        return self
+
+
+class ExperimentConfig(Section):
+    name: str = "default"
+    seed: int = 0
+    data: DataConfig = DataConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    rerank: RerankConfig = RerankConfig()
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the resolved config (every default filled in) so any result can be reproduced."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml(), encoding="utf-8")
+        return path
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    loc = ".".join(str(part) for part in err["loc"])
+    kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
+    bounds = {
+        "greater_than_equal": ">=",
+        "greater_than": ">",
+        "less_than_equal": "<=",
+        "less_than": "<",
+    }
+    if kind in bounds:
+        limit = next(iter(ctx.values()))
+        return f"{loc} must be {bounds[kind]} {limit}, got {got!r}"
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "literal_error":
+        return f"{loc} must be one of {ctx.get('expected')}, got {got!r}"
+    if kind == "value_error":
+        msg = str(ctx.get("error", err["msg"]))
+        return msg if not loc else f"{loc}: {msg}" if not msg.startswith(loc) else msg
+    return f"{loc}: {err['msg'].lower()}, got {got!r}"
+
+
+def format_validation_error(exc: ValidationError, where: str = "") -> str:
+    """One line per problem, each naming the dotted key (and ``where`` it came from)."""
+    prefix = f"{where}: " if where else ""
+    return "\n".join(prefix + _describe(e) for e in exc.errors())
+
+
+def _valid_keys_hint(model: type[BaseModel], loc: Sequence[Any]) -> str:
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        ann = field.annotation if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return ""
+        model = ann
+    return f" (valid keys: {', '.join(model.model_fields)})"
+
+
+def validate_config(raw: Mapping[str, Any], where: str = "") -> ExperimentConfig:
+    """Validate a raw mapping into an :class:`ExperimentConfig` or raise :class:`ConfigError`."""
+    try:
+        return ExperimentConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        lines = []
+        prefix = f"{where}: " if where else ""
+        for e in exc.errors():
+            hint = _valid_keys_hint(ExperimentConfig, e["loc"]) if e["type"] == "extra_forbidden" else ""
+            lines.append(prefix + _describe(e) + hint)
+        raise ConfigError("\n".join(lines)) from None
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``a.b=c`` overrides (values parsed as YAML) to a nested mapping."""
+    out: dict[str, Any] = _deep_copy(raw)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE (e.g. retrieval.top_k=5), got {item!r}")
+        parts = key.strip().split(".")
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: '{'.join(parts[: i + 1])}' is not a section")
+            node = child
+        try:
+            node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: value {value!r} is not valid YAML ({exc})") from None
+    return out
+
+
+def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, with errors that name the file (and line for syntax errors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = ()
+) -> ExperimentConfig:
+    """Load ``path`` (or the built-in defaults), apply ``--set`` overrides, validate."""
+    raw = read_yaml(path) if path is not None else {}
+    raw = apply_overrides(raw, overrides)
+    return validate_config(raw, where=str(path) if path is not None else "")

@@ -1,0 +1,48 @@
+"""The ragray error hierarchy.
+
+    RagrayError                 base of everything ragray raises on purpose
+    ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
+    ├── InputError              a dataset file, a row or a CLI argument is invalid
+    ├── MissingDependencyError  an optional extra is not installed (names the pip command)
+    └── BackendError            a model, index or remote endpoint failed while running
+
+Messages say what is wrong and where ("retrieval.top_k must be >= 1, got 0";
+"data/qa.jsonl:17: 'question' is missing").
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RagrayError",
+    "ConfigError",
+    "InputError",
+    "MissingDependencyError",
+    "BackendError",
+]
+
+
+class RagrayError(Exception):
+    """Base class of every error ragray raises deliberately."""
+
+
+class ConfigError(RagrayError, ValueError):
+    """A configuration value is invalid; the message names the dotted key."""
+
+
+class InputError(RagrayError, ValueError):
+    """User input (dataset file, row, CLI argument) is invalid; the message names file and line."""
+
+
+class MissingDependencyError(RagrayError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the '{package}' package: pip install 'ragray[{extra}]'"
+        )
+
+
+class BackendError(RagrayError, RuntimeError):
+    """A model, index or endpoint failed while running."""

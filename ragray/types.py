@@ -1,0 +1,105 @@
+"""The small immutable records every ragray stage passes around."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Passage", "Question", "Dataset", "SkippedRow", "Hit", "frozen_meta"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def frozen_meta(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of ``meta`` (an empty mapping for ``None``)."""
+    return MappingProxyType(dict(meta)) if meta else _EMPTY
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrievable unit of text.
+
+    ``doc_id`` is the document the unit came from: equal to ``id`` for a passage that was not
+    chunked, the source document's id for a chunk. ``position`` is the chunk's index inside its
+    document (0 for unchunked passages). Gold ids are matched against ``doc_id``.
+    """
+
+    id: str
+    text: str
+    title: str = ""
+    doc_id: str = ""
+    position: int = 0
+    meta: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.doc_id:
+            object.__setattr__(self, "doc_id", self.id)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question with its gold answers, its own passages (may be empty) and gold passage ids."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...] = ()
+    passages: tuple[Passage, ...] = ()
+    gold_passage_ids: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A dataset row dropped because the user asked to skip bad rows."""
+
+    source: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Questions plus an optional explicit corpus.
+
+    ``documents`` is True when passages are whole documents (PDF pages, NQ articles) that the
+    ``auto`` chunking mode should split; False when they are already retrieval-sized passages.
+    """
+
+    name: str
+    questions: tuple[Question, ...]
+    corpus: tuple[Passage, ...] | None = None
+    skipped: tuple[SkippedRow, ...] = ()
+    documents: bool = False
+
+    def global_corpus(self) -> tuple[Passage, ...]:
+        """The corpus file if there is one, else the union of all questions' passages by id."""
+        if self.corpus is not None:
+            return self.corpus
+        seen: dict[str, Passage] = {}
+        for q in self.questions:
+            for p in q.passages:
+                seen.setdefault(p.id, p)
+        return tuple(seen.values())
+
+    def limit(self, n: int | None) -> Dataset:
+        """The first ``n`` questions; the corpus is kept whole (``--limit`` never cuts it)."""
+        if n is None or n >= len(self.questions):
+            return self
+        return Dataset(
+            name=self.name,
+            questions=self.questions[:n],
+            corpus=self.global_corpus(),
+            skipped=self.skipped,
+            documents=self.documents,
+        )
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved passage: ``rank`` is 1-based (1 = best), ``score`` the retriever's score."""
+
+    passage: Passage
+    rank: int
+    score: float

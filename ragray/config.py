@@ -101,9 +101,9 @@ class RetrievalConfig(Section):
     filters: dict[str, str | list[str]] = Field(
         default_factory=dict, description="passage meta key -> allowed value(s)"
     )
-    bm25: BM25Config = BM25Config()
-    dense: DenseConfig = DenseConfig()
-    hybrid: HybridConfig = HybridConfig()
+    bm25: BM25Config = Field(default_factory=BM25Config)
+    dense: DenseConfig = Field(default_factory=DenseConfig)
+    hybrid: HybridConfig = Field(default_factory=HybridConfig)
 
     @model_validator(mode="after")
     def _known_retriever(self) -> RetrievalConfig:
@@ -132,10 +132,10 @@ class RerankConfig(Section):
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
-    data: DataConfig = DataConfig()
-    chunking: ChunkingConfig = ChunkingConfig()
-    retrieval: RetrievalConfig = RetrievalConfig()
-    rerank: RerankConfig = RerankConfig()
+    data: DataConfig = Field(default_factory=DataConfig)
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
@@ -163,6 +163,7 @@ def _describe(err: Mapping[str, Any]) -> str:
     }
     if kind in bounds:
         limit = next(iter(ctx.values()))
+        limit = f"{limit:g}" if isinstance(limit, float) else limit
         return f"{loc} must be {bounds[kind]} {limit}, got {got!r}"
     if kind == "extra_forbidden":
         return f"{loc}: unknown key"
@@ -203,24 +204,34 @@ def validate_config(raw: Mapping[str, Any], where: str = "") -> ExperimentConfig
         raise ConfigError("\n".join(lines)) from None
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``a.b=c`` overrides (values parsed as YAML) to a nested mapping."""
+def _set_dotted(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
+    parts = key.strip().split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            section = ".".join(parts[: i + 1])
+            raise ConfigError(f"{origin} {key}: '{section}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_overrides(
+    raw: Mapping[str, Any], overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Apply ``a.b=c`` overrides (values parsed as YAML), then typed ``values`` by dotted key."""
     out: dict[str, Any] = _deep_copy(raw)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set expects KEY=VALUE (e.g. retrieval.top_k=5), got {item!r}")
-        parts = key.strip().split(".")
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {key}: '{'.join(parts[: i + 1])}' is not a section")
-            node = child
         try:
-            node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+            parsed = yaml.safe_load(value) if value.strip() else None
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {key}: value {value!r} is not valid YAML ({exc})") from None
+        _set_dotted(out, key, parsed, "--set")
+    for key, value in (values or {}).items():
+        _set_dotted(out, key, value, "option")
     return out
 
 
@@ -249,9 +260,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = ()
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    values: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
-    """Load ``path`` (or the built-in defaults), apply ``--set`` overrides, validate."""
+    """Load ``path`` (or the built-in defaults), apply ``--set`` overrides and typed ``values``
+    (dotted key -> value, e.g. from CLI flags), then validate."""
     raw = read_yaml(path) if path is not None else {}
-    raw = apply_overrides(raw, overrides)
+    raw = apply_overrides(raw, overrides, values)
     return validate_config(raw, where=str(path) if path is not None else "")

@@ -31,7 +31,7 @@ class Passage:
     title: str = ""
     doc_id: str = ""
     position: int = 0
-    meta: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.doc_id:
@@ -47,7 +47,7 @@ class Question:
     answers: tuple[str, ...] = ()
     passages: tuple[Passage, ...] = ()
     gold_passage_ids: tuple[str, ...] = ()
-    meta: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

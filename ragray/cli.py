@@ -1,0 +1,130 @@
+"""The ``ragray`` command line.
+
+Precedence of settings: built-in defaults < CONFIG file < ``--set key=value`` < explicit flags
+(``--dataset``, ``--top-k`` ...). Errors in user input exit with status 2 and one message that
+says what and where; backend failures exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from ragray import __version__
+from ragray.errors import BackendError, ConfigError, InputError, MissingDependencyError, RagrayError
+
+__all__ = ["main", "build_parser"]
+
+log = logging.getLogger("ragray")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="experiment YAML (default: built-in defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set retrieval.bm25.k1=0.9 (repeatable)")
+    p.add_argument("--dataset", help="dataset file or folder, or 'demo' (data.path)")
+    p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
+    p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="skip and count bad dataset rows instead of failing (data.on_bad_row=skip)")
+    p.add_argument("--top-k", type=_positive_int, help="passages per question (retrieval.top_k)")
+    p.add_argument("--retriever", help="bm25, dense or hybrid (retrieval.retriever)")
+    p.add_argument("--scope", choices=["per_question", "global"], help="retrieval.scope")
+    p.add_argument("--out", help="run directory (default: runs/<command>-<name>-<time>)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragray", description="Influence-aware RAG diagnostics on Ray."
+    )
+    parser.add_argument("--version", action="version", version=f"ragray {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    retrieve = sub.add_parser(
+        "retrieve", help="retrieve top-k passages per question and score them against gold ids"
+    )
+    _add_common(retrieve)
+    return parser
+
+
+_FLAG_KEYS = {
+    "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit",
+    "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
+}
+
+
+def _flag_values(args: argparse.Namespace) -> dict[str, object]:
+    """Explicit flags as typed config values (not YAML-parsed: a path "1e5" stays a string)."""
+    out: dict[str, object] = {
+        key: getattr(args, flag) for flag, key in _FLAG_KEYS.items()
+        if getattr(args, flag, None) is not None
+    }
+    if getattr(args, "skip_bad_rows", False):
+        out["data.on_bad_row"] = "skip"
+    return out
+
+
+def _cmd_retrieve(args: argparse.Namespace) -> int:
+    from ragray.commands.retrieve import run_retrieve
+    from ragray.config import load_config
+    from ragray.store.rundir import default_run_dir
+
+    config = load_config(args.config, args.overrides, _flag_values(args))
+    out = args.out or default_run_dir("retrieve", config.name)
+    result = run_retrieve(config, out, progress=not args.no_progress)
+    m = result.metrics
+    print(f"ragray retrieve: {result.n_questions} questions, {config.retrieval.retriever} "
+          f"top-{config.retrieval.top_k}, scope {config.retrieval.scope}, "
+          f"{result.seconds:.1f}s -> {result.out}")
+    if result.n_skipped_rows:
+        print(f"  skipped {result.n_skipped_rows} bad rows (listed in metrics.json)")
+    if m.get("n_scored"):
+        k = m["k"]
+        print(f"  {'hit@1':>8} {'hit@5':>8} {f'hit@{k}':>8} {'MRR':>8} {'nDCG@10':>8}   (n={m['n_scored']})")
+        print(f"  {m['hit_at_1']:8.3f} {m['hit_at_5']:8.3f} {m['hit_at_k']:8.3f} "
+              f"{m['mrr']:8.3f} {m['ndcg_at_10']:8.3f}")
+    else:
+        print("  no gold passage ids: retrieval metrics not computed")
+    return 0
+
+
+COMMANDS = {"retrieve": _cmd_retrieve}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, InputError) as exc:
+        print(f"ragray {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except MissingDependencyError as exc:
+        print(f"ragray {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (BackendError, RagrayError) as exc:
+        print(f"ragray {args.command}: failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"ragray {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Metrics: retrieval quality now; similarity, influence and faithfulness as they land."""

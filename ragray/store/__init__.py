@@ -1,0 +1,1 @@
+"""Where results go: run directories (Parquet primary, CSV/JSON exports)."""

@@ -1,0 +1,61 @@
+"""A run directory: the resolved config, Parquet tables (with CSV copies) and JSON summaries."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from ragray.config import ExperimentConfig
+
+__all__ = ["RunDir", "default_run_dir"]
+
+
+def default_run_dir(command: str, name: str, root: str | Path = "runs") -> Path:
+    """``runs/<command>-<name>-<UTC timestamp>``: a fresh directory per run by default."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path(root) / f"{command}-{name}-{stamp}"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; "unmeasured" is null
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+class RunDir:
+    """Writes the files of one run under ``path``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def save_config(self, config: ExperimentConfig) -> Path:
+        return config.save(self.path / "config.yaml")
+
+    def write_table(self, name: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Path:
+        """``<name>.parquet`` (primary) and ``<name>.csv`` (export) from row mappings."""
+        table = pa.Table.from_pylist(list(rows), schema=schema)
+        path = self.path / f"{name}.parquet"
+        pq.write_table(table, path)
+        csv_table = table.select(
+            [f.name for f in schema if not pa.types.is_list(f.type) and not pa.types.is_struct(f.type)]
+        )
+        pacsv.write_csv(csv_table, self.path / f"{name}.csv")
+        return path
+
+    def write_json(self, name: str, data: Mapping[str, Any]) -> Path:
+        path = self.path / f"{name}.json"
+        path.write_text(json.dumps(_json_safe(data), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        return path

@@ -1,0 +1,1 @@
+"""Text analysis shared by retrievers and metrics."""

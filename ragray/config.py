@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragray.errors import ConfigError
 
@@ -105,12 +105,13 @@ class RetrievalConfig(Section):
     dense: DenseConfig = Field(default_factory=DenseConfig)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
 
-    @model_validator(mode="after")
-    def _known_retriever(self) -> RetrievalConfig:
+    @field_validator("retriever")
+    @classmethod
+    def _known_retriever(cls, name: str) -> str:
         from ragray.retrieval import RETRIEVERS
 
-        RETRIEVERS.get(self.retriever)
-        return self
+        RETRIEVERS.get(name)
+        return name
 
 
 class RerankConfig(Section):
@@ -121,12 +122,13 @@ class RerankConfig(Section):
     max_length: int = Field(512, ge=8)
     device: str = "auto"
 
-    @model_validator(mode="after")
-    def _known_strategy(self) -> RerankConfig:
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, name: str) -> str:
         from ragray.rerank import RERANKERS
 
-        RERANKERS.get(self.strategy)
-        return self
+        RERANKERS.get(name)
+        return name
 
 
 class ExperimentConfig(Section):

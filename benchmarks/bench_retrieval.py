@@ -1,0 +1,127 @@
+"""Retrieval benchmark: ragray BM25 vs rank_bm25, and FAISS Flat vs HNSW, side by side.
+
+    python benchmarks/bench_retrieval.py [--out benchmarks/results/retrieval.json]
+
+Data: SciFact (5183 abstracts, 300 claims) and SQuAD dev (2067 paragraphs, 1000 questions) from
+../shared/data. Both BM25 implementations get identical token lists, so the timing compares the
+scoring engines; ragray's own analyzer time is reported separately. Top-10 agreement is checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import SHARED_DATA, machine_info  # noqa: E402
+from ragray.config import BM25Config, DenseConfig  # noqa: E402
+from ragray.retrieval.bm25 import BM25Index, passage_text  # noqa: E402
+from ragray.retrieval.dense import DenseIndex, DenseRetriever  # noqa: E402
+from ragray.text.analyzer import Analyzer  # noqa: E402
+from ragray.types import Passage  # noqa: E402
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def load(name: str) -> tuple[list[Passage], list[str]]:
+    corpus_path = next(SHARED_DATA.glob(f"{name}.corpus.jsonl*"))
+    corpus = [Passage(r["id"], r["text"], r.get("title", "")) for r in read_jsonl(corpus_path)]
+    queries = [r["question"] for r in read_jsonl(SHARED_DATA / f"{name}.jsonl")]
+    return corpus, queries
+
+
+def timed(fn, repeats: int = 3):
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def bench_bm25(name: str, corpus: list[Passage], queries: list[str]) -> dict:
+    import rank_bm25
+
+    analyzer = Analyzer()
+    t_tok, doc_tokens = timed(lambda: analyzer.many([passage_text(p) for p in corpus]), 1)
+    query_tokens = analyzer.many(queries)
+    cfg = BM25Config()
+    t_idx, ours = timed(lambda: BM25Index(corpus, cfg, analyzer, tokens=doc_tokens))
+    t_q, scores = timed(lambda: ours.scores_tokens(query_tokens))
+    t_ref_idx, ref = timed(lambda: rank_bm25.BM25Okapi(doc_tokens), 1)
+    t0 = time.perf_counter()
+    ref_scores = np.stack([ref.get_scores(q) for q in query_tokens])
+    t_ref_q = time.perf_counter() - t0
+    same_top10 = 0
+    for a, b in zip(scores, ref_scores):
+        ta = set(np.lexsort((np.arange(len(a)), -a))[:10])
+        tb = set(np.argsort(b)[::-1][:10])
+        # ties at the 10th score may be cut differently; count the list as equal if scores agree
+        same_top10 += ta == tb or np.allclose(np.sort(a)[-10:], np.sort(b)[-10:])
+    return {
+        "dataset": name,
+        "n_passages": len(corpus),
+        "n_queries": len(queries),
+        "analyzer_s": t_tok,
+        "ragray": {"index_s": t_idx, "query_s": t_q, "total_s": t_idx + t_q},
+        "rank_bm25": {"index_s": t_ref_idx, "query_s": t_ref_q, "total_s": t_ref_idx + t_ref_q},
+        "speedup_index_plus_queries": (t_ref_idx + t_ref_q) / (t_idx + t_q),
+        "max_abs_score_diff": float(np.abs(scores - ref_scores).max()),
+        "identical_top10_share": same_top10 / len(queries),
+    }
+
+
+def bench_faiss(corpus: list[Passage], queries: list[str]) -> dict:
+    retriever = DenseRetriever(DenseConfig())
+    t_emb, emb = timed(lambda: retriever.encoder.encode_passages(corpus, 64), 1)
+    q = retriever.encoder.encode(queries, 64, normalize=True, cache=False)
+    out: dict = {"n_passages": len(corpus), "n_queries": len(queries), "embed_corpus_s": t_emb}
+    results = {}
+    for kind in ("flat_ip", "hnsw"):
+        cfg = DenseConfig(index=kind)
+        t_build, idx = timed(lambda: DenseIndex(corpus, emb, retriever.encoder, cfg))
+        t_search, (_, ids) = timed(lambda: idx._index.search(q, 10))
+        results[kind] = ids
+        out[kind] = {"build_s": t_build, "search_s": t_search, "queries_per_s": len(queries) / t_search}
+    recall = statistics.mean(
+        len(set(a) & set(b)) / 10 for a, b in zip(results["flat_ip"], results["hnsw"])
+    )
+    out["hnsw_recall_at_10_vs_flat"] = recall
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/retrieval.json")
+    args = ap.parse_args()
+    if not SHARED_DATA.is_dir():
+        raise SystemExit(f"needs ../shared/data beside the repo ({SHARED_DATA} not found)")
+    result = {"machine": machine_info(("rank-bm25", "faiss-cpu", "sentence-transformers", "torch"))}
+    result["bm25"] = []
+    for name in ("scifact", "squad_v11_dev"):
+        corpus, queries = load(name)
+        result["bm25"].append(bench_bm25(name, corpus, queries))
+        print(json.dumps(result["bm25"][-1], indent=1))
+    corpus, queries = load("scifact")
+    result["faiss_scifact"] = bench_faiss(corpus, queries)
+    print(json.dumps(result["faiss_scifact"], indent=1))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

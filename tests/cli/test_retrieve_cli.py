@@ -1,0 +1,157 @@
+"""`ragray retrieve`: outputs, exit codes and messages, the README command, real-data acceptance."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_demo_default_writes_run_dir(tmp_path, capsys):
+    code, out, _ = run(["retrieve", "--out", str(tmp_path / "r"), "--no-progress"], capsys)
+    assert code == 0, out
+    hits = pq.read_table(tmp_path / "r" / "hits.parquet").to_pylist()
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["n_questions"] >= 30 and metrics["retriever"] == "bm25"
+    by_q = {}
+    for h in hits:
+        by_q.setdefault(h["question_id"], []).append(h["retrieval_rank"])
+    assert all(ranks == list(range(1, 11)) for ranks in by_q.values())
+    assert 0 < metrics["hit_at_k"] <= 1 and "ndcg_at_10" in metrics
+    assert re.search(r"hit@1 +hit@5 +hit@10 +MRR +nDCG@10", out)
+    assert (tmp_path / "r" / "hits.csv").is_file() and (tmp_path / "r" / "config.yaml").is_file()
+
+
+def test_resolved_config_reruns_to_same_hits(tmp_path, capsys):
+    assert run(["retrieve", "--limit", "5", "--top-k", "3", "--out", str(tmp_path / "a"),
+                "--no-progress"], capsys)[0] == 0
+    assert run(["retrieve", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"),
+                "--no-progress"], capsys)[0] == 0
+    a = pq.read_table(tmp_path / "a" / "hits.parquet").to_pylist()
+    b = pq.read_table(tmp_path / "b" / "hits.parquet").to_pylist()
+    assert a == b and len(a) == 15
+
+
+def test_filters_restrict_passages(tmp_path, capsys):
+    code, *_ = run(["retrieve", "--set", "retrieval.filters={source: harbour-records}",
+                    "--out", str(tmp_path / "f"), "--no-progress"], capsys)
+    assert code == 0
+    hits = pq.read_table(tmp_path / "f" / "hits.parquet").to_pylist()
+    from ragray.data import demo_path
+
+    source = {}
+    for line in demo_path().read_text(encoding="utf-8").splitlines():
+        for p in json.loads(line)["passages"]:
+            source[p["id"]] = (p.get("meta") or {}).get("source")
+    assert hits and all(source[h["passage_id"]] == "harbour-records" for h in hits)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["retrieve", "--top-k", "0"], r"argument --top-k: must be >= 1, got 0"),
+        (["retrieve", "--limit", "ten"], r"argument --limit: expected an integer, got 'ten'"),
+        (["retrieve", "--scope", "local"], r"argument --scope: invalid choice: 'local'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_argparse_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["retrieve", "--retriever", "tfidf"], r"retrieval.retriever: unknown retriever 'tfidf'; valid: bm25, dense, hybrid"),
+        (["retrieve", "--dataset", "nowhere.jsonl"], r"dataset not found: nowhere\.jsonl"),
+        (["retrieve", "--set", "retrieval.bm25.k1=-1"], r"retrieval\.bm25\.k1 must be >= 0, got -1"),
+        (["retrieve", "missing.yaml"], r"config file not found: missing\.yaml"),
+    ],
+)
+def test_bad_input_exit_2_with_message(argv, message, capsys, tmp_path):
+    code, _, err = run([*argv, "--out", str(tmp_path / "x"), "--no-progress"], capsys)
+    assert code == 2
+    assert re.search(r"ragray retrieve: error: " + message, err), err
+
+
+def test_corpus_only_dataset_needs_global_scope(tmp_path, capsys):
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps({"id": "q1", "question": "Which ferry?", "answers": [], "passages": [],
+                    "gold_passage_ids": ["d1"]}) + "\n", encoding="utf-8")
+    (tmp_path / "qa.corpus.jsonl").write_text(
+        json.dumps({"id": "d1", "title": "", "text": "The ferry Tern sails at noon."}) + "\n",
+        encoding="utf-8")
+    code, _, err = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--out",
+                        str(tmp_path / "o"), "--no-progress"], capsys)
+    assert code == 2 and "use retrieval.scope=global (--scope global)" in err
+    code, out, _ = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--scope", "global",
+                        "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    assert code == 0 and json.loads((tmp_path / "o" / "metrics.json").read_text())["hit_at_1"] == 1.0
+
+
+def test_readme_first_command_runs(tmp_path):
+    """The README's first block is `pip install ... && ragray retrieve`: run its ragray part."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first = re.search(r"```bash\n(.+?)\n```", readme, re.S).group(1)
+    install, _, command = first.partition("&&")
+    assert "pip install" in install and command.strip().startswith("ragray ")
+    args = command.split()[1:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragray.cli", *args, "--no-progress"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "nDCG@10" in proc.stdout
+    assert list((tmp_path / "runs").glob("retrieve-default-*/hits.parquet"))
+
+
+# ---------------------------------------------------------------------------------------------
+# acceptance on real data (../shared/data)
+
+
+def _metrics(tmp_path, argv, capsys):
+    code, out, err = run([*argv, "--out", str(tmp_path / "m"), "--no-progress"], capsys)
+    assert code == 0, err
+    print(out)
+    return json.loads((tmp_path / "m" / "metrics.json").read_text())
+
+
+@pytest.mark.realdata
+def test_scifact_bm25_matches_beir(shared_data, tmp_path, capsys):
+    m = _metrics(tmp_path, ["retrieve", "--dataset", str(shared_data / "scifact.jsonl"),
+                            "--scope", "global"], capsys)
+    assert m["n_scored"] == 300
+    assert abs(m["ndcg_at_10"] - 0.665) <= 0.01, m["ndcg_at_10"]  # BEIR's published BM25
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_scifact_dense_minilm(shared_data, tmp_path, capsys):
+    m = _metrics(tmp_path, ["retrieve", "--dataset", str(shared_data / "scifact.jsonl"),
+                            "--scope", "global", "--retriever", "dense"], capsys)
+    # all-MiniLM-L6-v2 on SciFact: ~0.64 published (sentence-transformers / MTEB)
+    assert 0.58 <= m["ndcg_at_10"] <= 0.70, m["ndcg_at_10"]
+
+
+@pytest.mark.realdata
+def test_hotpotqa_per_question_bm25_hit5(shared_data, tmp_path, capsys):
+    m = _metrics(tmp_path, ["retrieve", "--dataset", str(shared_data / "hotpotqa_distractor_dev.jsonl")],
+                 capsys)
+    assert m["n_scored"] == 588 and m["scope"] == "per_question"
+    # 10 paragraphs per question, 2 gold: any-gold hit@5 ~0.95 in the data README
+    assert m["hit_at_5"] >= 0.9, m["hit_at_5"]

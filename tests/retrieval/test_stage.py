@@ -1,0 +1,97 @@
+"""The retrieval stage: scopes, chunked documents, filters, min_score and reranking candidates."""
+
+import numpy as np
+import pytest
+
+from ragray.config import load_config
+from ragray.errors import InputError
+from ragray.rerank.base import Reranker
+from ragray.retrieval.stage import RetrievalStage, passes_filters
+from ragray.types import Dataset, Passage, Question
+
+
+def P(pid, text, **meta):
+    return Passage(pid, text, meta=meta)
+
+
+HARBOUR = P("h", "The harbour master logs every ferry arrival at Port Wren.", source="records")
+GARDEN = P("g", "The botanical garden grows lavender near the old mill.", source="guide")
+MILL = P("m", "The old mill grinds barley; the ferry brings barley from Port Wren.", source="guide")
+
+DATASET = Dataset(
+    "t",
+    (
+        Question("q1", "Who logs ferry arrivals at Port Wren?", passages=(HARBOUR, GARDEN, MILL),
+                 gold_passage_ids=("h",)),
+        Question("q2", "What grows near the old mill?", passages=(GARDEN, MILL),
+                 gold_passage_ids=("g",)),
+    ),
+)
+
+
+def stage(*overrides):
+    return RetrievalStage(load_config(None, list(overrides)))
+
+
+def ids(result):
+    return [h.passage.id for h in result.hits]
+
+
+def test_per_question_uses_only_own_passages():
+    out = list(stage("retrieval.top_k=5").run(DATASET, progress=False))
+    assert ids(out[0])[0] == "h" and set(ids(out[0])) == {"h", "g", "m"}
+    assert set(ids(out[1])) == {"g", "m"}  # q2 never sees the harbour passage
+
+
+def test_global_scope_uses_union_corpus():
+    out = list(stage("retrieval.scope=global", "retrieval.top_k=5").run(DATASET, progress=False))
+    assert set(ids(out[1])) == {"h", "g", "m"}
+    assert [h.rank for h in out[1].hits] == [1, 2, 3]
+
+
+def test_filters_and_min_score():
+    out = list(stage("retrieval.filters={source: guide}").run(DATASET, progress=False))
+    assert set(ids(out[0])) == {"g", "m"}
+    assert passes_filters(HARBOUR, {"source": ["records", "x"]})
+    assert not passes_filters(Passage("n", "no meta"), {"source": "guide"})
+    out = list(stage("retrieval.min_score=0.01").run(DATASET, progress=False))
+    assert all(h.score >= 0.01 for r in out for h in r.hits)
+    assert "g" not in ids(out[0])  # shares no term with q1: BM25 score 0 is dropped
+
+
+def test_documents_are_chunked_in_auto_mode():
+    long_doc = Passage("doc", " ".join(f"word{i}" for i in range(250)) + " lighthouse", title="Doc")
+    ds = Dataset("d", (Question("q", "lighthouse", passages=(long_doc,), gold_passage_ids=("doc",)),),
+                 documents=True)
+    hits = list(stage().run(ds, progress=False))[0].hits
+    assert len(hits) == 3 and hits[0].passage.doc_id == "doc" and hits[0].passage.id == "doc#c2"
+
+
+class ReverseReranker(Reranker):
+    """Scores passages by reverse id order: deterministic and opposite to the text match."""
+
+    name = "reverse"
+
+    @classmethod
+    def from_config(cls, config):
+        return cls()
+
+    def score(self, query, passages):
+        self.seen = [p.id for p in passages]
+        return np.array([-ord(p.id[0]) for p in passages], dtype=float)
+
+
+def test_reranker_gets_candidates_and_final_ranks_are_renumbered():
+    s = stage("retrieval.top_k=2", "rerank.candidates=3")
+    reranker = ReverseReranker()
+    s.reranker = reranker
+    assert s.first_stage_k == 3
+    out = list(s.run(DATASET, progress=False))
+    assert sorted(reranker.seen) == ["g", "m"]  # q2's candidates (it has two passages)
+    assert ids(out[0]) == ["g", "h"] and [h.rank for h in out[0].hits] == [1, 2]
+
+
+def test_corpus_only_dataset_rejects_per_question_scope():
+    ds = Dataset("c", (Question("q", "x"),), corpus=(HARBOUR,))
+    with pytest.raises(InputError, match="no per-question passages.*--scope global"):
+        list(stage().run(ds, progress=False))

@@ -1,0 +1,1 @@
+"""Helpers of :mod:`ragray.data.chunking`: text units (words, sentences, tokens, sections)."""

@@ -52,7 +52,11 @@ class DataConfig(Section):
 
 class ChunkingConfig(Section):
     method: Literal["auto", "none", "words", "sentences", "tokens", "structure"] = "auto"
-    size: int = Field(100, ge=1, description="words / tokens / sentences per chunk")
+    size: int = Field(
+        100, ge=1,
+        description="units per chunk in the method's unit: words (words, structure), sentences "
+        "(sentences: set e.g. 5) or tokens (tokens: e.g. 128)",
+    )
     overlap: int = Field(0, ge=0, description="units shared by consecutive chunks")
     tokenizer: str = Field("minilm", description="tokenizer for method=tokens: 'minilm', path or hub id")
 

@@ -1,0 +1,146 @@
+"""Dense retrieval: a sentence-transformers bi-encoder plus a FAISS index.
+
+Index kinds (``retrieval.dense.index``), all over L2-normalized embeddings:
+
+- ``flat_ip``: exhaustive inner product (``IndexFlatIP``); the score is the cosine similarity.
+- ``flat_l2``: exhaustive L2 (``IndexFlatL2``); the score is the *negative squared* L2 distance,
+  so higher is better like every ragray score. On unit vectors ``-|q-p|² = 2·cos - 2``: the
+  ranking equals ``flat_ip``'s.
+- ``hnsw``: approximate graph search (``IndexHNSWFlat``, inner-product metric; ``hnsw_m``,
+  ``ef_construction``, ``ef_search``); the score is the cosine similarity.
+
+Flat indexes move to the GPU (``index_cpu_to_gpu``) when FAISS was built with GPU support, a
+GPU is present and ``device`` is not ``cpu``. HNSW always stays on the CPU: FAISS has no GPU
+HNSW (its GPU graph index is CAGRA, a different structure), so copying one raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragray._imports import require
+from ragray.config import DenseConfig, RetrievalConfig
+from ragray.encoders import SentenceEncoder
+from ragray.errors import BackendError
+from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex
+from ragray.types import Hit, Passage
+
+__all__ = ["DenseRetriever", "DenseIndex"]
+
+logger = logging.getLogger(__name__)
+
+
+def _faiss() -> Any:
+    return require("faiss", extra="dense", feature="dense retrieval", package="faiss-cpu")
+
+
+def _gpu_id(device: str) -> int | None:
+    """The CUDA ordinal FAISS should use, or ``None`` to stay on the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    faiss = _faiss()
+    if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() < 1:
+        return None
+    _, _, ordinal = device.partition(":")
+    return int(ordinal) if ordinal else 0
+
+
+class DenseIndex(SearchIndex):
+    """FAISS index over passage embeddings; :meth:`search` embeds queries with the same model."""
+
+    def __init__(
+        self,
+        passages: Sequence[Passage],
+        embeddings: np.ndarray,
+        encoder: SentenceEncoder,
+        config: DenseConfig,
+    ) -> None:
+        super().__init__(passages)
+        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self.encoder = encoder
+        self.config = config
+        self.on_gpu = False
+        self._gpu_resources: Any = None  # kept alive as long as the GPU index
+        self._index = self._build() if len(self.passages) else None
+
+    def _build(self) -> Any:
+        faiss = _faiss()
+        dim = self.embeddings.shape[1]
+        cfg = self.config
+        if cfg.index == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = cfg.ef_construction
+            index.hnsw.efSearch = cfg.ef_search
+        elif cfg.index == "flat_l2":
+            index = faiss.IndexFlatL2(dim)
+        else:
+            index = faiss.IndexFlatIP(dim)
+        index.add(self.embeddings)
+        gpu = _gpu_id(self.encoder.device) if cfg.index != "hnsw" else None
+        if gpu is not None:
+            self._gpu_resources = faiss.StandardGpuResources()
+            index = faiss.index_cpu_to_gpu(self._gpu_resources, gpu, index)
+            self.on_gpu = True
+        logger.info(
+            "dense %s index: %d passages, dim %d, %s",
+            cfg.index,
+            len(self.passages),
+            dim,
+            f"cuda:{gpu}" if self.on_gpu else "cpu",
+        )
+        return index
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """Top ``k`` hits per query (all passages when ``k`` exceeds the corpus), ranks 1..k.
+
+        Hits with equal scores are ordered by corpus position, so results are reproducible.
+        """
+        queries = list(queries)
+        k = min(k, len(self.passages))
+        if not queries or k <= 0 or self._index is None:
+            return [[] for _ in queries]
+        q = self.encoder.encode(queries, self.config.batch_size, normalize=True, cache=False)
+        try:
+            scores, ids = self._index.search(q, k)
+        except RuntimeError as exc:
+            raise BackendError(f"FAISS {self.config.index} search failed: {exc}") from exc
+        if self.config.index == "flat_l2":
+            scores = -scores
+        return [self._hits(s, i) for s, i in zip(scores, ids, strict=True)]
+
+    def _hits(self, scores: np.ndarray, ids: np.ndarray) -> list[Hit]:
+        keep = ids >= 0  # HNSW pads with -1 when it finds fewer than k neighbours
+        scores, ids = scores[keep], ids[keep]
+        order = np.lexsort((ids, -scores))
+        return [
+            Hit(self.passages[int(ids[j])], rank, float(scores[j]))
+            for rank, j in enumerate(order, start=1)
+        ]
+
+
+@RETRIEVERS.register("dense")
+class DenseRetriever(Retriever):
+    """Bi-encoder retrieval (``retrieval.dense``): embed passages once (cached), search FAISS."""
+
+    name = "dense"
+
+    def __init__(self, config: DenseConfig, encoder: SentenceEncoder | None = None) -> None:
+        self.config = config
+        self.encoder = encoder if encoder is not None else SentenceEncoder.from_config(config)
+
+    @classmethod
+    def from_config(cls, config: RetrievalConfig) -> DenseRetriever:
+        return cls(config.dense)
+
+    def index(self, passages: Sequence[Passage]) -> DenseIndex:
+        """Embed ``passages`` (from the embedding cache when seen before) and index them."""
+        passages = tuple(passages)
+        if passages:
+            emb = self.encoder.encode_passages(passages, self.config.batch_size)
+        else:
+            emb = np.zeros((0, 0), dtype=np.float32)
+        return DenseIndex(passages, emb, self.encoder, self.config)

@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import SHARED_DATA, machine_info  # noqa: E402
 from ragray.config import BM25Config, DenseConfig  # noqa: E402
-from ragray.retrieval.bm25 import BM25Index, passage_text  # noqa: E402
+from ragray.retrieval.bm25 import BM25Index  # noqa: E402
 from ragray.retrieval.dense import DenseIndex, DenseRetriever  # noqa: E402
 from ragray.text.analyzer import Analyzer  # noqa: E402
-from ragray.types import Passage  # noqa: E402
+from ragray.types import Passage, passage_text  # noqa: E402
 
 
 def read_jsonl(path: Path) -> list[dict]:

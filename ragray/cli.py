@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -108,6 +109,8 @@ COMMANDS = {"retrieve": _cmd_retrieve}
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "no_progress", False):
+        os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ragray._imports import require
 from ragray.errors import BackendError
-from ragray.types import Passage
+from ragray.types import Passage, passage_text
 
 if TYPE_CHECKING:
     from ragray.config import DenseConfig
@@ -48,6 +48,7 @@ PACKAGED_MODELS: dict[str, tuple[str, str]] = {
 
 # bump when the layout or meaning of cached files changes, so stale files are never read
 _CACHE_FORMAT = "ragray-embeddings-v1"
+_PROGRESS_MIN_TEXTS = 1000
 
 
 def resolve_device(spec: str) -> str:
@@ -99,11 +100,6 @@ def model_identity(path_or_id: str) -> str:
             [f.relative_to(path).as_posix() if f != path else f.name, st.st_size, st.st_mtime_ns]
         )
     return "local:" + json.dumps(entries, separators=(",", ":"))
-
-
-def passage_text(passage: Passage) -> str:
-    """The string embedded / scored for a passage: ``title + "\\n" + text`` if titled."""
-    return f"{passage.title}\n{passage.text}" if passage.title else passage.text
 
 
 def default_cache_dir() -> Path:
@@ -259,7 +255,8 @@ class SentenceEncoder:
                 batch_size=batch_size,
                 normalize_embeddings=normalize,
                 convert_to_numpy=True,
-                show_progress_bar=False,
+                # a bar for corpus-sized work only; TQDM_DISABLE=1 (--no-progress) hides it
+                show_progress_bar=len(texts) >= _PROGRESS_MIN_TEXTS,
             )
         except RuntimeError as exc:
             raise BackendError(f"embedding with '{self.model_name}' failed: {exc}") from exc

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Passage", "Question", "Dataset", "SkippedRow", "Hit", "frozen_meta"]
+__all__ = ["Passage", "Question", "Dataset", "SkippedRow", "Hit", "frozen_meta", "passage_text"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -103,3 +103,9 @@ class Hit:
     passage: Passage
     rank: int
     score: float
+
+
+def passage_text(passage: Passage) -> str:
+    """The string every retriever and reranker indexes or scores for a passage:
+    ``title + "\n" + text`` when it has a title (as BEIR does), else ``text``."""
+    return f"{passage.title}\n{passage.text}" if passage.title else passage.text

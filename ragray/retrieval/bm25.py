@@ -20,14 +20,9 @@ import scipy.sparse as sp
 from ragray.config import BM25Config, RetrievalConfig
 from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex, hits_from_scores
 from ragray.text.analyzer import Analyzer
-from ragray.types import Hit, Passage
+from ragray.types import Hit, Passage, passage_text
 
-__all__ = ["BM25Retriever", "BM25Index", "passage_text"]
-
-
-def passage_text(p: Passage) -> str:
-    """The text BM25 indexes: title and body (BEIR indexes both the same way)."""
-    return f"{p.title}\n{p.text}" if p.title else p.text
+__all__ = ["BM25Retriever", "BM25Index"]
 
 
 class BM25Index(SearchIndex):

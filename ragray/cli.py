@@ -59,12 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
         "retrieve", help="retrieve top-k passages per question and score them against gold ids"
     )
     _add_common(retrieve)
+    run = sub.add_parser(
+        "run", help="the influence loop: baseline + drop-one ablations, Spearman rho, flags"
+    )
+    _add_common(run)
+    run.add_argument("--backend", help="transformers, vllm or openai (generation.backend)")
+    run.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run in --out, skipping questions already finished")
     return parser
 
 
 _FLAG_KEYS = {
     "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit",
     "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
+    "backend": "generation.backend", "model": "generation.model",
 }
 
 
@@ -103,7 +112,41 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"retrieve": _cmd_retrieve}
+def _fmt(value: object, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ragray.commands.run import run_influence
+    from ragray.config import load_config
+    from ragray.store.rundir import default_run_dir
+
+    config = load_config(args.config, args.overrides, _flag_values(args))
+    if args.resume and not args.out:
+        raise InputError("--resume needs --out DIR (the run directory to continue)")
+    out = args.out or default_run_dir("run", config.name)
+    result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
+    s = result.summary
+    lo, hi = s["mean_spearman_ci95"]
+    print(f"ragray run: {s['n_questions']} questions ({result.n_resumed} resumed), "
+          f"{s['model']} via {s['backend']}, {s['retriever']} top-{s['top_k']} -> {result.out}")
+    rows = [
+        ("measured questions", f"{s['n_measured']} / {s['n_questions']}  {s['states']}"),
+        ("mean Spearman rho", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
+        (f"divergent rate (rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),
+        ("mean dominance", _fmt(s["mean_dominance"])),
+        ("baseline exact match", _fmt(s["baseline_exact_match"])),
+        ("flags", ", ".join(f"{k} {v}" for k, v in s["flag_counts"].items() if v) or "none"),
+        ("calls", f"{s['n_calls']} ({s['n_failed_calls']} failed), {_fmt(s['calls_per_second'], '.2f')} calls/s"),
+        ("errors", str(s["errors"])),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+    return 0
+
+
+COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

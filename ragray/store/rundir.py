@@ -34,6 +34,16 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _flat_for_csv(table: pa.Table) -> pa.Table:
+    """CSV has no lists: list<string> columns become one ';'-joined string per cell."""
+    columns = []
+    for field, col in zip(table.schema, table.columns):
+        if pa.types.is_list(field.type):
+            col = pa.array([None if v is None else ";".join(map(str, v)) for v in col.to_pylist()], pa.string())
+        columns.append(col)
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
 class RunDir:
     """Writes the files of one run under ``path``."""
 
@@ -49,10 +59,7 @@ class RunDir:
         table = pa.Table.from_pylist(list(rows), schema=schema)
         path = self.path / f"{name}.parquet"
         pq.write_table(table, path)
-        csv_table = table.select(
-            [f.name for f in schema if not pa.types.is_list(f.type) and not pa.types.is_struct(f.type)]
-        )
-        pacsv.write_csv(csv_table, self.path / f"{name}.csv")
+        pacsv.write_csv(_flat_for_csv(table), self.path / f"{name}.csv")
         return path
 
     def write_json(self, name: str, data: Mapping[str, Any]) -> Path:

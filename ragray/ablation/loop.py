@@ -1,0 +1,138 @@
+"""The influence loop for one question: prompts → one batched generate call → influence.
+
+All k + 1 calls of a question go to the generator in ONE ``generate`` call, baseline first, so
+backends can share the prompt prefixes (vLLM's prefix cache, the transformers backend's KV reuse).
+A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
+NaN (unmeasured). Backend exceptions are recorded on the question and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ragray.ablation.plan import Arm, drop_one_plan
+from ragray.config import InfluenceConfig
+from ragray.errors import BackendError
+from ragray.generation import Generation, Generator
+from ragray.generation.prompts import PromptTemplate
+from ragray.metrics.influence import InfluenceResult, analyze_influence, error_result
+from ragray.metrics.similarity import Similarity, normalize_answer
+from ragray.retrieval.stage import QuestionHits
+
+__all__ = ["QuestionOutcome", "InfluenceLoop"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    """Rows of the three result tables for one question (plain dicts, ready for Parquet)."""
+
+    question: dict[str, Any]
+    passages: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+
+    def as_record(self) -> dict[str, Any]:
+        return {"question": self.question, "passages": self.passages, "calls": self.calls}
+
+
+def _exact_match(answer: str, gold: tuple[str, ...]) -> float | None:
+    if not gold:
+        return None
+    return float(any(normalize_answer(answer) == normalize_answer(g) for g in gold))
+
+
+class InfluenceLoop:
+    """Runs drop-one ablation for questions with their retrieved hits."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        template: PromptTemplate,
+        similarity: Similarity,
+        config: InfluenceConfig,
+        system_prompt: str | None = None,
+    ) -> None:
+        self.generator = generator
+        self.template = template
+        self.similarity = similarity
+        self.config = config
+        self.system_prompt = system_prompt
+
+    def _call(self, qh: QuestionHits, arms: list[Arm]) -> tuple[list[Generation], str | None]:
+        prompts = [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
+        try:
+            return self.generator.generate(prompts), None
+        except BackendError as exc:
+            log.warning("question %s failed: %s", qh.question.id, exc)
+            return [], str(exc)
+
+    def run(self, qh: QuestionHits) -> QuestionOutcome:
+        q, hits = qh.question, qh.hits
+        arms = drop_one_plan([h.passage for h in hits])
+        start = time.perf_counter()
+        gens, error = self._call(qh, arms)
+        baseline = gens[0] if gens else None
+        if baseline is None or not baseline.ok:
+            error = error or (baseline.error if baseline else "no generation")
+        sims = [float("nan")] * len(arms)
+        if error is None:
+            sims = [self.similarity(baseline.text, g.text) if g.ok else float("nan") for g in gens]
+        infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
+        result: InfluenceResult = (
+            error_result(len(hits)) if error is not None
+            else analyze_influence([h.rank for h in hits], infl, self.config)
+        )
+        gold = set(q.gold_passage_ids)
+        question = {
+            "question_id": q.id,
+            "question": q.question,
+            "gold_answers": list(q.answers),
+            "baseline_answer": baseline.text if baseline is not None else "",
+            "baseline_em": _exact_match(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
+            "n_passages": len(hits),
+            "state": result.state,
+            "spearman_rho": result.spearman_rho,
+            "dominance": result.dominance,
+            "divergent": result.divergent,
+            "flags": list(result.flags),
+            "n_calls": len(gens),
+            "n_failed_calls": sum(1 for g in gens if not g.ok),
+            "error": error,
+            "seconds": time.perf_counter() - start,
+        }
+        passages = [
+            {
+                "question_id": q.id,
+                "passage_id": h.passage.id,
+                "doc_id": h.passage.doc_id,
+                "retrieval_rank": h.rank,
+                "retrieval_score": h.score,
+                "influence": result.influence[i],
+                "influence_rank": result.influence_rank[i],
+                "is_gold": h.passage.doc_id in gold,
+            }
+            for i, h in enumerate(hits)
+        ]
+        calls = [
+            {
+                "question_id": q.id,
+                "arm": arm.name,
+                "removed_passage_ids": list(arm.removed),
+                "answer": g.text,
+                "similarity": sims[j],
+                "latency_s": g.latency_s,
+                "prompt_tokens": g.prompt_tokens,
+                "completion_tokens": g.completion_tokens,
+                "tokens": g.prompt_tokens + g.completion_tokens,
+                "error": g.error,
+            }
+            for j, (arm, g) in enumerate(zip(arms, gens))
+        ]
+        return QuestionOutcome(question, passages, calls)
+
+

@@ -1,0 +1,36 @@
+"""Ablation plans: the arms of one question, each a subset of its retrieved passages.
+
+Drop-one (the influence seed, phase 4): the baseline with all k passages, then k arms each
+without exactly one passage. Arms keep retrieval order, so the prompt of "drop i" is identical to
+the baseline's up to passage i — backends with prefix reuse compute that shared prefix once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragray.types import Passage
+
+__all__ = ["Arm", "drop_one_plan", "BASELINE", "DROP"]
+
+BASELINE = "baseline"
+DROP = "drop"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One call's context: ``passages`` kept (retrieval order) and the ids ``removed``."""
+
+    name: str
+    removed: tuple[str, ...]
+    passages: tuple[Passage, ...]
+
+
+def drop_one_plan(passages: Sequence[Passage]) -> list[Arm]:
+    """Baseline first, then one arm per passage in retrieval order (k + 1 arms)."""
+    passages = tuple(passages)
+    arms = [Arm(BASELINE, (), passages)]
+    for i, p in enumerate(passages):
+        arms.append(Arm(DROP, (p.id,), passages[:i] + passages[i + 1 :]))
+    return arms

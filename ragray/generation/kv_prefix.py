@@ -1,0 +1,255 @@
+"""Exact prefix reuse for a batch of tokenized prompts (the transformers backend's prefix cache).
+
+The ablations of one question share long token prefixes: the prompt without passage i is the
+baseline up to passage i. In a causal decoder the keys/values at positions ``< t`` depend only on
+tokens ``< t``, so the KV cache of any prompt, cut to ``t`` tokens, *is* the KV cache of its first
+``t`` tokens. One forward pass over the baseline therefore yields the KV of every prefix of it.
+
+Planning (:func:`plan_prefills`) sorts the prompts by their token ids. In sorted order the longest
+common prefix of a prompt with any *earlier* prompt is the one with its immediate predecessor
+(the LCP-array property of sorted strings, Gusfield 1997, §7.14), so prefilling in that order and
+reusing only the predecessor's KV computes every node of the prompts' token trie exactly once —
+the fewest prefill tokens any exact scheme can reach — while holding one extra cache at a time.
+
+The KV helpers below work on "layer lists": one ``(keys, values)`` pair per decoder layer, each of
+shape ``[batch, kv_heads, seq, head_dim]``, with positional encoding (RoPE) already applied to the
+keys — which is why cached keys can be moved to other columns (left padding) without recomputation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "PrefillStep",
+    "common_prefix_len",
+    "plan_prefills",
+    "prefill_token_count",
+    "supports_prefix_reuse",
+    "cache_layers",
+    "make_cache",
+    "stack_left_padded",
+    "GQA_ATTENTION",
+    "gqa_sdpa_attention",
+    "register_gqa_attention",
+]
+
+KVLayers = list[tuple[Any, Any]]  # [(keys, values)] per layer, torch tensors
+
+
+@dataclass(frozen=True)
+class PrefillStep:
+    """Prefill ``index`` (a position in the caller's list) reusing ``reuse_len`` tokens of KV from
+    prompt ``reuse_from`` (the previous step; ``None`` when nothing is shared)."""
+
+    index: int
+    reuse_from: int | None
+    reuse_len: int
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def plan_prefills(
+    token_ids: Sequence[Sequence[int]],
+    *,
+    reuse: bool = True,
+    max_reuse: Sequence[int] | None = None,
+) -> list[PrefillStep]:
+    """The order to prefill ``token_ids`` in, and which prefix each step takes from the last.
+
+    ``max_reuse[i]`` caps the reused tokens of prompt ``i`` (default ``len - 1``: at least one
+    token is always run, since its logits are needed). With ``reuse=False`` the order is the
+    input order and nothing is reused.
+    """
+    caps = [len(t) - 1 for t in token_ids] if max_reuse is None else list(max_reuse)
+    if not reuse:
+        return [PrefillStep(i, None, 0) for i in range(len(token_ids))]
+    order = sorted(range(len(token_ids)), key=lambda i: (list(token_ids[i]), i))
+    steps: list[PrefillStep] = []
+    prev: int | None = None
+    for i in order:
+        shared = 0 if prev is None else min(common_prefix_len(token_ids[prev], token_ids[i]), caps[i])
+        shared = max(shared, 0)
+        steps.append(PrefillStep(i, prev if shared else None, shared))
+        prev = i
+    return steps
+
+
+def prefill_token_count(token_ids: Sequence[Sequence[int]], steps: Sequence[PrefillStep]) -> int:
+    """Tokens actually run through the model under ``steps`` (vs ``sum(map(len, token_ids))``)."""
+    return sum(len(token_ids[s.index]) - s.reuse_len for s in steps)
+
+
+def supports_prefix_reuse(model_config: Any) -> bool:
+    """True when every decoder layer is full (global) causal attention.
+
+    Sliding-window layers keep only the last W positions and recurrent / linear-attention layers
+    keep a state instead of per-position KV: cutting those caches to a prefix is not exact.
+    """
+    get_text = getattr(model_config, "get_text_config", None)
+    cfg = get_text(decoder=True) if callable(get_text) else model_config
+    layer_types = getattr(cfg, "layer_types", None)
+    if layer_types:
+        return all(t == "full_attention" for t in layer_types)
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return False
+    return True
+
+
+def cache_layers(cache: Any) -> KVLayers:
+    """The ``(keys, values)`` per layer of a transformers cache (each ``[B, H, seq, D]``)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+@lru_cache(maxsize=1)
+def _preallocated_layer() -> type:
+    """A full-attention cache layer that writes into buffers sized up front.
+
+    transformers' ``DynamicLayer`` concatenates on every update, copying the whole cache each
+    decoding step; for a batch of ~1.5k-token rows that copy costs as much as the step itself.
+    The class is built on first use so that importing ragray does not import transformers.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    class PreallocatedLayer(DynamicLayer):
+        def __init__(self, keys: Any, values: Any, capacity: int) -> None:
+            super().__init__()
+            batch, heads, length, dim = keys.shape
+            self._k = keys.new_empty((batch, heads, max(capacity, length), dim))
+            self._v = values.new_empty((batch, values.shape[1], max(capacity, length), values.shape[3]))
+            self._k[:, :, :length] = keys
+            self._v[:, :, :length] = values
+            self._length = length
+            self.dtype, self.device = keys.dtype, keys.device
+            self.is_initialized = True
+            self._expose()
+
+        def _expose(self) -> None:
+            self.keys = self._k[:, :, : self._length]
+            self.values = self._v[:, :, : self._length]
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            end = self._length + key_states.shape[-2]
+            if end > self._k.shape[-2]:  # out of room: grow (not expected when sized from the budget)
+                grow = max(end, 2 * self._k.shape[-2]) - self._k.shape[-2]
+                self._k = _pad_seq(self._k, grow)
+                self._v = _pad_seq(self._v, grow)
+            self._k[:, :, self._length : end] = key_states
+            self._v[:, :, self._length : end] = value_states
+            self._length = end
+            self._expose()
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: Any) -> None:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self._expose()
+
+        def crop(self, tokens_to_remove: int) -> None:
+            self._length = max(self._length - abs(tokens_to_remove), 0)
+            self._expose()
+
+    return PreallocatedLayer
+
+
+def _pad_seq(buffer: Any, extra: int) -> Any:
+    import torch
+
+    shape = list(buffer.shape)
+    shape[2] = extra
+    return torch.cat([buffer, buffer.new_empty(shape)], dim=2)
+
+
+def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
+    """A cache holding the first ``length`` positions of ``layers`` with room for ``capacity``.
+
+    The source layers are copied, never written to, so one prefilled prompt can seed the caches
+    of several others.
+    """
+    from transformers.cache_utils import Cache
+
+    layer = _preallocated_layer()
+    return Cache(layers=[layer(k[:, :, :length], v[:, :, :length], capacity) for k, v in layers])
+
+
+def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: int) -> tuple[Any, Any]:
+    """Stack single-sequence layer lists into one batch, right-aligned (left padding).
+
+    Returns ``(cache, attention_mask)``: a cache of ``[B, H, max(lengths), D]`` per layer (with
+    room for ``room`` more positions) and a ``[B, max(lengths)]`` long mask with 0 on the padding
+    columns. Decoding then appends every row's next token in the same column, with the row's own
+    ``position_ids``; keys carry their rotary encoding already, so moving them is exact.
+    """
+    import torch
+
+    width = max(lengths)
+    first_k = rows[0][0][0]
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=first_k.device)
+    for b, n in enumerate(lengths):
+        mask[b, width - n :] = 1
+    layers: KVLayers = []
+    for layer in range(len(rows[0])):
+        k0, v0 = rows[0][layer]
+        keys = k0.new_zeros((len(rows), k0.shape[1], width, k0.shape[3]))
+        values = v0.new_zeros((len(rows), v0.shape[1], width, v0.shape[3]))
+        for b, (row, n) in enumerate(zip(rows, lengths)):
+            keys[b, :, width - n :] = row[layer][0][0, :, :n]
+            values[b, :, width - n :] = row[layer][1][0, :, :n]
+        layers.append((keys, values))
+    return make_cache(layers, width, width + room), mask
+
+
+GQA_ATTENTION = "ragray_sdpa_gqa"
+
+
+def gqa_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+    """transformers' ``sdpa`` attention, except for masked single-token (decoding) steps of
+    grouped-query models: those call SDPA with ``enable_gqa=True`` instead of first repeating
+    every cached key/value head ``num_key_value_groups`` times.
+
+    transformers keeps the repeat on CPU whenever a mask is present, and a left-padded decoding
+    batch always has one: the repeat copied the whole cache every step and layer (~40% of a
+    step for 11 rows of 1.5k tokens). Both compute the same products in the same order (the
+    logits are equal to the bit on torch 2.13 CPU, fp32 and bf16). Prefill is left unchanged:
+    splitting masked prefills into query chunks gained nothing measurable here.
+    """
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if (
+        attention_mask is None
+        or attention_mask.dtype != torch.bool
+        or query.shape[2] != 1
+        or getattr(module, "num_key_value_groups", 1) == 1
+        or kwargs.get("dropout", 0.0)
+        or kwargs.get("position_bias") is not None
+    ):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=attention_mask[:, :, :, : key.shape[-2]],
+        scale=kwargs.get("scaling"),
+        enable_gqa=True,
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_gqa_attention() -> str:
+    """Register :func:`gqa_sdpa_attention` (and sdpa's mask builder) under :data:`GQA_ATTENTION`."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(GQA_ATTENTION, gqa_sdpa_attention)
+    AttentionMaskInterface.register(GQA_ATTENTION, sdpa_mask)
+    return GQA_ATTENTION

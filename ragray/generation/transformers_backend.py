@@ -1,0 +1,344 @@
+"""``transformers``: a Hugging Face causal LM run in-process (CPU or GPU), with exact prefix reuse.
+
+The prompts of one :meth:`TransformersGenerator.generate` call are prefilled in the order of
+:func:`~ragray.generation.kv_prefix.plan_prefills`: each reuses the KV cache of the longest
+prefix it shares with an already-prefilled prompt and runs only its own suffix through the model
+(``generation.transformers.prefix_reuse``; the ablations of a question share everything up to the
+removed passage). Groups of ``generation.transformers.batch_size`` prompts are then decoded together:
+their caches are stacked right-aligned (left padding) and every row keeps its own position ids.
+
+Decoding is greedy at temperature 0. Above 0, prompt ``i`` of a call samples from its own
+``torch.Generator`` seeded with ``seed + i``, so a call is reproducible and a prompt's sample does
+not depend on the other rows of its batch.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ragray._imports import require
+from ragray.config import GenerationConfig
+from ragray.encoders import resolve_device
+from ragray.errors import BackendError
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.generation.kv_prefix import (
+    PrefillStep,
+    cache_layers,
+    make_cache,
+    plan_prefills,
+    register_gqa_attention,
+    stack_left_padded,
+    supports_prefix_reuse,
+)
+from ragray.generation.packaged import resolve_generator_model
+
+__all__ = ["TransformersGenerator"]
+
+log = logging.getLogger(__name__)
+
+
+def _torch_dtype(torch: Any, name: str, device: str) -> Any:
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, name)
+
+
+@GENERATORS.register("transformers")
+class TransformersGenerator(Generator):
+    """A causal LM loaded once with ``AutoModelForCausalLM`` (eval mode, no gradients)."""
+
+    name = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str, device: str) -> None:
+        self._torch = require("torch", extra="generate", feature="the transformers generator")
+        self._model = model
+        self._tok = tokenizer
+        self.config = config
+        self.model_path = path
+        self.device = device
+        # caches of sliding-window / recurrent layers cannot be cut or re-stacked: one row at a time
+        self._global_attention = supports_prefix_reuse(model.config)
+        self.prefix_reuse = config.transformers.prefix_reuse and self._global_attention
+        self.batch_size = config.transformers.batch_size if self._global_attention else 1
+        if config.transformers.prefix_reuse and not self.prefix_reuse:
+            log.warning("%s has non-global attention layers: prefix reuse and batching are off", path)
+        self._eos = self._eos_ids()
+        self._bos_prefix = self._needs_bos()
+        params = inspect.signature(model.forward).parameters
+        self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
+        limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+        self.max_positions: int | None = int(limit) if limit else None
+
+    @classmethod
+    def from_config(cls, config: GenerationConfig) -> TransformersGenerator:
+        torch = require("torch", extra="generate", feature="the transformers generator")
+        transformers = require("transformers", extra="generate", feature="the transformers generator")
+        device = resolve_device(config.device)
+        path = resolve_generator_model(config.model)
+        dtype = _torch_dtype(torch, config.dtype, device)
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        except (OSError, ValueError) as exc:
+            raise BackendError(
+                f"generation.model: could not load '{config.model}' (resolved to {path}) with "
+                f"transformers: {exc}"
+            ) from exc
+        model.to(device).eval()
+        if device == "cpu" and getattr(model.config, "_attn_implementation", None) == "sdpa":
+            try:  # same numbers, no per-step copy of the cache in batched decoding (kv_prefix)
+                model.set_attn_implementation(register_gqa_attention())
+            except (ImportError, AttributeError, ValueError) as exc:
+                log.info("keeping sdpa attention: %s", exc)
+        log.info("transformers generator %s on %s (%s)", path, device, dtype)
+        return cls(model, tokenizer, config, path=path, device=device)
+
+    @property
+    def model_id(self) -> str:
+        return self.config.model
+
+    # -- tokenization ---------------------------------------------------------------------------
+
+    def _eos_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        for source in (getattr(self._model, "generation_config", None), self._model.config, self._tok):
+            value = getattr(source, "eos_token_id", None)
+            ids.update([value] if isinstance(value, int) else value or [])
+        return frozenset(ids)
+
+    def _needs_bos(self) -> bool:
+        """Whether the tokenizer normally adds a BOS that rendered chat text may lack.
+
+        Chat templates usually write the BOS themselves; encoding their output with special
+        tokens on would then double it, so text is encoded without them and the BOS is added
+        only when the tokenizer adds one and the rendered text does not start with it.
+        """
+        bos = self._tok.bos_token_id
+        return bos is not None and self._tok("a").input_ids[:1] == [bos]
+
+    def _render(self, prompt: ChatPrompt) -> str:
+        messages = [{"role": m.role, "content": m.content} for m in prompt]
+        return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def _encode(self, text: str) -> list[int]:
+        ids = list(self._tok(text, add_special_tokens=False).input_ids)
+        if self._bos_prefix and not text.startswith(self._tok.bos_token):
+            ids.insert(0, self._tok.bos_token_id)
+        return ids
+
+    def prompt_token_ids(self, prompts: Sequence[ChatPrompt]) -> list[list[int]]:
+        """The token ids each prompt is run with: its messages rendered by the model's chat
+        template (generation prompt added), encoded without a second BOS."""
+        return [self._encode(self._render(p)) for p in prompts]
+
+    def _encode_answer(self, prompt_text: str, prompt_ids: list[int], answer: str) -> list[int]:
+        """The answer's tokens as they follow the prompt: tokenized together with the prompt
+        (how the model would have produced them), or alone when that merges across the seam."""
+        full = self._encode(prompt_text + answer)
+        if full[: len(prompt_ids)] == prompt_ids:
+            return full[len(prompt_ids) :]
+        return list(self._tok(answer, add_special_tokens=False).input_ids)
+
+    # -- model calls ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._model is None:
+            raise BackendError("the transformers generator is closed")
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        try:  # with the config, sliding-window models get their own layer types
+            return DynamicCache(config=self._model.config)
+        except TypeError:  # transformers < 4.56
+            return DynamicCache()
+
+    def _prefill(self, ids: Sequence[int], source: Any, reuse: int, keep: int) -> tuple[Any, Any]:
+        """Run ``ids[reuse:]`` after the first ``reuse`` positions of ``source`` (a layer list).
+
+        Returns ``(cache, logits)``: the prompt's full cache and the logits of its last ``keep``
+        positions (``[keep, vocab]``).
+        """
+        torch = self._torch
+        cache = make_cache(source, reuse, len(ids)) if reuse else self._new_cache()
+        positions = torch.arange(reuse, len(ids), device=self.device)
+        kwargs = {self._keep_arg: keep} if self._keep_arg else {}
+        out = self._model(
+            input_ids=torch.tensor([ids[reuse:]], device=self.device),
+            position_ids=positions[None],
+            cache_position=positions,
+            past_key_values=cache,
+            use_cache=True,
+            **kwargs,
+        )
+        return out.past_key_values, out.logits[0, -keep:, :]
+
+    def _pick(self, logits: Any, rows: list[int], generators: list[Any]) -> list[int]:
+        """Next token per active row: argmax at temperature 0, else a seeded sample."""
+        torch = self._torch
+        if self.config.temperature == 0:
+            return logits.argmax(dim=-1).tolist()
+        probs = torch.softmax(logits.float() / self.config.temperature, dim=-1).cpu()
+        return [int(torch.multinomial(probs[j], 1, generator=generators[r])) for j, r in enumerate(rows)]
+
+    def _batch(self, caches: list[Any], lengths: list[int], room: int) -> tuple[Any, Any]:
+        """One cache (and its attention mask) for a group of prefilled prompts."""
+        if self._global_attention:
+            return stack_left_padded([cache_layers(c) for c in caches], lengths, room)
+        # the model's own cache types (sliding windows ...), one prompt at a time
+        return caches[0], self._torch.ones((1, lengths[0]), dtype=self._torch.long, device=self.device)
+
+    def _decode(self, cache: Any, mask: Any, lengths: list[int], first: Any, budgets: list[int],
+                generators: list[Any]) -> list[list[int]]:
+        """Decode a batch of prefilled prompts together until EOS or their token budget.
+
+        Row ``b`` of ``cache`` holds prompt ``b`` right-aligned in ``mask``'s columns; each step
+        appends one column, and every row keeps its own position ids. Finished rows are dropped.
+        """
+        torch = self._torch
+        positions = torch.tensor(lengths, device=self.device)
+        rows = list(range(len(lengths)))  # active row -> slot in the batch
+        outputs: list[list[int]] = [[] for _ in lengths]
+        logits = first
+        while True:
+            picked = self._pick(logits, rows, generators)
+            keep = []
+            for j, (slot, token) in enumerate(zip(rows, picked)):
+                outputs[slot].append(token)
+                if token not in self._eos and len(outputs[slot]) < budgets[slot]:
+                    keep.append(j)
+            if not keep:
+                return outputs
+            tokens = torch.tensor(picked, device=self.device)
+            if len(keep) < len(rows):  # drop finished rows: less work for every later step
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                mask, positions, tokens = mask[index], positions[index], tokens[index]
+                rows = [rows[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            out = self._model(
+                input_ids=tokens[:, None],
+                attention_mask=mask,
+                position_ids=positions[:, None],
+                cache_position=torch.tensor([mask.shape[1] - 1], device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1, :]
+            positions = positions + 1
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        """Generations in input order. ``latency_s`` of each prompt is the wall time of its decode
+        group (prefills + batched decode) divided by the group's size."""
+        self._check_open()
+        token_ids = self.prompt_token_ids(prompts)
+        results: dict[int, Generation] = {}
+        budgets: dict[int, int] = {}
+        for i, ids in enumerate(token_ids):
+            room = self.config.max_tokens if self.max_positions is None else self.max_positions - len(ids)
+            if room < 1:
+                msg = f"prompt has {len(ids)} tokens; the model takes at most {self.max_positions}"
+                results[i] = Generation("", len(ids), 0, 0.0, error=msg)
+            budgets[i] = min(self.config.max_tokens, room)
+        steps = self._plan({i: ids for i, ids in enumerate(token_ids) if i not in results})
+        with self._torch.inference_mode():
+            previous: Any = None  # layer list of the last prefilled prompt (the next one's source)
+            for start in range(0, len(steps), self.batch_size):
+                group = steps[start : start + self.batch_size]
+                began = time.perf_counter()
+                caches, firsts = [], []
+                for step in group:
+                    cache, logits = self._prefill(token_ids[step.index], previous, step.reuse_len, 1)
+                    previous = cache_layers(cache) if self.prefix_reuse else None
+                    caches.append(cache)
+                    firsts.append(logits)
+                prefilled = time.perf_counter()
+                lengths = [len(token_ids[s.index]) for s in group]
+                room = [budgets[s.index] for s in group]
+                cache, mask = self._batch(caches, lengths, max(room))
+                del caches  # the batch holds copies; only `previous` stays for the next group
+                generators = [self._generator(step.index) for step in group]
+                outputs = self._decode(cache, mask, lengths, self._torch.cat(firsts), room, generators)
+                del cache
+                done = time.perf_counter()
+                log.debug(
+                    "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d steps in %.2fs",
+                    len(group), sum(len(token_ids[s.index]) - s.reuse_len for s in group),
+                    sum(len(token_ids[s.index]) for s in group), prefilled - began,
+                    max(map(len, outputs)), done - prefilled,
+                )
+                share = (done - began) / len(group)
+                for step, out in zip(group, outputs):
+                    text_ids = [t for t in out if t not in self._eos]
+                    text = self._tok.decode(text_ids, skip_special_tokens=True).strip()
+                    results[step.index] = Generation(text, len(token_ids[step.index]), len(out), share)
+        return [results[i] for i in range(len(prompts))]
+
+    def _plan(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None) -> list[PrefillStep]:
+        """:func:`plan_prefills` over a subset of the caller's prompts, keyed by their index."""
+        keys = list(seqs)
+        steps = plan_prefills(
+            [seqs[k] for k in keys],
+            reuse=self.prefix_reuse,
+            max_reuse=None if caps is None else [caps[k] for k in keys],
+        )
+        return [
+            PrefillStep(keys[s.index], None if s.reuse_from is None else keys[s.reuse_from], s.reuse_len)
+            for s in steps
+        ]
+
+    def _generator(self, index: int) -> Any:
+        if self.config.temperature == 0:
+            return None
+        return self._torch.Generator().manual_seed(self.config.seed + index)
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        """Summed natural-log probability of each answer's tokens after its rendered prompt
+        (the assistant turn, without an end-of-turn token); an empty answer scores 0.0."""
+        self._check_open()
+        if len(prompts) != len(answers):
+            raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
+        fulls: dict[int, list[int]] = {}
+        prompt_lens: dict[int, int] = {}
+        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
+            if not answer:
+                continue  # no answer tokens: log-probability 0
+            text = self._render(prompt)
+            ids = self._encode(text)
+            fulls[i] = ids + self._encode_answer(text, ids, answer)
+            prompt_lens[i] = len(ids)
+            if self.max_positions is not None and len(fulls[i]) > self.max_positions:
+                raise BackendError(
+                    f"score: prompt {i} and its answer have {len(fulls[i])} tokens; "
+                    f"the model takes at most {self.max_positions}"
+                )
+        scores = [0.0] * len(prompts)
+        steps = self._plan(fulls, {i: n - 1 for i, n in prompt_lens.items()})
+        torch = self._torch
+        with torch.inference_mode():
+            previous: Any = None
+            for step in steps:
+                full, n_prompt = fulls[step.index], prompt_lens[step.index]
+                n_answer = len(full) - n_prompt
+                cache, logits = self._prefill(full, previous, step.reuse_len, n_answer + 1)
+                previous = cache_layers(cache) if self.prefix_reuse else None
+                logprobs = torch.log_softmax(logits[:-1].float(), dim=-1)
+                target = torch.tensor(full[n_prompt:], device=logprobs.device)
+                scores[step.index] = float(logprobs.gather(1, target[:, None]).sum())
+        return scores
+
+    def close(self) -> None:
+        if self._model is None:
+            return
+        cuda = self.device.startswith("cuda")
+        self._model = None
+        gc.collect()
+        if cuda:
+            self._torch.cuda.empty_cache()

@@ -1,0 +1,65 @@
+"""Prefix-reuse planning: hand-checkable token lists (no model needed)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ragray.generation.kv_prefix import (
+    PrefillStep,
+    common_prefix_len,
+    plan_prefills,
+    prefill_token_count,
+    supports_prefix_reuse,
+)
+
+
+def test_common_prefix_len() -> None:
+    assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix_len([1, 2], [1, 2, 3]) == 2
+    assert common_prefix_len([], [1]) == 0
+    assert common_prefix_len([5], [6]) == 0
+
+
+def test_plan_sorts_and_reuses_the_predecessor() -> None:
+    base = [1, 2, 3, 4, 5]
+    drop_a = [1, 2, 4, 5]  # shares [1, 2] with base
+    drop_b = [1, 2, 3, 5]  # shares [1, 2, 3] with base
+    steps = plan_prefills([base, drop_a, drop_b])
+    # token order: base (1,2,3,4,..) < drop_b (1,2,3,5) < drop_a (1,2,4,..)
+    assert steps == [
+        PrefillStep(0, None, 0),  # [1,2,3,4,5]
+        PrefillStep(2, 0, 3),  # [1,2,3,5] after base: 3 shared
+        PrefillStep(1, 2, 2),  # [1,2,4,5] after drop_b: 2 shared
+    ]
+    assert prefill_token_count([base, drop_a, drop_b], steps) == 5 + 1 + 2
+
+
+def test_plan_reaches_the_trie_size() -> None:
+    # the minimum any exact scheme can run is the number of nodes of the token trie
+    seqs = [[7, 1, 2], [7, 1, 3], [7, 4], [8], [7, 1, 2, 9]]
+    trie = {tuple(s[: i + 1]) for s in seqs for i in range(len(s))}
+    assert prefill_token_count(seqs, plan_prefills(seqs)) == len(trie)
+
+
+def test_plan_always_runs_one_token_and_respects_caps() -> None:
+    seqs = [[1, 2, 3], [1, 2, 3]]  # duplicates: the second still runs its last token
+    assert plan_prefills(seqs) == [PrefillStep(0, None, 0), PrefillStep(1, 0, 2)]
+    capped = plan_prefills(seqs, max_reuse=[0, 1])
+    assert capped[1] == PrefillStep(1, 0, 1)
+    assert plan_prefills([[1, 2], [1, 3]], max_reuse=[0, 0])[1] == PrefillStep(1, None, 0)
+
+
+def test_plan_without_reuse_keeps_input_order() -> None:
+    assert plan_prefills([[2], [1]], reuse=False) == [PrefillStep(0, None, 0), PrefillStep(1, None, 0)]
+    assert plan_prefills([]) == []
+
+
+def test_supports_prefix_reuse_only_for_global_attention() -> None:
+    def cfg(**kw: object) -> SimpleNamespace:
+        return SimpleNamespace(**kw)
+
+    assert supports_prefix_reuse(cfg())  # plain llama-style config
+    assert supports_prefix_reuse(cfg(layer_types=["full_attention"] * 2))
+    assert not supports_prefix_reuse(cfg(layer_types=["full_attention", "sliding_attention"]))
+    assert not supports_prefix_reuse(cfg(sliding_window=4096))
+    assert supports_prefix_reuse(cfg(sliding_window=4096, use_sliding_window=False))

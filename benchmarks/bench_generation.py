@@ -33,14 +33,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import SHARED_DATA, machine_info  # noqa: E402
-from ragray.config import GenerationConfig  # noqa: E402
-from ragray.generation.base import ChatPrompt  # noqa: E402
-from ragray.generation.prompts import get_template  # noqa: E402
-from ragray.types import Passage  # noqa: E402
+from benchmarks.machine import SHARED_DATA, machine_info
+from ragray.config import GenerationConfig
+from ragray.generation.base import ChatPrompt
+from ragray.generation.prompts import get_template
+from ragray.types import Passage
 
 DATA = SHARED_DATA / "hotpotqa_distractor_dev.jsonl"
-WARMUP: ChatPrompt = get_template("numbered").build("What colour is the sky?", [Passage("w", "The sky is blue.")])
+WARMUP: ChatPrompt = get_template("numbered").build(
+    "What colour is the sky?", [Passage("w", "The sky is blue.")]
+)
 
 
 def load_questions(n: int, k: int = 10) -> list[list[ChatPrompt]]:
@@ -179,7 +181,9 @@ def main() -> None:
         variants["ragray_fp32_no_prefix_reuse"] = GenerationConfig(
             **base, dtype="float32", transformers={"prefix_reuse": False}
         )
-        variants["ragray_fp32_batch1"] = GenerationConfig(**base, dtype="float32", transformers={"batch_size": 1})
+        variants["ragray_fp32_batch1"] = GenerationConfig(
+            **base, dtype="float32", transformers={"batch_size": 1}
+        )
     for name, config in variants.items():
         sections[name] = run_ragray(questions, config)
         print(name, sections[name]["calls_per_s"], "calls/s", flush=True)
@@ -206,9 +210,9 @@ def main() -> None:
         section["agreement_with_naive"] = agreement(section, naive)
         section["speedup_vs_naive"] = round(section["calls_per_s"] / naive_speed, 2) if naive_speed else None
     result["sections"] = sections
+    keys = ("calls_per_s", "speedup_vs_naive", "agreement_with_naive", "skipped")
     result["summary"] = {
-        name: {k: s.get(k) for k in ("calls_per_s", "speedup_vs_naive", "agreement_with_naive", "skipped") if k in s}
-        for name, s in sections.items()
+        name: {k: s[k] for k in keys if k in s} for name, s in sections.items()
     }
     print(json.dumps(result["summary"], indent=1))
     out = Path(args.out)

@@ -24,17 +24,17 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
+    "GQA_ATTENTION",
     "PrefillStep",
+    "cache_layers",
     "common_prefix_len",
+    "gqa_sdpa_attention",
+    "make_cache",
     "plan_prefills",
     "prefill_token_count",
-    "supports_prefix_reuse",
-    "cache_layers",
-    "make_cache",
-    "stack_left_padded",
-    "GQA_ATTENTION",
-    "gqa_sdpa_attention",
     "register_gqa_attention",
+    "stack_left_padded",
+    "supports_prefix_reuse",
 ]
 
 KVLayers = list[tuple[Any, Any]]  # [(keys, values)] per layer, torch tensors
@@ -101,9 +101,7 @@ def supports_prefix_reuse(model_config: Any) -> bool:
     layer_types = getattr(cfg, "layer_types", None)
     if layer_types:
         return all(t == "full_attention" for t in layer_types)
-    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
-        return False
-    return True
+    return not (getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True))
 
 
 def cache_layers(cache: Any) -> KVLayers:
@@ -122,15 +120,12 @@ def _preallocated_layer() -> type:
     from transformers.cache_utils import DynamicLayer
 
     class PreallocatedLayer(DynamicLayer):
-        def __init__(self, keys: Any, values: Any, capacity: int) -> None:
+        """Positions ``[0, length)`` of ``[B, H, capacity, D]`` buffers are the cache."""
+
+        def __init__(self, key_buffer: Any, value_buffer: Any, length: int) -> None:
             super().__init__()
-            batch, heads, length, dim = keys.shape
-            self._k = keys.new_empty((batch, heads, max(capacity, length), dim))
-            self._v = values.new_empty((batch, values.shape[1], max(capacity, length), values.shape[3]))
-            self._k[:, :, :length] = keys
-            self._v[:, :, :length] = values
-            self._length = length
-            self.dtype, self.device = keys.dtype, keys.device
+            self._k, self._v, self._length = key_buffer, value_buffer, length
+            self.dtype, self.device = key_buffer.dtype, key_buffer.device
             self.is_initialized = True
             self._expose()
 
@@ -169,6 +164,10 @@ def _pad_seq(buffer: Any, extra: int) -> Any:
     return torch.cat([buffer, buffer.new_empty(shape)], dim=2)
 
 
+def _buffer(like: Any, batch: int, capacity: int) -> Any:
+    return like.new_empty((batch, like.shape[1], capacity, like.shape[3]))
+
+
 def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
     """A cache holding the first ``length`` positions of ``layers`` with room for ``capacity``.
 
@@ -177,8 +176,14 @@ def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
     """
     from transformers.cache_utils import Cache
 
-    layer = _preallocated_layer()
-    return Cache(layers=[layer(k[:, :, :length], v[:, :, :length], capacity) for k, v in layers])
+    layer_class = _preallocated_layer()
+    out = []
+    for keys, values in layers:
+        k, v = _buffer(keys, keys.shape[0], capacity), _buffer(values, values.shape[0], capacity)
+        k[:, :, :length] = keys[:, :, :length]
+        v[:, :, :length] = values[:, :, :length]
+        out.append(layer_class(k, v, length))
+    return Cache(layers=out)
 
 
 def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: int) -> tuple[Any, Any]:
@@ -187,31 +192,36 @@ def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: in
     Returns ``(cache, attention_mask)``: a cache of ``[B, H, max(lengths), D]`` per layer (with
     room for ``room`` more positions) and a ``[B, max(lengths)]`` long mask with 0 on the padding
     columns. Decoding then appends every row's next token in the same column, with the row's own
-    ``position_ids``; keys carry their rotary encoding already, so moving them is exact.
+    ``position_ids``; keys carry their rotary encoding already, so moving them is exact. Padding
+    holds zeros: masked weights are exactly 0, and 0 times a finite value stays 0.
     """
     import torch
+    from transformers.cache_utils import Cache
 
-    width = max(lengths)
-    first_k = rows[0][0][0]
-    mask = torch.zeros((len(rows), width), dtype=torch.long, device=first_k.device)
+    width, batch = max(lengths), len(rows)
+    mask = torch.zeros((batch, width), dtype=torch.long, device=rows[0][0][0].device)
     for b, n in enumerate(lengths):
         mask[b, width - n :] = 1
-    layers: KVLayers = []
+    layer_class = _preallocated_layer()
+    layers = []
     for layer in range(len(rows[0])):
-        k0, v0 = rows[0][layer]
-        keys = k0.new_zeros((len(rows), k0.shape[1], width, k0.shape[3]))
-        values = v0.new_zeros((len(rows), v0.shape[1], width, v0.shape[3]))
+        keys, values = rows[0][layer]
+        k, v = _buffer(keys, batch, width + room), _buffer(values, batch, width + room)
         for b, (row, n) in enumerate(zip(rows, lengths)):
-            keys[b, :, width - n :] = row[layer][0][0, :, :n]
-            values[b, :, width - n :] = row[layer][1][0, :, :n]
-        layers.append((keys, values))
-    return make_cache(layers, width, width + room), mask
+            k[b, :, : width - n] = 0
+            v[b, :, : width - n] = 0
+            k[b, :, width - n : width] = row[layer][0][0, :, :n]
+            v[b, :, width - n : width] = row[layer][1][0, :, :n]
+        layers.append(layer_class(k, v, width))
+    return Cache(layers=layers), mask
 
 
 GQA_ATTENTION = "ragray_sdpa_gqa"
 
 
-def gqa_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+def gqa_sdpa_attention(
+    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any
+) -> Any:
     """transformers' ``sdpa`` attention, except for masked single-token (decoding) steps of
     grouped-query models: those call SDPA with ``enable_gqa=True`` instead of first repeating
     every cached key/value head ``num_key_value_groups`` times.

@@ -26,6 +26,7 @@ from ragray.config import GenerationConfig
 from ragray.encoders import resolve_device
 from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.kv_prefix import (
     PrefillStep,
     cache_layers,
@@ -54,7 +55,9 @@ class TransformersGenerator(Generator):
 
     name = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str, device: str) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str, device: str
+    ) -> None:
         self._torch = require("torch", extra="generate", feature="the transformers generator")
         self._model = model
         self._tok = tokenizer
@@ -68,7 +71,6 @@ class TransformersGenerator(Generator):
         if config.transformers.prefix_reuse and not self.prefix_reuse:
             log.warning("%s has non-global attention layers: prefix reuse and batching are off", path)
         self._eos = self._eos_ids()
-        self._bos_prefix = self._needs_bos()
         params = inspect.signature(model.forward).parameters
         self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
@@ -102,6 +104,21 @@ class TransformersGenerator(Generator):
     def model_id(self) -> str:
         return self.config.model
 
+    @property
+    def model(self) -> Any:
+        """The loaded ``PreTrainedModel`` (``None`` once closed)."""
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tok
+
+    def with_config(self, config: GenerationConfig) -> TransformersGenerator:
+        """Another generator on the same loaded model with other decoding options (temperature,
+        seed, max_tokens, ``transformers``); ``model``, ``dtype`` and ``device`` are not re-read."""
+        self._check_open()
+        return type(self)(self._model, self._tok, config, path=self.model_path, device=self.device)
+
     # -- tokenization ---------------------------------------------------------------------------
 
     def _eos_ids(self) -> frozenset[int]:
@@ -111,38 +128,10 @@ class TransformersGenerator(Generator):
             ids.update([value] if isinstance(value, int) else value or [])
         return frozenset(ids)
 
-    def _needs_bos(self) -> bool:
-        """Whether the tokenizer normally adds a BOS that rendered chat text may lack.
-
-        Chat templates usually write the BOS themselves; encoding their output with special
-        tokens on would then double it, so text is encoded without them and the BOS is added
-        only when the tokenizer adds one and the rendered text does not start with it.
-        """
-        bos = self._tok.bos_token_id
-        return bos is not None and self._tok("a").input_ids[:1] == [bos]
-
-    def _render(self, prompt: ChatPrompt) -> str:
-        messages = [{"role": m.role, "content": m.content} for m in prompt]
-        return self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-
-    def _encode(self, text: str) -> list[int]:
-        ids = list(self._tok(text, add_special_tokens=False).input_ids)
-        if self._bos_prefix and not text.startswith(self._tok.bos_token):
-            ids.insert(0, self._tok.bos_token_id)
-        return ids
-
     def prompt_token_ids(self, prompts: Sequence[ChatPrompt]) -> list[list[int]]:
         """The token ids each prompt is run with: its messages rendered by the model's chat
-        template (generation prompt added), encoded without a second BOS."""
-        return [self._encode(self._render(p)) for p in prompts]
-
-    def _encode_answer(self, prompt_text: str, prompt_ids: list[int], answer: str) -> list[int]:
-        """The answer's tokens as they follow the prompt: tokenized together with the prompt
-        (how the model would have produced them), or alone when that merges across the seam."""
-        full = self._encode(prompt_text + answer)
-        if full[: len(prompt_ids)] == prompt_ids:
-            return full[len(prompt_ids) :]
-        return list(self._tok(answer, add_special_tokens=False).input_ids)
+        template (generation prompt added), encoded without a second BOS (:mod:`chat_tokens`)."""
+        return [encode_rendered(self._tok, render_chat(self._tok, p)) for p in prompts]
 
     # -- model calls ----------------------------------------------------------------------------
 
@@ -153,10 +142,8 @@ class TransformersGenerator(Generator):
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
 
-        try:  # with the config, sliding-window models get their own layer types
-            return DynamicCache(config=self._model.config)
-        except TypeError:  # transformers < 4.56
-            return DynamicCache()
+        # with the config, sliding-window models get their own layer types
+        return DynamicCache(config=self._model.config)
 
     def _prefill(self, ids: Sequence[int], source: Any, reuse: int, keep: int) -> tuple[Any, Any]:
         """Run ``ids[reuse:]`` after the first ``reuse`` positions of ``source`` (a layer list).
@@ -252,34 +239,40 @@ class TransformersGenerator(Generator):
             previous: Any = None  # layer list of the last prefilled prompt (the next one's source)
             for start in range(0, len(steps), self.batch_size):
                 group = steps[start : start + self.batch_size]
-                began = time.perf_counter()
-                caches, firsts = [], []
-                for step in group:
-                    cache, logits = self._prefill(token_ids[step.index], previous, step.reuse_len, 1)
-                    previous = cache_layers(cache) if self.prefix_reuse else None
-                    caches.append(cache)
-                    firsts.append(logits)
-                prefilled = time.perf_counter()
-                lengths = [len(token_ids[s.index]) for s in group]
-                room = [budgets[s.index] for s in group]
-                cache, mask = self._batch(caches, lengths, max(room))
-                del caches  # the batch holds copies; only `previous` stays for the next group
-                generators = [self._generator(step.index) for step in group]
-                outputs = self._decode(cache, mask, lengths, self._torch.cat(firsts), room, generators)
-                del cache
-                done = time.perf_counter()
-                log.debug(
-                    "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d steps in %.2fs",
-                    len(group), sum(len(token_ids[s.index]) - s.reuse_len for s in group),
-                    sum(len(token_ids[s.index]) for s in group), prefilled - began,
-                    max(map(len, outputs)), done - prefilled,
-                )
-                share = (done - began) / len(group)
-                for step, out in zip(group, outputs):
-                    text_ids = [t for t in out if t not in self._eos]
-                    text = self._tok.decode(text_ids, skip_special_tokens=True).strip()
-                    results[step.index] = Generation(text, len(token_ids[step.index]), len(out), share)
+                previous = self._run_group(group, token_ids, budgets, previous, results)
         return [results[i] for i in range(len(prompts))]
+
+    def _run_group(self, group: list[PrefillStep], token_ids: list[list[int]], budgets: dict[int, int],
+                   previous: Any, results: dict[int, Generation]) -> Any:
+        """Prefill ``group`` (each step reusing the previous prompt's KV), decode it as one batch,
+        store its :class:`Generation` s in ``results``; return the last prompt's KV layers."""
+        began = time.perf_counter()
+        caches, firsts = [], []
+        for step in group:
+            cache, logits = self._prefill(token_ids[step.index], previous, step.reuse_len, 1)
+            previous = cache_layers(cache) if self.prefix_reuse else None
+            caches.append(cache)
+            firsts.append(logits)
+        prefilled = time.perf_counter()
+        lengths = [len(token_ids[s.index]) for s in group]
+        room = [budgets[s.index] for s in group]
+        cache, mask = self._batch(caches, lengths, max(room))
+        del caches  # the batch holds copies; only `previous` stays for the next group
+        generators = [self._generator(step.index) for step in group]
+        outputs = self._decode(cache, mask, lengths, self._torch.cat(firsts), room, generators)
+        del cache
+        done = time.perf_counter()
+        log.debug(
+            "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d steps in %.2fs",
+            len(group), sum(n - s.reuse_len for s, n in zip(group, lengths)), sum(lengths),
+            prefilled - began, max(map(len, outputs)), done - prefilled,
+        )
+        share = (done - began) / len(group)
+        for step, n, out in zip(group, lengths, outputs):
+            text_ids = [t for t in out if t not in self._eos]
+            text = self._tok.decode(text_ids, skip_special_tokens=True).strip()
+            results[step.index] = Generation(text, n, len(out), share)
+        return previous
 
     def _plan(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None) -> list[PrefillStep]:
         """:func:`plan_prefills` over a subset of the caller's prompts, keyed by their index."""
@@ -310,9 +303,9 @@ class TransformersGenerator(Generator):
         for i, (prompt, answer) in enumerate(zip(prompts, answers)):
             if not answer:
                 continue  # no answer tokens: log-probability 0
-            text = self._render(prompt)
-            ids = self._encode(text)
-            fulls[i] = ids + self._encode_answer(text, ids, answer)
+            text = render_chat(self._tok, prompt)
+            ids = encode_rendered(self._tok, text)
+            fulls[i] = ids + answer_token_ids(self._tok, text, ids, answer)
             prompt_lens[i] = len(ids)
             if self.max_positions is not None and len(fulls[i]) > self.max_positions:
                 raise BackendError(

@@ -63,10 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="the influence loop: baseline + drop-one ablations, Spearman rho, flags"
     )
     _add_common(run)
-    run.add_argument("--backend", help="transformers, vllm or openai (generation.backend)")
-    run.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
-    run.add_argument("--resume", action="store_true",
-                     help="continue the run in --out, skipping questions already finished")
+    interpret = sub.add_parser(
+        "interpret",
+        help="faithfulness: importance, deletion arms (most/least/random/question), Case A/B/C with statistics",
+    )
+    _add_common(interpret)
+    interpret.add_argument("--level", choices=["passage", "sentence", "token"],
+                           help="explanation units (faithfulness.level)")
+    interpret.add_argument("--hierarchical", action="store_true", default=None,
+                           help="explain passages first, then units inside the top ones (faithfulness.hierarchical)")
+    interpret.add_argument("--repeats", type=_positive_int,
+                           help="R: random-deletion draws per K (faithfulness.random_repeats)")
+    interpret.add_argument("--k", dest="k_values", action="append", metavar="K",
+                           help="top-N, top-P%% or cumulative (repeatable; faithfulness.k_values)")
+    interpret.add_argument("--explainer", choices=["loo", "logprob", "surrogate"],
+                           help="ranks units for DEL_MOST/DEL_LEAST (faithfulness.explainer)")
+    for p in (run, interpret):
+        p.add_argument("--backend", help="transformers, vllm or openai (generation.backend)")
+        p.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
+        p.add_argument("--resume", action="store_true",
+                       help="continue the run in --out, skipping questions already finished")
     return parser
 
 
@@ -74,6 +90,8 @@ _FLAG_KEYS = {
     "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit",
     "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
     "backend": "generation.backend", "model": "generation.model",
+    "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
+    "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
 }
 
 
@@ -85,6 +103,8 @@ def _flag_values(args: argparse.Namespace) -> dict[str, object]:
     }
     if getattr(args, "skip_bad_rows", False):
         out["data.on_bad_row"] = "skip"
+    if getattr(args, "k_values", None):
+        out["faithfulness.k_values"] = list(args.k_values)
     return out
 
 
@@ -146,7 +166,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run}
+def _p(value: object) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _cmd_interpret(args: argparse.Namespace) -> int:
+    from ragray.commands.interpret import run_interpret
+    from ragray.config import load_config
+    from ragray.store.rundir import default_run_dir
+
+    config = load_config(args.config, args.overrides, _flag_values(args))
+    if args.resume and not args.out:
+        raise InputError("--resume needs --out DIR (the run directory to continue)")
+    out = args.out or default_run_dir("interpret", config.name)
+    result = run_interpret(config, out, resume=args.resume, progress=not args.no_progress)
+    s = result.summary
+    print(f"ragray interpret: {s['n_questions']} questions ({result.n_resumed} resumed, {s['n_failed']} failed), "
+          f"{s['model']}, {s['level']} level{' (hierarchical)' if s['hierarchical'] else ''}, "
+          f"explainer {s['explainer']}, R={s['random_repeats']} -> {result.out}")
+    print(f"  {'K':<10} {'A':>5} {'B':>5} {'C':>5} {'inc.':>5}  {'sim most':>8} {'random':>8} {'least':>8}"
+          f"  {'Wilcoxon p':>10} {'McNemar p':>9}")
+    for label, k in s["per_k"].items():
+        c = {name: v["count"] for name, v in k["cases"].items()}
+        mv = k["most_vs_random"]
+        rand = (k["random_mean"] or {}).get("mean")
+        print(f"  {label:<10} {c['A']:>5} {c['B']:>5} {c['C']:>5} {c['inconclusive']:>5}  {_fmt(k['sim_most_mean']):>8} "
+              f"{_fmt(rand):>8} {_fmt(k['sim_least_mean']):>8}  {_p(mv['paired']['wilcoxon']['p_value']):>10} "
+              f"{_p(mv['mcnemar']['p_value']):>9}")
+    ctl, cost = s["controls"], s["cost"]
+    print(f"  controls: parametric {_fmt(ctl['parametric_rate'])}, position-sensitive "
+          f"{_fmt(ctl['position_sensitive_rate'])}, sim without question {_fmt(ctl['del_q_sim_mean'])}")
+    for pair, v in s["agreement"].items():
+        print(f"  agreement {pair}: Spearman {_fmt(v['mean_spearman'])}, top-1 {_fmt(v['top1_agreement'])}")
+    print(f"  cost per question: {_fmt(cost['calls_generated_per_question'], '.1f')} model calls "
+          f"({_fmt(cost['calls_requested_per_question'], '.1f')} arm calls), "
+          f"{_fmt(cost['score_passes_per_question'], '.1f')} scoring passes, "
+          f"{_fmt(cost['seconds_per_question'], '.1f')} s")
+    return 0
+
+
+COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

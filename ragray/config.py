@@ -9,6 +9,7 @@ before validation, so they are checked exactly like file values.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -32,6 +33,10 @@ __all__ = [
     "OpenAIConfig",
     "GenerationConfig",
     "InfluenceConfig",
+    "BucketsConfig",
+    "DecisionConfig",
+    "ControlsConfig",
+    "FaithfulnessConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -228,6 +233,103 @@ class InfluenceConfig(Section):
 
 
 
+_K_VALUE = re.compile(r"^(top-(\d+)(%)?|cumulative)$")
+
+
+def _k_values(values: tuple[str, ...]) -> tuple[str, ...]:
+    for v in values:
+        m = _K_VALUE.match(v)
+        if m is None:
+            raise ValueError(f"k_values: '{v}' is not top-N, top-P% or cumulative")
+        if m.group(2) is not None and (int(m.group(2)) < 1 or (m.group(3) and int(m.group(2)) > 100)):
+            raise ValueError(f"k_values: '{v}' must be top-1 or more (a percentage at most 100%)")
+    if len(set(values)) != len(values):
+        raise ValueError(f"k_values: duplicate entries in {list(values)}")
+    return values
+
+
+class BucketsConfig(Section):
+    """Importance buckets: the top ``most`` and bottom ``least`` fractions of the ranked units."""
+
+    most: float = Field(0.2, gt=0, lt=1)
+    least: float = Field(0.2, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _fit(self) -> BucketsConfig:
+        if self.most + self.least > 1:
+            raise ValueError(f"most + least must be <= 1, got {self.most} + {self.least}")
+        return self
+
+
+class DecisionConfig(Section):
+    """How "much lower than random" and "about random" are decided (see ragray.faithfulness.cases)."""
+
+    alpha: float = Field(0.05, gt=0, lt=1, description="one-sided significance level vs the random arm")
+    min_effect: float = Field(
+        0.05, ge=0, le=1, description="minimum |sim_arm - mean sim_random| to count as a difference"
+    )
+    redundancy_sim: float = Field(
+        0.9, gt=0, le=1, description="Case C: sim_most still at or above this (redundant evidence)"
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence of the random-arm mean's CI")
+
+
+class ControlsConfig(Section):
+    closed_book: bool = Field(True, description="answer with no passages: is the answer parametric?")
+    question_removal: bool = Field(True, description="DEL_Q: the passages without the question")
+    positions: tuple[Literal["start", "middle", "end"], ...] = Field(
+        ("middle", "end"), description="move the most influential passage here (lost in the middle)"
+    )
+
+
+class FaithfulnessConfig(Section):
+    """Explanation faithfulness experiments (``faithfulness``, ``ragray interpret``)."""
+
+    level: Literal["passage", "sentence", "token"] = "passage"
+    hierarchical: bool = Field(
+        False, description="explain passages first, then only the units inside the top passages"
+    )
+    hierarchical_top: int = Field(
+        2, ge=1, description="passages (and, for tokens, sentences) refined at the next level"
+    )
+    explainer: Literal["loo", "logprob", "surrogate"] = Field(
+        "loo", description="ranks units for DEL_MOST / DEL_LEAST"
+    )
+    attributions: tuple[Literal["loo", "logprob", "surrogate"], ...] = Field(
+        ("loo", "logprob", "surrogate"), description="also computed, for the agreement report"
+    )
+    k_values: Annotated[tuple[str, ...], AfterValidator(_k_values)] = (
+        "top-1", "top-3", "top-20%", "cumulative"
+    )
+    random_repeats: int = Field(50, ge=2, description="R: DEL_RANDOM draws per K")
+    similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
+        "semantic", description="primary answer similarity (decides unchanged and the cases)"
+    )
+    measures: tuple[str, ...] = Field(
+        ("semantic", "exact_match", "token_jaccard", "edit", "bleu", "rouge_l"),
+        description="answer comparisons reported for every arm",
+    )
+    threshold_t: float = Field(0.85, ge=0, le=1, description="unchanged iff similarity >= T")
+    buckets: BucketsConfig = Field(default_factory=BucketsConfig)
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    controls: ControlsConfig = Field(default_factory=ControlsConfig)
+    max_units: int = Field(
+        256, ge=1, description="a question with more units is recorded as an error (use hierarchical)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> FaithfulnessConfig:
+        from ragray.metrics.similarity import SIMILARITIES
+
+        for name in self.measures:
+            SIMILARITIES.get(name)
+        if self.explainer not in self.attributions:
+            raise ValueError(
+                f"explainer '{self.explainer}' must also be listed in attributions {list(self.attributions)}"
+            )
+        return self
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -237,6 +339,7 @@ class ExperimentConfig(Section):
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     influence: InfluenceConfig = Field(default_factory=InfluenceConfig)
+    faithfulness: FaithfulnessConfig = Field(default_factory=FaithfulnessConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

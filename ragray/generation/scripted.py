@@ -1,8 +1,8 @@
 """A scripted generator for testing pipelines without a model (like httpx's MockTransport).
 
 It answers from the prompt by rule, so tests know which passages an answer depends on: the answer
-is the value of the first ``ANSWER=<value>`` marker in the prompt's user message (markers are
-written into passages), or ``"unknown"`` when none is present. ``fail_on`` makes calls whose prompt
+is the value of the first ``ANSWER=<word>`` or ``ANSWER="<several words>"`` marker in the
+prompt's user message (markers are written into passages), or ``"unknown"`` when none is present. ``fail_on`` makes calls whose prompt
 contains that text fail with an error record, to exercise error handling. Never use it to measure
 anything: it is registered as ``scripted`` only so orchestration can be tested end to end.
 """
@@ -17,7 +17,7 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 
 __all__ = ["ScriptedGenerator"]
 
-_MARKER = re.compile(r"ANSWER=(\w+)")
+_MARKER = re.compile(r'ANSWER=(?:"([^"]*)"|(\w+))')
 
 
 @GENERATORS.register("scripted")
@@ -39,7 +39,9 @@ class ScriptedGenerator(Generator):
 
     def _answer(self, prompt: ChatPrompt) -> str:
         found = _MARKER.search(prompt[-1].content)
-        return found.group(1) if found else "unknown"
+        if found is None:
+            return "unknown"
+        return found.group(1) if found.group(1) is not None else found.group(2)
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         self.calls.extend(prompts)

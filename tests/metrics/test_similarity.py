@@ -43,16 +43,20 @@ def test_token_jaccard_and_edit_by_hand():
     assert get_similarity("edit")("kell", "kelp") == pytest.approx(0.75)
 
 
+SIMS: dict = {}
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.text(max_size=30), st.text(max_size=30))
 def test_all_in_unit_interval_and_symmetric(a, b):
     for name in SIMILARITIES.names():
-        sim = get_similarity(name)
+        sim = SIMS.get(name) or SIMS.setdefault(name, get_similarity(name))
         v = sim(a, b)
         assert 0.0 <= v <= 1.0
-        assert v == pytest.approx(sim(b, a))
+        if name != "bleu":  # BLEU scores a hypothesis against a reference: not symmetric
+            assert v == pytest.approx(sim(b, a), abs=1e-6)
 
 
 def test_unknown_similarity_lists_valid():
-    with pytest.raises(ConfigError, match="unknown similarity 'bleurt'; valid: edit, exact_match"):
+    with pytest.raises(ConfigError, match="unknown similarity 'bleurt'; valid: bleu, edit, exact_match, rouge_l, semantic, token_jaccard"):
         get_similarity("bleurt")

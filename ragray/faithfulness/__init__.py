@@ -1,0 +1,1 @@
+"""Explanation faithfulness: deletion experiments, their cases and statistics."""

@@ -1,0 +1,387 @@
+"""The faithfulness experiment of one question: explain, delete, compare, diagnose.
+
+1. **Explain** the retrieved context at ``faithfulness.level``. Flat: every unit of that level.
+   Hierarchical: passages first, then only the sentences of the ``hierarchical_top`` passages
+   (then only the tokens of the top sentences); coarse stages rank with leave-one-out (or log-prob
+   when that is the explainer), so a sentence-level explanation of 10 × 8 sentences costs
+   10 + 2 × 8 calls instead of 80.
+2. **Phase 1** (one generate call): the baseline (DEL_NONE), the controls that do not depend on
+   the explanation (DEL_Q, closed book), leave-one-out per unit and every DEL_RANDOM draw.
+   Log-prob importance scores the baseline answer under the same leave-one-out contexts; the
+   surrogate is fitted on the random draws. The explainer's ranking gives the buckets.
+3. **Phase 2** (one generate call): DEL_MOST / DEL_LEAST per K, the cumulative curves, and the
+   position controls (the most influential passage moved to the middle / end).
+4. Every answer is compared with the baseline by every measure; each K gets its case
+   (:mod:`ragray.faithfulness.cases`).
+
+A backend exception or a failed baseline marks the question ``error`` and the run goes on; a
+failed ablation call scores NaN and is left out of its statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ragray.config import FaithfulnessConfig
+from ragray.errors import BackendError
+from ragray.faithfulness.answers import AnswerBook, SimilarityBook
+from ragray.faithfulness.arms import (
+    CLOSED_BOOK, CUM_LEAST, CUM_MOST, CUMULATIVE, DEL_LEAST, DEL_MOST, DEL_NONE, DEL_Q, DEL_RANDOM, LOO,
+    Ablation, question_rng, random_draws, resolve_k,
+)
+from ragray.faithfulness.cases import decide_case
+from ragray.faithfulness.importance import buckets, logprob_scores, loo_scores, normalize, rank_units
+from ragray.faithfulness.surrogate import surrogate_weights
+from ragray.faithfulness.units import Context, Level, units_in
+from ragray.generation import Generator
+from ragray.generation.prompts import PromptTemplate
+from ragray.metrics.similarity import Similarity
+from ragray.retrieval.stage import QuestionHits
+from ragray.types import Passage
+
+__all__ = ["FaithfulnessExperiment", "FaithfulnessOutcome", "ATTRIBUTIONS"]
+
+log = logging.getLogger(__name__)
+
+ATTRIBUTIONS = ("loo", "logprob", "surrogate")
+_PATHS: dict[str, tuple[Level, ...]] = {
+    "passage": ("passage",),
+    "sentence": ("passage", "sentence"),
+    "token": ("passage", "sentence", "token"),
+}
+
+
+class _QuestionFailed(Exception):
+    """The question cannot be measured (failed baseline, too many units)."""
+
+
+@dataclass(frozen=True)
+class FaithfulnessOutcome:
+    """Rows of the five result tables for one question."""
+
+    question: dict[str, Any]
+    units: list[dict[str, Any]] = field(default_factory=list)
+    arms: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    curves: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_record(self) -> dict[str, Any]:
+        return {"question": self.question, "units": self.units, "arms": self.arms,
+                "cases": self.cases, "curves": self.curves}
+
+
+@dataclass
+class _Stage:
+    depth: int
+    ctx: Context
+    order: list[int]
+    importance: dict[str, list[float]]  # normalized, per attribution method
+    raw: dict[str, list[float]]  # before normalization (1 − sim, nats, surrogate weights)
+    explainer: str
+    ablations: list[Ablation]
+
+
+def _move(n_passages: int, j: int, where: str) -> tuple[int, ...]:
+    rest = [i for i in range(n_passages) if i != j]
+    at = {"start": 0, "middle": (n_passages - 1) // 2, "end": n_passages - 1}[where]
+    return tuple(rest[:at] + [j] + rest[at:])
+
+
+def _agreement(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float | None]:
+    """Spearman ρ of two attributions and whether their top units agree (None if undefined)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    if len(x) < 2:
+        return None, None
+    rho = None
+    if np.ptp(x) > 0 and np.ptp(y) > 0:
+        rho = float(stats.spearmanr(x, y).statistic)
+    top = float(int(np.argmax(x)) == int(np.argmax(y))) if x.max() > 0 and y.max() > 0 else None
+    return rho, top
+
+
+def _auc(points: Sequence[tuple[float, float]]) -> float | None:
+    pts = [(f, s) for f, s in points if not math.isnan(s)]
+    if len(pts) < 2:
+        return None
+    f, s = zip(*sorted(pts))
+    return float(np.trapezoid(s, f) / (f[-1] - f[0]))
+
+
+class FaithfulnessExperiment:
+    """Runs the experiment of :mod:`ragray.faithfulness.experiment` for questions with hits."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        template: PromptTemplate,
+        measures: Mapping[str, Similarity],
+        config: FaithfulnessConfig,
+        *,
+        seed: int = 0,
+        system_prompt: str | None = None,
+    ) -> None:
+        missing = {config.similarity, *config.measures} - set(measures)
+        if missing:
+            raise ValueError(f"measures missing for {sorted(missing)}")
+        self.generator = generator
+        self.template = template
+        self.measures = dict(measures)
+        self.config = config
+        self.seed = seed
+        self.system_prompt = system_prompt
+
+    # -- one question ----------------------------------------------------------------------
+
+    def run(self, qh: QuestionHits) -> FaithfulnessOutcome:
+        q = qh.question
+        start = time.perf_counter()
+        book = AnswerBook(self.generator, self.template, q.question, self.system_prompt)
+        passages = tuple(h.passage for h in qh.hits)
+        row: dict[str, Any] = {
+            "question_id": q.id, "question": q.question, "gold_answers": list(q.answers),
+            "level": self.config.level, "hierarchical": self.config.hierarchical,
+            "explainer": self.config.explainer, "n_passages": len(passages),
+            "n_units_flat": len(Context.at_level(passages, self.config.level)),
+        }
+        try:
+            outcome = self._run(q.id, passages, book, row)
+        except (BackendError, _QuestionFailed) as exc:
+            log.warning("question %s failed: %s", q.id, exc)
+            row["error"] = str(exc)
+            outcome = FaithfulnessOutcome(row)
+        row.update(calls_requested=book.requested, calls_generated=book.generated,
+                   score_passes=book.score_passes, seconds=time.perf_counter() - start)
+        row.setdefault("error", None)
+        return outcome
+
+    def _run(self, qid: str, passages: tuple[Passage, ...], book: AnswerBook, row: dict[str, Any]) -> FaithfulnessOutcome:
+        fc = self.config
+        if not passages:
+            raise _QuestionFailed("no retrieved passages to explain")
+        controls = [Ablation(DEL_Q, question=False)] if fc.controls.question_removal else []
+        controls += [Ablation(CLOSED_BOOK, closed_book=True)] if fc.controls.closed_book else []
+        path = _PATHS[fc.level] if fc.hierarchical else (fc.level,)
+        state = _State(book, qid)
+        stages: list[_Stage] = []
+        for depth, level in enumerate(path):
+            if depth == 0:
+                ctx = Context.at_level(passages, level)
+            else:
+                prev = stages[-1]
+                parents = [prev.ctx.units[i] for i in prev.order[: fc.hierarchical_top]]
+                ctx = Context(passages, units_in(passages, parents, level))
+            final = depth == len(path) - 1
+            if final and len(ctx) > fc.max_units:
+                raise _QuestionFailed(
+                    f"{len(ctx)} {level} units exceed faithfulness.max_units={fc.max_units}; "
+                    "set faithfulness.hierarchical: true or raise max_units"
+                )
+            if len(ctx) == 0:
+                raise _QuestionFailed(f"no {level} units inside the top units of the previous stage")
+            stages.append(self._explain(state, ctx, depth, final, [Ablation(DEL_NONE), *controls] if depth == 0 else []))
+        final_stage = stages[-1]
+        outcome = self._delete(state, final_stage, row)
+        row["explainer_calls"] = state.explainer_calls
+        row["n_units"] = len(final_stage.ctx)
+        row["baseline_answer"] = state.sims.baseline if state.sims else ""
+        for stage in stages:
+            outcome.units.extend(self._unit_rows(qid, stage))
+        return outcome
+
+    # -- explanation -----------------------------------------------------------------------
+
+    def _explain(self, state: _State, ctx: Context, depth: int, final: bool, extra: list[Ablation]) -> _Stage:
+        fc, n = self.config, len(ctx)
+        if final:
+            attrs, explainer = fc.attributions, fc.explainer
+        else:
+            explainer = "logprob" if fc.explainer == "logprob" else "loo"
+            attrs = (explainer,)
+        loo = [Ablation(LOO, (i,), k=1) for i in range(n)]
+        randoms: list[Ablation] = []
+        if final:
+            for label in fc.k_values:
+                k = resolve_k(label, n) if label != CUMULATIVE else None
+                if k is None:
+                    continue
+                draws = random_draws(n, k, fc.random_repeats, question_rng(self.seed, state.qid, k))
+                state.populations[label] = draws.population
+                randoms += [Ablation(DEL_RANDOM, s, label, k, draw=d) for d, s in enumerate(draws.subsets)]
+        phase = extra + (loo if "loo" in attrs else []) + randoms
+        state.book.fill(ctx, phase)
+        state.start(ctx, self.measures)
+        primary = fc.similarity
+        sim = state.primary_sims(ctx, phase, primary)
+        raw: dict[str, list[float]] = {}
+        if "loo" in attrs:
+            raw["loo"] = loo_scores([sim(a) for a in loo])
+            state.explainer_calls += n if explainer == "loo" else 0
+        if "logprob" in attrs:
+            lps = state.book.score(ctx, [Ablation(DEL_NONE), *loo], state.sims.baseline)
+            raw["logprob"] = logprob_scores(lps[0], lps[1:])
+            state.explainer_calls += n + 1 if explainer == "logprob" else 0
+        if "surrogate" in attrs:
+            raw["surrogate"] = surrogate_weights(n, [a.removed for a in randoms], [sim(a) for a in randoms])
+        importance = {m: normalize(v) for m, v in raw.items()}
+        order = rank_units(importance[explainer], question_rng(self.seed, state.qid, 7919, depth))
+        return _Stage(depth, ctx, order, importance, raw, explainer, phase)
+
+    def _unit_rows(self, qid: str, stage: _Stage) -> list[dict[str, Any]]:
+        fc = self.config
+        bucket = buckets(stage.order, fc.buckets.most, fc.buckets.least)
+        rank = {i: pos + 1 for pos, i in enumerate(stage.order)}
+        rows = []
+        for i, u in enumerate(stage.ctx.units):
+            p = stage.ctx.passages[u.passage]
+            r = {
+                "question_id": qid, "stage": stage.depth, "level": u.level, "unit_id": u.id,
+                "unit_index": i, "passage_id": p.id, "retrieval_rank": u.passage + 1,
+                "start": u.span.start, "end": u.span.end, "text": u.text,
+                "importance": stage.importance[stage.explainer][i], "rank": rank[i], "bucket": bucket[i],
+            }
+            for m in ATTRIBUTIONS:
+                r[f"importance_{m}"] = stage.importance[m][i] if m in stage.importance else None
+            r["loo_change"] = stage.raw["loo"][i] if "loo" in stage.raw else None
+            r["logprob_drop"] = stage.raw["logprob"][i] if "logprob" in stage.raw else None
+            rows.append(r)
+        return rows
+
+    # -- deletion arms, controls, cases ------------------------------------------------------
+
+    def _delete(self, state: _State, stage: _Stage, row: dict[str, Any]) -> FaithfulnessOutcome:
+        fc, ctx, order, n = self.config, stage.ctx, stage.order, len(stage.ctx)
+        phase: list[Ablation] = []
+        for label in fc.k_values:
+            if label == CUMULATIVE:
+                phase += [Ablation(CUM_MOST, tuple(sorted(order[:k])), label, k) for k in range(1, n + 1)]
+                phase += [Ablation(CUM_LEAST, tuple(sorted(order[n - k :])), label, k) for k in range(1, n + 1)]
+                continue
+            k = resolve_k(label, n)
+            if k is not None:
+                phase.append(Ablation(DEL_MOST, tuple(sorted(order[:k])), label, k))
+                phase.append(Ablation(DEL_LEAST, tuple(sorted(order[n - k :])), label, k))
+        # the position control needs an influential passage: none when every importance is 0
+        top = order[0]
+        top_passage = ctx.units[top].passage if stage.importance[stage.explainer][top] > 0 else None
+        if top_passage is not None:
+            phase += [Ablation(f"MOVE_{w.upper()}", order=_move(len(ctx.passages), top_passage, w))
+                      for w in fc.controls.positions]
+        state.book.fill(ctx, phase)
+        everything = [*stage.ablations, *phase]
+        gens = [state.book.get(ctx, a) for a in everything]
+        state.sims.ensure([g.text for g in gens if g.ok])
+        primary = fc.similarity
+        arm_rows = []
+        for a, g in zip(everything, gens):
+            sims = state.sims.all(g)
+            arm_rows.append({
+                "question_id": state.qid, "arm": a.arm, "k_label": a.k_label, "k": a.k, "draw": a.draw,
+                "removed_unit_ids": ctx.unit_ids(a.removed), "answer": g.text,
+                "similarity": sims[primary], "changed": None if math.isnan(sims[primary]) else sims[primary] < fc.threshold_t,
+                **{f"sim_{m}": sims[m] for m in self.measures},
+                "latency_s": g.latency_s, "prompt_tokens": g.prompt_tokens,
+                "completion_tokens": g.completion_tokens, "error": g.error,
+            })
+        by_arm = {}
+        for r in arm_rows:
+            by_arm.setdefault((r["arm"], r["k_label"]), []).append(r)
+        cases = self._cases(state, by_arm, n)
+        curves, aucs = self._curves(state.qid, by_arm, n)
+        self._controls_row(row, by_arm, None if top_passage is None else ctx.passages[top_passage].id)
+        row["cases"] = [f"{c['k_label']}:{c['case']}" for c in cases]
+        row.update(aucs)
+        self._agreement_row(row, stage.importance)
+        return FaithfulnessOutcome(row, [], arm_rows, cases, curves)
+
+    def _cases(self, state: _State, by_arm: dict[tuple[str, str | None], list[dict[str, Any]]], n: int) -> list[dict[str, Any]]:
+        fc, out = self.config, []
+        for label in fc.k_values:
+            if label == CUMULATIVE:
+                continue
+            k = resolve_k(label, n)
+            base = {"question_id": state.qid, "k_label": label, "k": k, "n_units": n}
+            if k is None:
+                out.append({**base, "case": "inconclusive", "reason": f"{label} removes all {n} units"})
+                continue
+            rand = [r["similarity"] for r in by_arm[(DEL_RANDOM, label)] if not math.isnan(r["similarity"])]
+            most, least = by_arm[(DEL_MOST, label)][0]["similarity"], by_arm[(DEL_LEAST, label)][0]["similarity"]
+            population = state.populations[label]
+            base.update(population=population, exhaustive=population == len(by_arm[(DEL_RANDOM, label)]))
+            if len(rand) < 2 or math.isnan(most) or math.isnan(least):
+                out.append({**base, "case": "inconclusive", "reason": "failed calls: fewer than 2 random draws or no DEL_MOST/DEL_LEAST answer"})
+                continue
+            res = decide_case(most, least, rand, population if base["exhaustive"] or population > len(rand) else None, fc.decision)
+            row = {**base, **res.as_row()}
+            t = fc.threshold_t
+            row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,
+                       random_changed_share=sum(s < t for s in rand) / len(rand))
+            out.append(row)
+        return out
+
+    def _curves(self, qid: str, by_arm: dict[tuple[str, str | None], list[dict[str, Any]]], n: int) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+        rows, aucs = [], {"auc_most": None, "auc_least": None}
+        for arm, name in ((CUM_MOST, "most"), (CUM_LEAST, "least")):
+            points = by_arm.get((arm, CUMULATIVE))
+            if not points:
+                continue
+            curve = [(0, 1.0)] + [(r["k"], r["similarity"]) for r in points]
+            rows += [{"question_id": qid, "order": name, "k": k, "fraction": k / n, "similarity": s} for k, s in curve]
+            aucs[f"auc_{name}"] = _auc([(k / n, s) for k, s in curve])
+        return rows, aucs
+
+    def _controls_row(self, row: dict[str, Any], by_arm: dict[tuple[str, str | None], list[dict[str, Any]]], top_id: str | None) -> None:
+        fc = self.config
+        def sim(arm: str) -> float | None:
+            rows = by_arm.get((arm, None))
+            return rows[0]["similarity"] if rows else None
+        cb = by_arm.get((CLOSED_BOOK, None))
+        row["closed_book_answer"] = cb[0]["answer"] if cb else None
+        row["closed_book_sim"] = sim(CLOSED_BOOK)
+        row["parametric"] = None if cb is None or math.isnan(cb[0]["similarity"]) else cb[0]["similarity"] >= fc.threshold_t
+        row["del_q_sim"] = sim(DEL_Q)
+        row["top_passage_id"] = top_id
+        moved = {}
+        for where in ("start", "middle", "end"):
+            moved[where] = sim(f"MOVE_{where.upper()}")
+            row[f"move_{where}_sim"] = moved[where]
+        known = [s for s in moved.values() if s is not None and not math.isnan(s)]
+        row["position_sensitive"] = any(s < fc.threshold_t for s in known) if known else None
+
+    def _agreement_row(self, row: dict[str, Any], importance: dict[str, list[float]]) -> None:
+        for i, a in enumerate(ATTRIBUTIONS):
+            for b in ATTRIBUTIONS[i + 1 :]:
+                rho, top = _agreement(importance[a], importance[b]) if a in importance and b in importance else (None, None)
+                row[f"rho_{a}_{b}"], row[f"top1_{a}_{b}"] = rho, top
+
+
+@dataclass
+class _State:
+    """Per-question bookkeeping shared by the stages."""
+
+    book: AnswerBook
+    qid: str
+    sims: SimilarityBook | None = None
+    explainer_calls: int = 0
+    populations: dict[str, int] = field(default_factory=dict)
+
+    def start(self, ctx: Context, measures: Mapping[str, Similarity]) -> None:
+        if self.sims is None:
+            baseline = self.book.get(ctx, Ablation(DEL_NONE))
+            if not baseline.ok:
+                raise _QuestionFailed(f"baseline call failed: {baseline.error}")
+            self.sims = SimilarityBook(baseline.text, measures)
+
+    def primary_sims(self, ctx: Context, ablations: Sequence[Ablation], primary: str):  # noqa: ANN201
+        gens = {a: self.book.get(ctx, a) for a in ablations}
+        self.sims.ensure([g.text for g in gens.values() if g.ok], [primary])
+        return lambda a: self.sims.of(gens[a], primary)

@@ -1,0 +1,107 @@
+"""Dataset-level results of ``ragray interpret`` (``summary.json``).
+
+Per K: the share of each case (Wilson 95% intervals), and paired tests across questions of the
+DEL_MOST and DEL_LEAST arms against the random arm — each question contributes its random-arm
+mean similarity as the pair of its sim_most / sim_least. McNemar compares changed/unchanged
+(similarity < T), where the random arm counts as changed when its mean similarity is below T.
+Wilcoxon signed-rank and the paired t-test compare the similarities; effect sizes are the mean
+difference (random − arm, positive when the arm hurts more), its CI, Cohen's d_z and the
+rank-biserial correlation. Questions that failed or whose case could not be computed at a K are
+left out of that K's tests (they are counted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ragray.config import ExperimentConfig
+from ragray.faithfulness.arms import CUMULATIVE
+from ragray.faithfulness.cases import CASES
+from ragray.faithfulness.experiment import ATTRIBUTIONS
+from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
+
+__all__ = ["summarize_faithfulness"]
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [float(v) for v in values if v is not None and v == v]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _per_k(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = Counter(r["case"] for r in rows)
+    tested = [r for r in rows if r.get("random_mean") is not None]
+    rand = [r["random_mean"] for r in tested]
+    out: dict[str, Any] = {
+        "n_questions": len(rows),
+        "n_tested": len(tested),
+        "cases": {c: {"count": counts.get(c, 0), **share_ci(counts.get(c, 0), len(rows))} for c in CASES},
+        "random_mean": mean_ci(rand) if rand else None,
+        "sim_most_mean": _mean([r["sim_most"] for r in tested]),
+        "sim_least_mean": _mean([r["sim_least"] for r in tested]),
+    }
+    for arm in ("most", "least"):
+        out[f"{arm}_vs_random"] = {
+            "paired": paired_tests(rand, [r[f"sim_{arm}"] for r in tested]),
+            "mcnemar": mcnemar_exact([r[f"changed_{arm}"] for r in tested], [r["changed_random"] for r in tested]),
+        }
+    return out
+
+
+def summarize_faithfulness(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
+    fc = config.faithfulness
+    questions = [r["question"] for r in records]
+    ok = [q for q in questions if q["error"] is None]
+    cases = [c for r in records for c in r["cases"]]
+    per_k = {label: _per_k([c for c in cases if c["k_label"] == label])
+             for label in fc.k_values if label != CUMULATIVE}
+    agreement = {}
+    for i, a in enumerate(ATTRIBUTIONS):
+        for b in ATTRIBUTIONS[i + 1 :]:
+            if a in fc.attributions and b in fc.attributions:
+                agreement[f"{a}_vs_{b}"] = {
+                    "mean_spearman": _mean([q[f"rho_{a}_{b}"] for q in ok]),
+                    "top1_agreement": _mean([q[f"top1_{a}_{b}"] for q in ok]),
+                }
+    explained = _mean([q["explainer_calls"] for q in ok])
+    flat = _mean([q["n_units_flat"] for q in ok])
+    auc_most, auc_least = [q["auc_most"] for q in ok], [q["auc_least"] for q in ok]
+    paired_auc = [(m, s) for m, s in zip(auc_most, auc_least) if m is not None and s is not None]
+    return {
+        "model": model_id,
+        "backend": config.generation.backend,
+        "level": fc.level,
+        "hierarchical": fc.hierarchical,
+        "explainer": fc.explainer,
+        "similarity": fc.similarity,
+        "threshold_t": fc.threshold_t,
+        "random_repeats": fc.random_repeats,
+        "decision": fc.decision.model_dump(),
+        "n_questions": len(questions),
+        "n_failed": len(questions) - len(ok),
+        "per_k": per_k,
+        "controls": {
+            "parametric_rate": _mean([q["parametric"] for q in ok]),
+            "closed_book_sim_mean": _mean([q["closed_book_sim"] for q in ok]),
+            "del_q_sim_mean": _mean([q["del_q_sim"] for q in ok]),
+            "position_sensitive_rate": _mean([q["position_sensitive"] for q in ok]),
+            **{f"move_{w}_sim_mean": _mean([q[f"move_{w}_sim"] for q in ok]) for w in ("start", "middle", "end")},
+        },
+        "deletion_curve": {
+            "auc_most_mean": _mean(auc_most),
+            "auc_least_mean": _mean(auc_least),
+            "least_vs_most": paired_tests([s for _, s in paired_auc], [m for m, _ in paired_auc]) if paired_auc else None,
+        },
+        "agreement": agreement,
+        "cost": {
+            "calls_requested_per_question": _mean([q["calls_requested"] for q in questions]),
+            "calls_generated_per_question": _mean([q["calls_generated"] for q in questions]),
+            "score_passes_per_question": _mean([q["score_passes"] for q in questions]),
+            "explainer_calls_per_question": explained,
+            "explainer_calls_flat_per_question": flat,
+            "hierarchical_saving": (1 - explained / flat) if fc.hierarchical and explained is not None and flat else None,
+            "seconds_per_question": _mean([q["seconds"] for q in questions]),
+        },
+    }

@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="R: random-deletion draws per K (faithfulness.random_repeats)")
     interpret.add_argument("--k", dest="k_values", action="append", metavar="K",
                            help="top-N, top-P%% or cumulative (repeatable; faithfulness.k_values)")
+    interpret.add_argument("--mode", choices=["generate", "logprob"],
+                           help="regenerate and compare, or score the baseline answer (faithfulness.mode)")
     interpret.add_argument("--explainer", choices=["loo", "logprob", "surrogate"],
                            help="ranks units for DEL_MOST/DEL_LEAST (faithfulness.explainer)")
     for p in (run, interpret):
@@ -92,6 +94,7 @@ _FLAG_KEYS = {
     "backend": "generation.backend", "model": "generation.model",
     "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
     "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
+    "mode": "faithfulness.mode",
 }
 
 
@@ -183,7 +186,7 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"ragray interpret: {s['n_questions']} questions ({result.n_resumed} resumed, {s['n_failed']} failed), "
           f"{s['model']}, {s['level']} level{' (hierarchical)' if s['hierarchical'] else ''}, "
-          f"explainer {s['explainer']}, R={s['random_repeats']} -> {result.out}")
+          f"explainer {s['explainer']}, {s['mode']} mode, R={s['random_repeats']} -> {result.out}")
     print(f"  {'K':<10} {'A':>5} {'B':>5} {'C':>5} {'inc.':>5}  {'sim most':>8} {'random':>8} {'least':>8}"
           f"  {'Wilcoxon p':>10} {'McNemar p':>9}")
     for label, k in s["per_k"].items():

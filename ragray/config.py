@@ -286,6 +286,11 @@ class FaithfulnessConfig(Section):
     """Explanation faithfulness experiments (``faithfulness``, ``ragray interpret``)."""
 
     level: Literal["passage", "sentence", "token"] = "passage"
+    mode: Literal["generate", "logprob"] = Field(
+        "generate",
+        description="generate: regenerate and compare answers; logprob: score the baseline answer "
+        "under each ablated context (one forward pass, no generation)",
+    )
     hierarchical: bool = Field(
         False, description="explain passages first, then only the units inside the top passages"
     )

@@ -7,6 +7,10 @@ sends each phase's new prompts in ONE ``generate`` call so backends share their 
 counts arm calls requested and model calls actually made — the experiment's cost. At temperature
 > 0 identical prompts therefore share one sample.
 
+In ``logprob`` mode (SPEC §10) nothing but the baseline is generated: each arm is scored by
+the teacher-forced log-probability of the baseline answer under its context, and its
+"similarity" is the probability it keeps, exp(min(0, log p(y | arm) − log p(y | all))) ∈ [0, 1].
+
 The :class:`SimilarityBook` scores answers against the baseline answer with every configured
 measure, each distinct answer text once, in batches (the semantic encoder embeds a batch at once).
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ragray.faithfulness.arms import Ablation
+from ragray.faithfulness.arms import DEL_NONE, Ablation
 from ragray.faithfulness.units import Context
 from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
@@ -26,12 +30,24 @@ __all__ = ["AnswerBook", "SimilarityBook"]
 
 
 class AnswerBook:
-    def __init__(self, generator: Generator, template: PromptTemplate, question: str, system: str | None) -> None:
+    """Answers (``generate`` mode) or baseline-answer log-probabilities (``logprob`` mode) per prompt.
+
+    In ``logprob`` mode only the baseline is generated; every other arm is one teacher-forced
+    forward pass scoring the baseline answer under that arm's context.
+    """
+
+    def __init__(
+        self, generator: Generator, template: PromptTemplate, question: str, system: str | None,
+        mode: str = "generate",
+    ) -> None:
         self.generator = generator
         self.template = template
         self.question = question
         self.system = system
+        self.mode = mode
         self._answers: dict[ChatPrompt, Generation] = {}
+        self._logprobs: dict[ChatPrompt, float] = {}
+        self.baseline: Generation | None = None
         self.requested = 0
         self.generated = 0
         self.score_passes = 0
@@ -40,29 +56,44 @@ class AnswerBook:
         passages = () if ab.closed_book else ctx.without(ab.removed, ab.order)
         return self.template.build(self.question if ab.question else "", passages, self.system)
 
+    def _generate(self, prompts: Sequence[ChatPrompt]) -> None:
+        todo = list(dict.fromkeys(p for p in prompts if p not in self._answers))
+        if todo:
+            self._answers.update(zip(todo, self.generator.generate(todo)))
+            self.generated += len(todo)
+
     def fill(self, ctx: Context, ablations: Sequence[Ablation]) -> None:
-        """Generate every prompt of ``ablations`` not answered yet, in one call, in order."""
+        """Answer (or score) every prompt of ``ablations`` not done yet, in one call, in order."""
         self.requested += len(ablations)
-        todo: dict[ChatPrompt, None] = {}
-        for ab in ablations:
-            p = self.prompt(ctx, ab)
-            if p not in self._answers:
-                todo.setdefault(p, None)
-        if not todo:
-            return
-        prompts = list(todo)
-        gens = self.generator.generate(prompts)
-        self.generated += len(prompts)
-        self._answers.update(zip(prompts, gens))
+        if self.baseline is None:
+            base = self.prompt(ctx, Ablation(DEL_NONE))
+            self._generate([base] if self.mode == "logprob" else [self.prompt(ctx, a) for a in ablations])
+            self.baseline = self._answers[base]
+            if self.mode == "generate":
+                return
+        if self.mode == "generate":
+            self._generate([self.prompt(ctx, a) for a in ablations])
+        elif self.baseline.ok:
+            self.logprobs(ctx, ablations)
 
-    def get(self, ctx: Context, ab: Ablation) -> Generation:
-        return self._answers[self.prompt(ctx, ab)]
+    def get(self, ctx: Context, ab: Ablation) -> Generation | None:
+        """The generated answer (None for arms that were only scored)."""
+        return self._answers.get(self.prompt(ctx, ab))
 
-    def score(self, ctx: Context, ablations: Sequence[Ablation], answer: str) -> list[float]:
-        """Teacher-forced log p(answer | prompt) under each ablation (one forward pass each)."""
+    def known_logprob(self, ctx: Context, ab: Ablation) -> float | None:
+        """The arm's baseline-answer log-probability if it was scored, else None."""
+        return self._logprobs.get(self.prompt(ctx, ab))
+
+    def logprobs(self, ctx: Context, ablations: Sequence[Ablation]) -> list[float]:
+        """log p(baseline answer | arm's prompt) per ablation; new prompts scored in one call."""
         prompts = [self.prompt(ctx, ab) for ab in ablations]
-        self.score_passes += len(prompts)
-        return self.generator.score(prompts, [answer] * len(prompts))
+        todo = list(dict.fromkeys(p for p in prompts if p not in self._logprobs))
+        if todo:
+            assert self.baseline is not None
+            scores = self.generator.score(todo, [self.baseline.text] * len(todo))
+            self._logprobs.update(zip(todo, scores))
+            self.score_passes += len(todo)
+        return [self._logprobs[p] for p in prompts]
 
 
 class SimilarityBook:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,12 +145,12 @@ class FaithfulnessExperiment:
     def run(self, qh: QuestionHits) -> FaithfulnessOutcome:
         q = qh.question
         start = time.perf_counter()
-        book = AnswerBook(self.generator, self.template, q.question, self.system_prompt)
+        book = AnswerBook(self.generator, self.template, q.question, self.system_prompt, self.config.mode)
         passages = tuple(h.passage for h in qh.hits)
         row: dict[str, Any] = {
             "question_id": q.id, "question": q.question, "gold_answers": list(q.answers),
             "level": self.config.level, "hierarchical": self.config.hierarchical,
-            "explainer": self.config.explainer, "n_passages": len(passages),
+            "explainer": self.config.explainer, "mode": self.config.mode, "n_passages": len(passages),
             "n_units_flat": len(Context.at_level(passages, self.config.level)),
         }
         try:
@@ -171,7 +171,7 @@ class FaithfulnessExperiment:
         controls = [Ablation(DEL_Q, question=False)] if fc.controls.question_removal else []
         controls += [Ablation(CLOSED_BOOK, closed_book=True)] if fc.controls.closed_book else []
         path = _PATHS[fc.level] if fc.hierarchical else (fc.level,)
-        state = _State(book, qid)
+        state = _State(book, qid, fc.mode, self.measures)
         stages: list[_Stage] = []
         for depth, level in enumerate(path):
             if depth == 0:
@@ -219,15 +219,14 @@ class FaithfulnessExperiment:
                 randoms += [Ablation(DEL_RANDOM, s, label, k, draw=d) for d, s in enumerate(draws.subsets)]
         phase = extra + (loo if "loo" in attrs else []) + randoms
         state.book.fill(ctx, phase)
-        state.start(ctx, self.measures)
-        primary = fc.similarity
-        sim = state.primary_sims(ctx, phase, primary)
+        state.start(ctx)
+        sim = state.similarity(ctx, phase, fc.similarity)
         raw: dict[str, list[float]] = {}
         if "loo" in attrs:
             raw["loo"] = loo_scores([sim(a) for a in loo])
             state.explainer_calls += n if explainer == "loo" else 0
         if "logprob" in attrs:
-            lps = state.book.score(ctx, [Ablation(DEL_NONE), *loo], state.sims.baseline)
+            lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
             raw["logprob"] = logprob_scores(lps[0], lps[1:])
             state.explainer_calls += n + 1 if explainer == "logprob" else 0
         if "surrogate" in attrs:
@@ -278,19 +277,21 @@ class FaithfulnessExperiment:
                       for w in fc.controls.positions]
         state.book.fill(ctx, phase)
         everything = [*stage.ablations, *phase]
+        sim = state.similarity(ctx, everything, fc.similarity)
         gens = [state.book.get(ctx, a) for a in everything]
-        state.sims.ensure([g.text for g in gens if g.ok])
-        primary = fc.similarity
+        state.sims.ensure([g.text for g in gens if g is not None and g.ok])
         arm_rows = []
         for a, g in zip(everything, gens):
-            sims = state.sims.all(g)
+            s = sim(a)
+            measured = state.sims.all(g) if g is not None else dict.fromkeys(self.measures)
             arm_rows.append({
                 "question_id": state.qid, "arm": a.arm, "k_label": a.k_label, "k": a.k, "draw": a.draw,
-                "removed_unit_ids": ctx.unit_ids(a.removed), "answer": g.text,
-                "similarity": sims[primary], "changed": None if math.isnan(sims[primary]) else sims[primary] < fc.threshold_t,
-                **{f"sim_{m}": sims[m] for m in self.measures},
-                "latency_s": g.latency_s, "prompt_tokens": g.prompt_tokens,
-                "completion_tokens": g.completion_tokens, "error": g.error,
+                "removed_unit_ids": ctx.unit_ids(a.removed), "answer": g.text if g is not None else None,
+                "similarity": s, "changed": None if math.isnan(s) else s < fc.threshold_t,
+                "logprob": state.book.known_logprob(ctx, a),
+                **{f"sim_{m}": v for m, v in measured.items()},
+                "latency_s": g.latency_s if g else None, "prompt_tokens": g.prompt_tokens if g else None,
+                "completion_tokens": g.completion_tokens if g else None, "error": g.error if g else None,
             })
         by_arm = {}
         for r in arm_rows:
@@ -364,24 +365,37 @@ class FaithfulnessExperiment:
                 row[f"rho_{a}_{b}"], row[f"top1_{a}_{b}"] = rho, top
 
 
+def _retained(logprob: float, full: float) -> float:
+    """Share of the baseline answer's probability an arm keeps: exp(min(0, Δ log p)) ∈ [0, 1]."""
+    return math.exp(min(0.0, logprob - full))
+
+
 @dataclass
 class _State:
     """Per-question bookkeeping shared by the stages."""
 
     book: AnswerBook
     qid: str
+    mode: str
+    measures: Mapping[str, Similarity]
     sims: SimilarityBook | None = None
     explainer_calls: int = 0
     populations: dict[str, int] = field(default_factory=dict)
 
-    def start(self, ctx: Context, measures: Mapping[str, Similarity]) -> None:
+    def start(self, ctx: Context) -> None:
+        """After the first phase: the baseline must have succeeded."""
+        baseline = self.book.baseline
+        if baseline is None or not baseline.ok:
+            raise _QuestionFailed(f"baseline call failed: {baseline.error if baseline else 'no answer'}")
         if self.sims is None:
-            baseline = self.book.get(ctx, Ablation(DEL_NONE))
-            if not baseline.ok:
-                raise _QuestionFailed(f"baseline call failed: {baseline.error}")
-            self.sims = SimilarityBook(baseline.text, measures)
+            self.sims = SimilarityBook(baseline.text, self.measures)
 
-    def primary_sims(self, ctx: Context, ablations: Sequence[Ablation], primary: str):  # noqa: ANN201
+    def similarity(self, ctx: Context, ablations: Sequence[Ablation], primary: str) -> Callable[[Ablation], float]:
+        """The primary similarity of each ablation's outcome to the baseline (NaN: call failed)."""
+        if self.mode == "logprob":
+            full = self.book.logprobs(ctx, [Ablation(DEL_NONE)])[0]
+            lps = dict(zip(ablations, self.book.logprobs(ctx, ablations)))
+            return lambda a: _retained(lps[a], full)
         gens = {a: self.book.get(ctx, a) for a in ablations}
         self.sims.ensure([g.text for g in gens.values() if g.ok], [primary])
         return lambda a: self.sims.of(gens[a], primary)

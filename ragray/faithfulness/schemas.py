@@ -18,7 +18,7 @@ def measure_fields(measures: tuple[str, ...]) -> list[tuple[str, pa.DataType]]:
 QUESTIONS_SCHEMA = pa.schema(
     [
         ("question_id", _str), ("question", _str), ("gold_answers", pa.list_(_str)),
-        ("baseline_answer", _str), ("level", _str), ("hierarchical", _bool), ("explainer", _str),
+        ("baseline_answer", _str), ("level", _str), ("hierarchical", _bool), ("explainer", _str), ("mode", _str),
         ("n_passages", _i32), ("n_units", _i32), ("n_units_flat", _i32),
         ("cases", pa.list_(_str)),  # "<k_label>:<case>"
         ("closed_book_answer", _str), ("closed_book_sim", _f64),
@@ -50,7 +50,9 @@ def arms_schema(measures: tuple[str, ...]) -> pa.Schema:
     return pa.schema(
         [
             ("question_id", _str), ("arm", _str), ("k_label", _str), ("k", _i32), ("draw", _i32),
-            ("removed_unit_ids", pa.list_(_str)), ("answer", _str), ("similarity", _f64), ("changed", _bool),
+            ("removed_unit_ids", pa.list_(_str)), ("answer", _str),  # null: scored, not generated
+            ("similarity", _f64), ("changed", _bool),
+            ("logprob", _f64),  # log p(baseline answer | this context), when scored
             *measure_fields(measures),
             ("latency_s", _f64), ("prompt_tokens", _i32), ("completion_tokens", _i32), ("error", _str),
         ]

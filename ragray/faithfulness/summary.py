@@ -75,6 +75,7 @@ def summarize_faithfulness(records: Sequence[dict[str, Any]], config: Experiment
         "level": fc.level,
         "hierarchical": fc.hierarchical,
         "explainer": fc.explainer,
+        "mode": fc.mode,
         "similarity": fc.similarity,
         "threshold_t": fc.threshold_t,
         "random_repeats": fc.random_repeats,

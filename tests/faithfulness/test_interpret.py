@@ -2,6 +2,7 @@
 importances, controls and costs are known in advance."""
 
 import json
+import math
 import re
 
 import pyarrow.parquet as pq
@@ -231,3 +232,24 @@ def test_cli_interpret_prints_cases_and_writes_tables(dataset, tmp_path, capsys)
     assert list(s["per_k"]) == ["top-1", "top-3"] and s["random_repeats"] == 8
     assert main(["interpret", "--dataset", str(dataset), "--k", "best", "--out", str(tmp_path / "x")]) == 2
     assert "faithfulness.k_values" in capsys.readouterr().err
+
+
+def test_logprob_mode_generates_only_the_baseline(dataset, tmp_path):
+    gen = ScriptedGenerator()
+    res = run_interpret(cfg(dataset, "faithfulness.mode=logprob", "faithfulness.k_values=[top-1,top-3]"),
+                        tmp_path / "o", progress=False, generator=gen)
+    qs = read(res.out, "questions")
+    assert all(q["calls_generated"] == 1 and q["mode"] == "logprob" for q in qs)
+    assert sum(gen.batches) == 3
+    cases = cases_of(res.out)
+    assert cases[("used", "top-1")]["case"] == cases[("used", "top-3")]["case"] == "A"
+    assert cases[("ignored", "top-1")]["case"] == "B"
+    arms = [a for a in read(res.out, "arms") if a["question_id"] == "used"]
+    for a in arms:
+        if a["arm"] != "DEL_NONE":
+            assert a["answer"] is None and a["sim_rouge_l"] is None and a["logprob"] in (0.0, -10.0)
+            # the share of the baseline answer's probability the arm keeps
+            assert a["similarity"] == pytest.approx(math.exp(a["logprob"]))
+    control = ("DEL_Q", "CLOSED_BOOK", "MOVE_MIDDLE", "MOVE_END")  # prompts unlike any deletion
+    distinct = {a["arm"] if a["arm"] in control else tuple(a["removed_unit_ids"]) for a in arms}
+    assert next(q for q in qs if q["question_id"] == "used")["score_passes"] == len(distinct)

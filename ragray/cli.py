@@ -12,9 +12,16 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ragray import __version__
-from ragray.errors import BackendError, ConfigError, InputError, MissingDependencyError, RagrayError
+from ragray.errors import (
+    BackendError,
+    ConfigError,
+    InputError,
+    MissingDependencyError,
+    RagrayError,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -80,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
                            help="regenerate and compare, or score the baseline answer (faithfulness.mode)")
     interpret.add_argument("--explainer", choices=["loo", "logprob", "surrogate"],
                            help="ranks units for DEL_MOST/DEL_LEAST (faithfulness.explainer)")
+    audit = sub.add_parser(
+        "audit", help="retrieval integrity: coverage, noise, score and PASS/FAIL per query (exit 1 on any FAIL)"
+    )
+    _add_common(audit)
+    audit.add_argument("--pdfs", help="folder of PDFs (the auditor layout; data.path with data.format=pdf)")
+    audit.add_argument("--queries", help="queries.json for --pdfs (data.queries)")
+    audit.add_argument("--ground-truth", help="ground_truth.json for --pdfs (data.ground_truth)")
+    audit.add_argument("--llm", action="store_true", default=None,
+                       help="add aspects and a plain-language explanation from the generator (audit.llm)")
+    audit.add_argument("--backend", help="generator for --llm (generation.backend)")
+    audit.add_argument("--model", help="generator model for --llm (generation.model)")
     for p in (run, interpret):
         p.add_argument("--backend", help="transformers, vllm or openai (generation.backend)")
         p.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
@@ -95,6 +113,7 @@ _FLAG_KEYS = {
     "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
     "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
     "mode": "faithfulness.mode",
+    "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm",
 }
 
 
@@ -139,15 +158,20 @@ def _fmt(value: object, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from ragray.commands.run import run_influence
+def _resumable_run(args: argparse.Namespace, command: str) -> tuple[Any, str]:
+    """The config and run directory of a resumable command (``--resume`` needs ``--out``)."""
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
     config = load_config(args.config, args.overrides, _flag_values(args))
     if args.resume and not args.out:
         raise InputError("--resume needs --out DIR (the run directory to continue)")
-    out = args.out or default_run_dir("run", config.name)
+    return config, str(args.out or default_run_dir(command, config.name))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ragray.commands.run import run_influence
+    config, out = _resumable_run(args, "run")
     result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
     lo, hi = s["mean_spearman_ci95"]
@@ -175,13 +199,7 @@ def _p(value: object) -> str:
 
 def _cmd_interpret(args: argparse.Namespace) -> int:
     from ragray.commands.interpret import run_interpret
-    from ragray.config import load_config
-    from ragray.store.rundir import default_run_dir
-
-    config = load_config(args.config, args.overrides, _flag_values(args))
-    if args.resume and not args.out:
-        raise InputError("--resume needs --out DIR (the run directory to continue)")
-    out = args.out or default_run_dir("interpret", config.name)
+    config, out = _resumable_run(args, "interpret")
     result = run_interpret(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
     print(f"ragray interpret: {s['n_questions']} questions ({result.n_resumed} resumed, {s['n_failed']} failed), "
@@ -208,7 +226,42 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret}
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from ragray.commands.audit import run_audit
+    from ragray.config import load_config
+    from ragray.store.rundir import default_run_dir
+
+    if args.pdfs and args.dataset:
+        raise InputError("give either --dataset or --pdfs, not both")
+    values = _flag_values(args)
+    if "retrieval.top_k" in values:  # for the audit, --top-k is the number of documents audited
+        values["audit.k"] = values.pop("retrieval.top_k")
+    if args.pdfs:
+        values.update({"data.path": args.pdfs, "data.format": "pdf"})
+    config = load_config(args.config, args.overrides, values)
+    out = args.out or default_run_dir("audit", config.name)
+    result = run_audit(config, out, progress=not args.no_progress)
+    s, queries = result.report["summary"], result.report["queries"]
+    print("=== RETRIEVAL INTEGRITY AUDIT ===")
+    for e in queries if len(queries) <= 10 else [e for e in queries if e["status"] != "PASS"][:20]:
+        print(f"query: {e['query']}")
+        for key in ("score", "coverage", "precision", "recall", "noise_ratio", "status"):
+            print(f"{key}: {'-' if e[key] is None else e[key]}")
+        if e.get("explanation"):
+            print(f"explanation: {e['explanation']}")
+        print()
+    if len(queries) > 10:
+        print(f"(showing the first {min(20, s['n_fail'] + s['n_unscored'])} queries that did not pass; "
+              "all are in audit_report.json)")
+    print(f"ragray audit: {s['n_pass']}/{s['n_scored']} PASS (pass rate {_fmt(s['pass_rate'])}), "
+          f"{s['n_unscored']} unscored, {config.retrieval.retriever} top-{s['k']} documents -> {result.out}")
+    print(f"  mean score {_fmt(s['mean_score'], '.1f')}, coverage {_fmt(s['mean_coverage'], '.1f')}%, "
+          f"noise {_fmt(s['mean_noise_ratio'], '.1f')}%, precision {_fmt(s['mean_precision'], '.2f')}, "
+          f"recall {_fmt(s['mean_recall'], '.2f')}")
+    return result.exit_code
+
+
+COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

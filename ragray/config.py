@@ -37,6 +37,7 @@ __all__ = [
     "DecisionConfig",
     "ControlsConfig",
     "FaithfulnessConfig",
+    "AuditConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -214,7 +215,13 @@ class GenerationConfig(Section):
 
 
 class InfluenceConfig(Section):
-    """Drop-one influence analysis (``influence``): thresholds of the failure-mode flags."""
+    """Drop-one influence analysis (``influence``): how influence is measured, flag thresholds."""
+
+    mode: Literal["generate", "logprob"] = Field(
+        "generate",
+        description="generate: influence = 1 - sim(baseline, regenerated answer); logprob: "
+        "influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all)))",
+    )
 
     similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
         "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"
@@ -335,6 +342,20 @@ class FaithfulnessConfig(Section):
         return self
 
 
+class AuditConfig(Section):
+    """Retrieval integrity audit (``ragray audit``, SPEC §6)."""
+
+    k: int = Field(3, ge=1, description="top-k documents audited per query")
+    fetch: int = Field(
+        30, ge=1, description="passages retrieved to collect k documents (chunks collapse to documents)"
+    )
+    pass_score: int = Field(60, description="PASS iff score >= this")
+    llm: bool = Field(
+        False, description="aspect extraction and a plain-language explanation via the configured generator "
+        "(never changes the score)",
+    )
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -345,6 +366,7 @@ class ExperimentConfig(Section):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     influence: InfluenceConfig = Field(default_factory=InfluenceConfig)
     faithfulness: FaithfulnessConfig = Field(default_factory=FaithfulnessConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

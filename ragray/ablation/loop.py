@@ -3,7 +3,9 @@
 All k + 1 calls of a question go to the generator in ONE ``generate`` call, baseline first, so
 backends can share the prompt prefixes (vLLM's prefix cache, the transformers backend's KV reuse).
 A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
-NaN (unmeasured). Backend exceptions are recorded on the question and the run goes on.
+NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
+one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
+the share of the answer's probability lost without the passage (SPEC §10). Backend exceptions are recorded on the question and the run goes on.
 """
 
 from __future__ import annotations
@@ -46,6 +48,22 @@ def _exact_match(answer: str, gold: tuple[str, ...]) -> float | None:
     return float(any(normalize_answer(answer) == normalize_answer(g) for g in gold))
 
 
+def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: float) -> dict[str, Any]:
+    """One ``calls`` row; ``g`` is None for an arm that was scored (log-prob mode), not generated."""
+    return {
+        "question_id": question_id,
+        "arm": arm.name,
+        "removed_passage_ids": list(arm.removed),
+        "answer": g.text if g else None,
+        "similarity": similarity,
+        "latency_s": g.latency_s if g else None,
+        "prompt_tokens": g.prompt_tokens if g else None,
+        "completion_tokens": g.completion_tokens if g else None,
+        "tokens": g.prompt_tokens + g.completion_tokens if g else None,
+        "error": g.error if g else None,
+    }
+
+
 class InfluenceLoop:
     """Runs drop-one ablation for questions with their retrieved hits."""
 
@@ -63,24 +81,33 @@ class InfluenceLoop:
         self.config = config
         self.system_prompt = system_prompt
 
-    def _call(self, qh: QuestionHits, arms: list[Arm]) -> tuple[list[Generation], str | None]:
+    def _call(self, qh: QuestionHits, arms: list[Arm]) -> tuple[list[Generation], list[float], str | None]:
+        """Generations (and in log-prob mode the baseline answer's log-probabilities) per arm."""
         prompts = [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
         try:
-            return self.generator.generate(prompts), None
+            if self.config.mode == "generate":
+                gens = self.generator.generate(prompts)
+                return gens, [1.0] + [float("nan")] * (len(gens) - 1), None
+            (baseline,) = self.generator.generate(prompts[:1])
+            if not baseline.ok:
+                return [baseline], [], None
+            lps = self.generator.score(prompts, [baseline.text] * len(prompts))
+            return [baseline], [1.0] + [math.exp(min(0.0, lp - lps[0])) for lp in lps[1:]], None
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
-            return [], str(exc)
+            return [], [], str(exc)
 
     def run(self, qh: QuestionHits) -> QuestionOutcome:
         q, hits = qh.question, qh.hits
         arms = drop_one_plan([h.passage for h in hits])
         start = time.perf_counter()
-        gens, error = self._call(qh, arms)
+        gens, sims, error = self._call(qh, arms)
         baseline = gens[0] if gens else None
         if baseline is None or not baseline.ok:
             error = error or (baseline.error if baseline else "no generation")
-        sims = [float("nan")] * len(arms)
-        if error is None:
+        if error is not None:
+            sims = [float("nan")] * len(arms)
+        elif self.config.mode == "generate":
             sims = [self.similarity(baseline.text, g.text) if g.ok else float("nan") for g in gens]
         infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
         result: InfluenceResult = (
@@ -100,7 +127,7 @@ class InfluenceLoop:
             "dominance": result.dominance,
             "divergent": result.divergent,
             "flags": list(result.flags),
-            "n_calls": len(gens),
+            "n_calls": len(gens) if self.config.mode == "generate" else len(arms) if gens else 0,
             "n_failed_calls": sum(1 for g in gens if not g.ok),
             "error": error,
             "seconds": time.perf_counter() - start,
@@ -118,21 +145,8 @@ class InfluenceLoop:
             }
             for i, h in enumerate(hits)
         ]
-        calls = [
-            {
-                "question_id": q.id,
-                "arm": arm.name,
-                "removed_passage_ids": list(arm.removed),
-                "answer": g.text,
-                "similarity": sims[j],
-                "latency_s": g.latency_s,
-                "prompt_tokens": g.prompt_tokens,
-                "completion_tokens": g.completion_tokens,
-                "tokens": g.prompt_tokens + g.completion_tokens,
-                "error": g.error,
-            }
-            for j, (arm, g) in enumerate(zip(arms, gens))
-        ]
+        n_rows = len(arms) if self.config.mode == "logprob" and error is None else len(gens)
+        calls = [_call_row(q.id, arms[j], gens[j] if j < len(gens) else None, sims[j]) for j in range(n_rows)]
         return QuestionOutcome(question, passages, calls)
 
 

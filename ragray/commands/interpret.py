@@ -9,30 +9,28 @@ paired tests, agreement, cost). See :mod:`ragray.faithfulness.experiment`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragray.commands.questions import open_question_run
+from ragray.commands.questions import RunResult, open_question_run
 from ragray.config import ExperimentConfig
 from ragray.faithfulness.experiment import FaithfulnessExperiment
-from ragray.faithfulness.schemas import CASES_SCHEMA, CURVES_SCHEMA, QUESTIONS_SCHEMA, UNITS_SCHEMA, arms_schema
+from ragray.faithfulness.schemas import (
+    CASES_SCHEMA,
+    CURVES_SCHEMA,
+    QUESTIONS_SCHEMA,
+    UNITS_SCHEMA,
+    arms_schema,
+)
 from ragray.faithfulness.summary import summarize_faithfulness
 from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
 from ragray.metrics.similarity import all_measures
 from ragray.retrieval.stage import QuestionHits
 
-__all__ = ["InterpretResult", "run_interpret"]
+__all__ = ["run_interpret"]
 
 TABLES = ("questions", "units", "arms", "cases", "curves")
-
-
-@dataclass(frozen=True)
-class InterpretResult:
-    out: Path
-    summary: dict[str, Any]
-    n_resumed: int
 
 
 def run_interpret(
@@ -42,7 +40,7 @@ def run_interpret(
     resume: bool = False,
     progress: bool = True,
     generator: Generator | None = None,
-) -> InterpretResult:
+) -> RunResult:
     """Retrieve → explain → delete → diagnose for every question (``generator`` overrides the backend)."""
     start = time.perf_counter()
     fc = config.faithfulness
@@ -80,4 +78,4 @@ def run_interpret(
     summary["resumed_questions"] = qr.n_resumed
     summary["wall_seconds"] = time.perf_counter() - start
     qr.run.write_json("summary", summary)
-    return InterpretResult(qr.run.path, summary, qr.n_resumed)
+    return RunResult(qr.run.path, summary, qr.n_resumed)

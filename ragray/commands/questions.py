@@ -22,7 +22,7 @@ from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
-__all__ = ["QuestionRun", "open_question_run"]
+__all__ = ["QuestionRun", "RunResult", "open_question_run"]
 
 
 def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> ProgressLog:
@@ -38,6 +38,15 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> Progre
             f"({saved}); resume with that config or choose a new --out"
         )
     return log
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a per-question command returns: its run directory and ``summary.json`` content."""
+
+    out: Path
+    summary: dict[str, Any]
+    n_resumed: int
 
 
 @dataclass

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragray.ablation.loop import InfluenceLoop
-from ragray.commands.questions import open_question_run
+from ragray.commands.questions import RunResult, open_question_run
 from ragray.config import ExperimentConfig
 from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
@@ -25,13 +24,6 @@ from ragray.retrieval.stage import QuestionHits
 from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
 
 __all__ = ["RunResult", "run_influence"]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    out: Path
-    summary: dict[str, Any]
-    n_resumed: int
 
 
 def run_influence(

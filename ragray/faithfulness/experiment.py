@@ -34,11 +34,29 @@ from ragray.config import FaithfulnessConfig
 from ragray.errors import BackendError
 from ragray.faithfulness.answers import AnswerBook, SimilarityBook
 from ragray.faithfulness.arms import (
-    CLOSED_BOOK, CUM_LEAST, CUM_MOST, CUMULATIVE, DEL_LEAST, DEL_MOST, DEL_NONE, DEL_Q, DEL_RANDOM, LOO,
-    Ablation, question_rng, random_draws, resolve_k,
+    CLOSED_BOOK,
+    CUM_LEAST,
+    CUM_MOST,
+    CUMULATIVE,
+    DEL_LEAST,
+    DEL_MOST,
+    DEL_NONE,
+    DEL_Q,
+    DEL_RANDOM,
+    LOO,
+    Ablation,
+    question_rng,
+    random_draws,
+    resolve_k,
 )
 from ragray.faithfulness.cases import decide_case
-from ragray.faithfulness.importance import buckets, logprob_scores, loo_scores, normalize, rank_units
+from ragray.faithfulness.importance import (
+    buckets,
+    logprob_scores,
+    loo_scores,
+    normalize,
+    rank_units,
+)
 from ragray.faithfulness.surrogate import surrogate_weights
 from ragray.faithfulness.units import Context, Level, units_in
 from ragray.generation import Generator
@@ -321,7 +339,7 @@ class FaithfulnessExperiment:
             if len(rand) < 2 or math.isnan(most) or math.isnan(least):
                 out.append({**base, "case": "inconclusive", "reason": "failed calls: fewer than 2 random draws or no DEL_MOST/DEL_LEAST answer"})
                 continue
-            res = decide_case(most, least, rand, population if base["exhaustive"] or population > len(rand) else None, fc.decision)
+            res = decide_case(most, least, rand, population, fc.decision)
             row = {**base, **res.as_row()}
             t = fc.threshold_t
             row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,

@@ -12,6 +12,7 @@ left out of that K's tests (they are counted).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +27,7 @@ __all__ = ["summarize_faithfulness"]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
-    vals = [float(v) for v in values if v is not None and v == v]
+    vals = [float(v) for v in values if v is not None and not math.isnan(v)]
     return sum(vals) / len(vals) if vals else None
 
 

@@ -66,11 +66,15 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
             {"question_id": q["question_id"], "error": q["error"]} for q in questions if q["error"]
         ],
         "calls_per_second": len(calls) / seconds if seconds else None,
-        "mean_prompt_tokens": _mean([c["prompt_tokens"] for c in ok_calls]),
-        "mean_completion_tokens": _mean([c["completion_tokens"] for c in ok_calls]),
+        # generated calls only (log-prob mode scores its ablations: no completion)
+        "mean_prompt_tokens": _mean([c["prompt_tokens"] for c in ok_calls if c["prompt_tokens"] is not None]),
+        "mean_completion_tokens": _mean(
+            [c["completion_tokens"] for c in ok_calls if c["completion_tokens"] is not None]
+        ),
         "model": model_id,
         "backend": gen.backend,
         "template": gen.template,
+        "influence_mode": config.influence.mode,
         "similarity": config.influence.similarity,
         "retriever": config.retrieval.retriever,
         "top_k": config.retrieval.top_k,

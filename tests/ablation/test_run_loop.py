@@ -1,6 +1,7 @@
 """`ragray run` orchestration with the scripted generator: calls, influence, errors, resume."""
 
 import json
+import math
 
 import pyarrow.parquet as pq
 import pytest
@@ -145,3 +146,17 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert (tmp_path / "c" / "questions.csv").read_text().count("\n") == 5
     assert main(["run", "--resume", "--dataset", str(dataset)]) == 2
     assert "--resume needs --out" in capsys.readouterr().err
+
+
+def test_logprob_mode_generates_only_the_baseline(dataset, tmp_path):
+    gen = ScriptedGenerator()
+    res = run_influence(config(dataset, "influence.mode=logprob"), tmp_path / "lp", generator=gen, progress=False)
+    assert gen.batches == [1, 1, 1, 1]  # one generated answer per question, the rest scored
+    ps = {p["passage_id"]: p["influence"] for p in read(res.out, "passages")}
+    # the scripted model gives the baseline answer log-prob 0 when the prompt supports it, else -10
+    assert ps["q1-p0"] == pytest.approx(1 - math.exp(-10)) and ps["q1-p1"] == 0.0
+    assert ps["q4-p0"] == 0.0  # redundant evidence: the other copy still supports the answer
+    calls = [c for c in read(res.out, "calls") if c["question_id"] == "q1"]
+    assert len(calls) == 5 and calls[0]["answer"] == "tern" and all(c["answer"] is None for c in calls[1:])
+    q1 = next(q for q in read(res.out, "questions") if q["question_id"] == "q1")
+    assert q1["n_calls"] == 5 and q1["state"] in ("measured", "constant_influence", "too_few_passages")

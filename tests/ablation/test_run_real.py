@@ -82,3 +82,17 @@ def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
         assert _stable(a) == _stable(b)
     ids = [q["question_id"] for q in read(tmp_path / "cut", "questions")]
     assert len(ids) == len(set(ids)) == 3
+
+
+@pytest.mark.realdata
+def test_hotpotqa_logprob_mode_smollm2(shared_data, tmp_path):
+    cfg = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}",
+                             "data.limit=2", f"retrieval.top_k={K}", "influence.mode=logprob"])
+    res = run_influence(cfg, tmp_path / "lp", progress=False)
+    qs, ps, calls = (read(res.out, n) for n in ("questions", "passages", "calls"))
+    assert all(q["error"] is None and q["n_calls"] == K + 1 for q in qs)
+    assert all(0.0 <= p["influence"] <= 1.0 for p in ps) and len(ps) == 2 * K
+    assert all(c["answer"] is None for c in calls if c["arm"] != "baseline")
+    # a real model's answer probability moves when any passage is removed: influence is graded
+    assert len({round(p["influence"], 6) for p in ps}) > 2
+    assert res.summary["influence_mode"] == "logprob"

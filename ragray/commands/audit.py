@@ -1,0 +1,126 @@
+"""``ragray audit``: retrieval integrity per query, a JSON report and a CI-friendly exit code.
+
+For every query: retrieve ``audit.fetch`` passages, collapse them to documents in rank order,
+keep the top ``audit.k`` documents and score them against the gold document ids
+(:mod:`ragray.audit.integrity`), next to the ranking metrics at k. Writes ``audit_report.json``
+(``summary`` + one entry per query, the seed's fields plus the document lists), ``audit.parquet``
+(+ CSV) and ``config.yaml``. Exit status 0 when every scored query passes (and at least one was
+scored), 1 otherwise; queries without ground truth are reported as UNSCORED.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ragray.audit.explain import explain_audits
+from ragray.audit.integrity import FAIL, PASS, UNSCORED, audit_documents
+from ragray.config import ExperimentConfig
+from ragray.data import load_dataset
+from ragray.generation import Generator, build_generator
+from ragray.metrics.retrieval import doc_ranking, score_ranking
+from ragray.retrieval.stage import RetrievalStage
+from ragray.store.rundir import RunDir
+
+__all__ = ["AuditRun", "run_audit", "AUDIT_SCHEMA"]
+
+AUDIT_SCHEMA = pa.schema(
+    [
+        ("query_id", pa.string()), ("query", pa.string()), ("status", pa.string()), ("score", pa.int32()),
+        ("coverage", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
+        ("noise_ratio", pa.float64()),  # percent, as in the report
+        ("retrieved", pa.list_(pa.string())), ("relevant", pa.list_(pa.string())),
+        ("missing", pa.list_(pa.string())), ("noise", pa.list_(pa.string())),
+        ("hit_at_k", pa.float64()), ("mrr", pa.float64()), ("ndcg_at_10", pa.float64()),
+        ("aspects", pa.list_(pa.string())), ("explanation", pa.string()), ("llm_error", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    out: Path
+    report: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        s = self.report["summary"]
+        return 0 if s["n_scored"] > 0 and s["n_fail"] == 0 else 1
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
+def summarize_audit(entries: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+    counts = Counter(e["status"] for e in entries)
+    scored = [e for e in entries if e["status"] != UNSCORED]
+    return {
+        "n_queries": len(entries),
+        "n_scored": len(scored),
+        "n_pass": counts.get(PASS, 0),
+        "n_fail": counts.get(FAIL, 0),
+        "n_unscored": counts.get(UNSCORED, 0),
+        "pass_rate": counts.get(PASS, 0) / len(scored) if scored else None,
+        "mean_score": _mean([e["score"] for e in scored]),
+        "mean_coverage": _mean([e["coverage"] for e in scored]),  # percent
+        "mean_precision": _mean([e["precision"] for e in scored]),
+        "mean_recall": _mean([e["recall"] for e in scored]),
+        "mean_noise_ratio": _mean([e["noise_ratio"] for e in scored]),  # percent
+        "hit_at_k": _mean([e["hit_at_k"] for e in scored]),
+        "mrr": _mean([e["mrr"] for e in scored]),
+        "ndcg_at_10": _mean([e["ndcg_at_10"] for e in scored]),
+        "failing": [e["query_id"] for e in entries if e["status"] == FAIL],
+        "unscored": [e["query_id"] for e in entries if e["status"] == UNSCORED],
+        "k": config.audit.k,
+        "pass_score": config.audit.pass_score,
+        "retriever": config.retrieval.retriever,
+        "scope": config.retrieval.scope,
+        "dataset": config.data.path,
+    }
+
+
+def run_audit(
+    config: ExperimentConfig, out: str | Path, *, progress: bool = True, generator: Generator | None = None
+) -> AuditRun:
+    """Audit every query of ``config.data`` (see the module docstring)."""
+    start = time.perf_counter()
+    run = RunDir(out)
+    run.save_config(config)
+    ac = config.audit
+    fetch = max(ac.k, ac.fetch)
+    retrieval = config.retrieval.model_copy(update={"top_k": fetch})
+    stage = RetrievalStage(config.model_copy(update={"retrieval": retrieval}))
+    dataset = load_dataset(config.data)
+    entries = []
+    for qh in stage.run(dataset, progress=progress):
+        q = qh.question
+        docs = doc_ranking(qh.hits)[: ac.k]
+        audit = audit_documents(docs, q.gold_passage_ids, ac.pass_score)
+        ranking = score_ranking(qh.hits, q.gold_passage_ids, ac.k)
+        entries.append({
+            "query_id": q.id, "query": q.question, **audit.report(), "pass_score": ac.pass_score,
+            "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
+            "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
+            "aspects": None, "explanation": None, "llm_error": None,
+        })
+    if ac.llm and entries:
+        gen = generator or build_generator(config.generation)
+        try:
+            explain_audits(gen, entries)
+        finally:
+            if generator is None:
+                gen.close()
+    report = {"summary": summarize_audit(entries, config), "queries": entries}
+    report["summary"]["skipped_rows"] = len(dataset.skipped)
+    report["summary"]["wall_seconds"] = time.perf_counter() - start
+    run.write_json("audit_report", report)
+    run.write_table("audit", entries, AUDIT_SCHEMA)
+    return AuditRun(run.path, report)

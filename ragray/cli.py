@@ -98,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="add aspects and a plain-language explanation from the generator (audit.llm)")
     audit.add_argument("--backend", help="generator for --llm (generation.backend)")
     audit.add_argument("--model", help="generator model for --llm (generation.model)")
+    score = sub.add_parser(
+        "score", help="score an existing pipeline's outputs (question, passages, answer, gold) without re-running it"
+    )
+    score.add_argument("config", nargs="?", help="experiment YAML (metrics.* settings)")
+    score.add_argument("--records", required=True, help="JSONL/CSV/Parquet records of your pipeline")
+    score.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value, e.g. --set metrics.tau_h=0.4 (repeatable)")
+    score.add_argument("--skip-bad-rows", action="store_true", help="skip and count bad records")
+    score.add_argument("--out", help="run directory (default: runs/score-<name>-<time>)")
+    score.add_argument("--no-progress", action="store_true", help="hide progress bars")
     for p in (run, interpret):
         p.add_argument("--backend", help="transformers, vllm or openai (generation.backend)")
         p.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
@@ -182,7 +192,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ("mean Spearman rho", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
         (f"divergent rate (rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),
         ("mean dominance", _fmt(s["mean_dominance"])),
-        ("baseline exact match", _fmt(s["baseline_exact_match"])),
+        ("baseline exact match / F1", f"{_fmt(s['baseline_exact_match'])} / {_fmt(s['quality']['f1'])}"),
+        ("grounding / hallucination rate",
+         f"{_fmt(s['quality']['grounding'])} / {_fmt(s['quality']['hallucination_rate'])}"),
+        ("noise ratio: labels / causal",
+         f"{_fmt(s['quality']['label_noise_ratio'])} / {_fmt(s['quality']['causal_noise_ratio'])}"),
         ("flags", ", ".join(f"{k} {v}" for k, v in s["flag_counts"].items() if v) or "none"),
         ("calls", f"{s['n_calls']} ({s['n_failed_calls']} failed), {_fmt(s['calls_per_second'], '.2f')} calls/s"),
         ("errors", str(s["errors"])),
@@ -261,7 +275,35 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit}
+def _cmd_score(args: argparse.Namespace) -> int:
+    from ragray.commands.score import run_score
+    from ragray.config import load_config
+    from ragray.store.rundir import default_run_dir
+
+    config = load_config(args.config, args.overrides, _flag_values(args))
+    out = args.out or default_run_dir("score", config.name)
+    result = run_score(config, args.records, out)
+    s = result.summary
+    print(f"ragray score: {s['n']} records ({s['n_with_gold']} with gold answers, "
+          f"{s['skipped_rows']} skipped) -> {result.out}")
+    rows = [
+        ("exact match / token F1", f"{_fmt(s['em'])} / {_fmt(s['f1'])}"),
+        ("recall@k (cosine >= tau)", _fmt(s["recall_at_k_cosine"])),
+        ("Sim(answer, gold)", _fmt(s["sim_answer_gold"])),
+        ("grounding Sim(answer, context)", _fmt(s["grounding"])),
+        (f"hallucination rate (tau_h {s['tau_h']})", _fmt(s["hallucination_rate"])),
+        ("relevance Sim(answer, question)", _fmt(s["relevance"])),
+        ("label noise ratio", _fmt(s["label_noise_ratio"])),
+        ("latency s / cost USD", f"{_fmt(s['latency_s'], '.2f')} / {_fmt(s['cost_usd_total'], '.4f')}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+    return 0
+
+
+COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
+            "score": _cmd_score}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

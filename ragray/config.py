@@ -38,6 +38,8 @@ __all__ = [
     "ControlsConfig",
     "FaithfulnessConfig",
     "AuditConfig",
+    "PriceConfig",
+    "MetricsConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -356,6 +358,25 @@ class AuditConfig(Section):
     )
 
 
+class PriceConfig(Section):
+    """USD per 1000 tokens of one model (``metrics.prices.<model>``)."""
+
+    prompt_per_1k: float = Field(ge=0)
+    completion_per_1k: float = Field(ge=0)
+
+
+class MetricsConfig(Section):
+    """Answer-quality metrics (``ragray score``, ``ragray run`` summaries; SPEC §6)."""
+
+    embedding: bool = Field(True, description="embedding metrics (recall@k by cosine, grounding, hallucination)")
+    encoder: str = Field("minilm", description="sentence encoder: 'minilm' (packaged), a path or a hub id")
+    tau_recall: float = Field(0.75, ge=-1, le=1, description="recall@k: max cos(context, gold) >= this")
+    tau_h: float = Field(0.5, ge=-1, le=1, description="hallucination: Sim(A,G) and Sim(A,C) both below this")
+    prices: dict[str, PriceConfig] = Field(
+        default_factory=dict, description="model name -> price; cost is reported for priced models"
+    )
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -367,6 +388,7 @@ class ExperimentConfig(Section):
     influence: InfluenceConfig = Field(default_factory=InfluenceConfig)
     faithfulness: FaithfulnessConfig = Field(default_factory=FaithfulnessConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

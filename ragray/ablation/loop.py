@@ -22,10 +22,18 @@ from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
 from ragray.generation.prompts import PromptTemplate
 from ragray.metrics.influence import InfluenceResult, analyze_influence, error_result
+from ragray.metrics.quality import QualityItem, QualityScorer
+from ragray.metrics.retrieval import doc_ranking
 from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.retrieval.stage import QuestionHits
 
-__all__ = ["QuestionOutcome", "InfluenceLoop"]
+__all__ = ["QuestionOutcome", "InfluenceLoop", "RUN_QUALITY_KEYS"]
+
+#: answer-quality columns of the questions table (:mod:`ragray.metrics.quality`)
+RUN_QUALITY_KEYS = (
+    "f1", "recall_at_k_cosine", "sim_answer_gold", "grounding", "hallucination", "relevance",
+    "label_noise_ratio", "label_coverage", "cost_usd", "causal_noise_ratio",
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +82,32 @@ class InfluenceLoop:
         similarity: Similarity,
         config: InfluenceConfig,
         system_prompt: str | None = None,
+        quality: QualityScorer | None = None,
+        model: str | None = None,
     ) -> None:
         self.generator = generator
         self.template = template
         self.similarity = similarity
         self.config = config
         self.system_prompt = system_prompt
+        self.quality = quality
+        self.model = model
+
+    def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
+        """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
+        q, hits = qh.question, qh.hits
+        measured = [v for v in influence if not math.isnan(v)]
+        causal = sum(v <= self.config.epsilon for v in measured) / len(measured) if measured else None
+        if self.quality is None:
+            return {"causal_noise_ratio": causal}
+        item = QualityItem(
+            question=q.question, answer=baseline.text, contexts=tuple(h.passage.text for h in hits),
+            golds=q.answers, doc_ids=tuple(doc_ranking(hits)), gold_ids=q.gold_passage_ids,
+            latency_s=baseline.latency_s, prompt_tokens=baseline.prompt_tokens,
+            completion_tokens=baseline.completion_tokens, model=self.model,
+        )
+        (row,) = self.quality.score([item])
+        return {k: row[k] for k in RUN_QUALITY_KEYS if k in row} | {"causal_noise_ratio": causal}
 
     def _call(self, qh: QuestionHits, arms: list[Arm]) -> tuple[list[Generation], list[float], str | None]:
         """Generations (and in log-prob mode the baseline answer's log-probabilities) per arm."""
@@ -132,6 +160,8 @@ class InfluenceLoop:
             "error": error,
             "seconds": time.perf_counter() - start,
         }
+        if error is None:
+            question.update(self._quality(qh, baseline, result.influence))
         passages = [
             {
                 "question_id": q.id,

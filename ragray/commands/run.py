@@ -18,6 +18,7 @@ from ragray.commands.questions import RunResult, open_question_run
 from ragray.config import ExperimentConfig
 from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
+from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import get_similarity
 from ragray.metrics.summary import summarize_run
 from ragray.retrieval.stage import QuestionHits
@@ -48,6 +49,8 @@ def run_influence(
         get_similarity(config.influence.similarity),
         config.influence,
         config.generation.system_prompt,
+        quality=QualityScorer(config.metrics),
+        model=config.generation.model,
     )
     totals = {"calls": 0, "seconds": 0.0}
 

@@ -24,7 +24,7 @@ import gzip
 import io
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -114,7 +114,10 @@ def _json_row(line: int, raw: bytes) -> Row:
     return Row(line, data)
 
 
-def _iter_csv(path: Path) -> Iterator[Row]:
+_KEY_COLUMNS = ("id", "question")
+
+
+def _iter_csv(path: Path, required: Sequence[str] = _KEY_COLUMNS) -> Iterator[Row]:
     # Decode with surrogateescape so one bad byte spoils only its own record, not the file.
     text = path.read_bytes().decode("utf-8", errors="surrogateescape").lstrip("\ufeff")
     # Whole documents in a cell can pass csv's 128 KiB default field limit.
@@ -128,7 +131,7 @@ def _iter_csv(path: Path) -> Iterator[Row]:
             if not any(c.strip() for c in cells):
                 continue
             if header is None:
-                header = _csv_header(path, start, cells)
+                header = _csv_header(path, start, cells, required)
                 continue
             if any(_has_bad_bytes(c) for c in cells):
                 yield Row(start, None, "not UTF-8")
@@ -140,18 +143,18 @@ def _iter_csv(path: Path) -> Iterator[Row]:
         raise InputError(f"{path}:{reader.line_num}: not valid CSV: {exc}") from None
 
 
-def _csv_header(path: Path, line: int, cells: list[str]) -> list[str]:
+def _csv_header(path: Path, line: int, cells: list[str], required: Sequence[str]) -> list[str]:
     header = [c.strip() for c in cells]
     if any(_has_bad_bytes(c) for c in header):
         raise InputError(f"{path}:{line}: header is not UTF-8")
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise InputError(f"{path}:{line}: duplicate column(s) {', '.join(dupes)}")
-    _require_columns(path, line, header)
+    _require_columns(path, line, header, required)
     return header
 
 
-def _iter_parquet(path: Path) -> Iterator[Row]:
+def _iter_parquet(path: Path, required: Sequence[str] = _KEY_COLUMNS) -> Iterator[Row]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -159,14 +162,14 @@ def _iter_parquet(path: Path) -> Iterator[Row]:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    _require_columns(path, 0, table.column_names)
+    _require_columns(path, 0, table.column_names, required)
     for line, data in enumerate(table.to_pylist(), start=1):
         yield Row(line, _drop_nulls(data))
 
 
-def _require_columns(path: Path, line: int, columns: list[str]) -> None:
+def _require_columns(path: Path, line: int, columns: list[str], required: Sequence[str]) -> None:
     where = f"{path}:{line}" if line else str(path)
-    for col in ("id", "question"):
+    for col in required:
         if col not in columns:
             raise InputError(f"{where}: missing column '{col}' (found: {', '.join(columns)})")
 

@@ -15,6 +15,7 @@ import numpy as np
 from scipy import stats
 
 from ragray.config import ExperimentConfig
+from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 
 __all__ = ["summarize_run", "mean_ci"]
@@ -34,6 +35,16 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None,
 
 def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
+
+
+def _quality(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means of the answer-quality columns over the questions where each is defined."""
+    rows = [{**q, "em": q["baseline_em"]} for q in questions if q["error"] is None]
+    out = summarize_answers(rows)
+    for key in ("label_noise_ratio", "label_coverage", "causal_noise_ratio"):
+        vals = [q[key] for q in rows if q.get(key) is not None]
+        out[key] = float(np.mean(vals)) if vals else None
+    return out
 
 
 def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
@@ -59,6 +70,7 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
         "flag_counts": {f: flag_counts.get(f, 0) for f in FLAGS},
         "flag_rates": {f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
         "baseline_exact_match": _mean(ems),
+        "quality": _quality(questions),
         "n_calls": len(calls),
         "n_failed_calls": len(calls) - len(ok_calls),
         "errors": sum(1 for q in questions if q["error"] is not None),

@@ -23,6 +23,17 @@ QUESTIONS_SCHEMA = pa.schema(
         ("n_failed_calls", pa.int32()),
         ("error", pa.string()),
         ("seconds", pa.float64()),
+        # answer quality of the baseline (ragray.metrics.quality); null when not computable
+        ("f1", pa.float64()),
+        ("recall_at_k_cosine", pa.float64()),
+        ("sim_answer_gold", pa.float64()),
+        ("grounding", pa.float64()),
+        ("hallucination", pa.float64()),
+        ("relevance", pa.float64()),
+        ("label_noise_ratio", pa.float64()),  # retrieved documents not among the gold ids
+        ("label_coverage", pa.float64()),
+        ("cost_usd", pa.float64()),
+        ("causal_noise_ratio", pa.float64()),  # retrieved passages with influence <= epsilon
     ]
 )
 

@@ -1,0 +1,82 @@
+"""Per-question answer quality, shared by ``ragray score`` (bring-your-own outputs) and ``ragray run``.
+
+For each question: SQuAD exact match and token F1 against the gold answers, the embedding
+metrics of :mod:`ragray.metrics.answers` (recall@k by cosine, Sim(A,G), grounding Sim(A,C),
+hallucination, relevance), latency, tokens and cost (``metrics.prices``), and — when gold
+document ids are known — the label-based noise ratio and coverage of the retrieved documents
+(:mod:`ragray.audit.integrity`, over every retrieved document). ``ragray run`` adds the causal
+noise ratio beside it: the share of retrieved passages whose measured influence is ≤ ε.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragray.audit.integrity import audit_documents
+from ragray.config import MetricsConfig
+from ragray.metrics.answers import EMBEDDING_KEYS, cost_usd, embedding_metrics, exact_match, token_f1
+
+__all__ = ["QualityItem", "QualityScorer", "QUALITY_KEYS"]
+
+QUALITY_KEYS = (
+    "em", "f1", *EMBEDDING_KEYS, "label_noise_ratio", "label_coverage", "latency_s",
+    "prompt_tokens", "completion_tokens", "cost_usd",
+)
+
+
+@dataclass(frozen=True)
+class QualityItem:
+    question: str
+    answer: str
+    contexts: tuple[str, ...]  # retrieved passage texts, rank order
+    golds: tuple[str, ...] = ()
+    doc_ids: tuple[str, ...] = ()  # retrieved document ids, rank order
+    gold_ids: tuple[str, ...] = ()
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
+
+
+class QualityScorer:
+    """Scores batches of :class:`QualityItem` (one encoder call per batch)."""
+
+    def __init__(self, config: MetricsConfig, encoder: Any = None) -> None:
+        self.config = config
+        self._encoder = encoder
+
+    @property
+    def encoder(self) -> Any:
+        if self._encoder is None:
+            from ragray.encoders import SentenceEncoder
+
+            self._encoder = SentenceEncoder(self.config.encoder, cache=False)
+        return self._encoder
+
+    def score(self, items: Sequence[QualityItem]) -> list[dict[str, Any]]:
+        c = self.config
+        if c.embedding and items:
+            records = [{"question": i.question, "answer": i.answer, "contexts": list(i.contexts),
+                        "golds": list(i.golds)} for i in items]
+            emb = embedding_metrics(records, self.encoder, c.tau_recall, c.tau_h)
+        else:
+            emb = [dict.fromkeys(EMBEDDING_KEYS) for _ in items]
+        rows = []
+        for item, e in zip(items, emb):
+            label = audit_documents(item.doc_ids, item.gold_ids) if item.gold_ids else None
+            price = c.prices.get(item.model) if item.model else None
+            rows.append({
+                "em": exact_match(item.answer, item.golds),
+                "f1": token_f1(item.answer, item.golds),
+                **e,
+                "label_noise_ratio": label.noise_ratio if label else None,
+                "label_coverage": label.coverage if label else None,
+                "latency_s": item.latency_s,
+                "prompt_tokens": item.prompt_tokens,
+                "completion_tokens": item.completion_tokens,
+                "cost_usd": cost_usd(item.prompt_tokens, item.completion_tokens,
+                                     price.model_dump() if price else None),
+            })
+        return rows

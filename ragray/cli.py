@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         "retrieve", help="retrieve top-k passages per question and score them against gold ids"
     )
     _add_common(retrieve)
+    retrieve.add_argument("--diversity", action="store_true", default=None,
+                          help="1 - mean pairwise cosine of each question's hits (metrics.diversity)")
+    retrieve.add_argument("--chunk-metrics", dest="chunk_metrics", action="store_true", default=None,
+                          help="chunk lengths, cohesion vs separation, answer coverage (metrics.chunking)")
     run = sub.add_parser(
         "run", help="the influence loop: baseline + drop-one ablations, Spearman rho, flags"
     )
@@ -123,6 +127,7 @@ _FLAG_KEYS = {
     "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
     "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
     "mode": "faithfulness.mode",
+    "diversity": "metrics.diversity", "chunk_metrics": "metrics.chunking",
     "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm",
 }
 
@@ -161,6 +166,13 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
               f"{m['mrr']:8.3f} {m['ndcg_at_10']:8.3f}")
     else:
         print("  no gold passage ids: retrieval metrics not computed")
+    if m.get("diversity") is not None:
+        print(f"  diversity (1 - mean pairwise cosine of the hits): {m['diversity']:.3f}")
+    if m.get("chunking"):
+        c = m["chunking"]
+        print(f"  chunks: {c['n_chunks']}, tokens {_fmt(c['tokens_mean'], '.1f')} ± {_fmt(c['tokens_std'], '.1f')}, "
+              f"cohesion {_fmt(c['cohesion'])} vs separation {_fmt(c['separation'])}, "
+              f"answer coverage {_fmt(c['coverage'])}")
     return 0
 
 

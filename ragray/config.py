@@ -372,6 +372,9 @@ class MetricsConfig(Section):
     encoder: str = Field("minilm", description="sentence encoder: 'minilm' (packaged), a path or a hub id")
     tau_recall: float = Field(0.75, ge=-1, le=1, description="recall@k: max cos(context, gold) >= this")
     tau_h: float = Field(0.5, ge=-1, le=1, description="hallucination: Sim(A,G) and Sim(A,C) both below this")
+    diversity: bool = Field(False, description="ragray retrieve: 1 - mean pairwise cosine of each question's hits")
+    chunking: bool = Field(False, description="ragray retrieve: token lengths, cohesion vs separation, coverage")
+    chunking_sample: int = Field(300, ge=1, description="chunks embedded for cohesion/separation")
     prices: dict[str, PriceConfig] = Field(
         default_factory=dict, description="model name -> price; cost is reported for priced models"
     )

@@ -11,7 +11,9 @@ import pyarrow as pa
 
 from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
-from ragray.metrics.retrieval import mean_scores, score_ranking
+from ragray.encoders import SentenceEncoder
+from ragray.metrics.chunking import chunk_metrics
+from ragray.metrics.retrieval import diversity, doc_ranking, mean_scores, ranking_metrics, score_ranking
 from ragray.retrieval.stage import RetrievalStage
 from ragray.store.rundir import RunDir
 
@@ -56,6 +58,11 @@ class RetrieveResult:
     seconds: float
 
 
+def _means(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per-key means of the per-question ranking metrics (questions with gold ids only)."""
+    return {key: sum(r[key] for r in rows) / len(rows) for key in rows[0]} if rows else {}
+
+
 def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = True) -> RetrieveResult:
     """Load the dataset, retrieve for every question, write hits/questions/metrics to ``out``."""
     start = time.perf_counter()
@@ -67,11 +74,20 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
     hit_rows: list[dict[str, Any]] = []
     q_rows: list[dict[str, Any]] = []
     scores = []
+    ranking = []
+    diversities = []
+    encoder = SentenceEncoder(config.metrics.encoder, cache=False) if (
+        config.metrics.diversity or config.metrics.chunking) else None
     for result in stage.run(dataset, progress=progress):
         q = result.question
         gold = set(q.gold_passage_ids)
         s = score_ranking(result.hits, gold, k)
         scores.append(s)
+        ranking.append(ranking_metrics(doc_ranking(result.hits), gold, sorted({1, 3, 5, 10, k})))
+        if config.metrics.diversity:
+            d = diversity(encoder.encode([h.passage.text for h in result.hits], cache=False))
+            if d is not None:
+                diversities.append(d)
         for h in result.hits:
             p = h.passage
             hit_rows.append(
@@ -89,8 +105,15 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
         )
     run.write_table("hits", hit_rows, HITS_SCHEMA)
     run.write_table("questions", q_rows, QUESTIONS_SCHEMA)
-    seconds = time.perf_counter() - start
     metrics = mean_scores(scores)
+    extra: dict[str, Any] = {"at_k": _means([r for r in ranking if r is not None])}
+    if config.metrics.diversity:
+        extra["diversity"] = sum(diversities) / len(diversities) if diversities else None
+    if config.metrics.chunking:
+        answers = [a for q in dataset.questions for a in q.answers[:1]]
+        extra["chunking"] = chunk_metrics(stage.chunks(dataset), encoder, answers=answers,
+                                          max_chunks=config.metrics.chunking_sample, seed=config.seed)
+    seconds = time.perf_counter() - start
     run.write_json(
         "metrics",
         {
@@ -104,6 +127,7 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
             "top_k": k,
             "seconds": seconds,
             **metrics,
+            **extra,
         },
     )
-    return RetrieveResult(Path(out), len(dataset.questions), len(dataset.skipped), metrics, seconds)
+    return RetrieveResult(Path(out), len(dataset.questions), len(dataset.skipped), {**metrics, **extra}, seconds)

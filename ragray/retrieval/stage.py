@@ -79,6 +79,16 @@ class RetrievalStage:
             hits = [h for h in hits if h.score >= cfg.min_score]
         return QuestionHits(question, tuple(hits))
 
+    def chunks(self, dataset: Dataset) -> tuple[Passage, ...]:
+        """The chunked passages retrieval searches: the global corpus, or every question's own."""
+        if self.config.retrieval.scope == "global":
+            return self._corpus(dataset.global_corpus(), dataset.documents)
+        seen: dict[str, Passage] = {}
+        for q in dataset.questions:
+            for p in q.passages:
+                seen.setdefault(p.id, p)
+        return self._corpus(tuple(seen.values()), dataset.documents)
+
     def run(self, dataset: Dataset, progress: bool = True) -> Iterator[QuestionHits]:
         """Yield each question's hits, in dataset order."""
         if self.config.retrieval.scope == "global":

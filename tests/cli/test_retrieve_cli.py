@@ -169,3 +169,22 @@ def test_ci_runs_the_readme_test_command():
     assert "pytest" in test_command
     ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     assert test_command in ci_lines
+
+
+def test_retrieve_diversity_and_chunk_metrics(tmp_path, capsys):
+    rows = [{"id": f"q{i}", "question": f"Where do puffins nest {i}?", "answers": ["north stacks"],
+             "passages": [{"id": f"d{i}", "text": "Puffins nest on the north stacks. They fish at dawn. " * 6},
+                          {"id": f"e{i}", "text": "The ferry sails at noon. Tickets cost five crowns. " * 6}],
+             "gold_passage_ids": [f"d{i}"]} for i in range(3)]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "r"
+    assert main(["retrieve", "--dataset", str(path), "--diversity", "--chunk-metrics", "--set",
+                 "chunking.method=words", "--set", "chunking.size=20", "--out", str(out), "--no-progress"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert 0 < m["diversity"] <= 2 and m["at_k"]["precision_at_1"] == 1.0
+    c = m["chunking"]
+    assert c["n_chunks"] == 3 * 2 * 3 and c["tokens_mean"] == 19  # 60- and 54-word passages in 20-word chunks
+    assert c["n_separation_pairs"] > 0 and -1 <= c["cohesion_minus_separation"] <= 2
+    assert c["coverage"] == 1.0
+    assert "cohesion" in capsys.readouterr().out

@@ -208,7 +208,7 @@ class FaithfulnessExperiment:
                 raise _QuestionFailed(f"no {level} units inside the top units of the previous stage")
             stages.append(self._explain(state, ctx, depth, final, [Ablation(DEL_NONE), *controls] if depth == 0 else []))
         final_stage = stages[-1]
-        outcome = self._delete(state, final_stage, row)
+        outcome = self._delete(state, final_stage, row, [Ablation(DEL_NONE), *controls])
         row["explainer_calls"] = state.explainer_calls
         row["n_units"] = len(final_stage.ctx)
         row["baseline_answer"] = state.sims.baseline if state.sims else ""
@@ -275,8 +275,12 @@ class FaithfulnessExperiment:
 
     # -- deletion arms, controls, cases ------------------------------------------------------
 
-    def _delete(self, state: _State, stage: _Stage, row: dict[str, Any]) -> FaithfulnessOutcome:
+    def _delete(
+        self, state: _State, stage: _Stage, row: dict[str, Any], fixed: list[Ablation]
+    ) -> FaithfulnessOutcome:
+        """``fixed``: the baseline and controls (answered in the first stage, whatever its level)."""
         fc, ctx, order, n = self.config, stage.ctx, stage.order, len(stage.ctx)
+        carried = [a for a in fixed if a not in stage.ablations]  # answered by an earlier stage
         phase: list[Ablation] = []
         for label in fc.k_values:
             if label == CUMULATIVE:
@@ -294,7 +298,7 @@ class FaithfulnessExperiment:
             phase += [Ablation(f"MOVE_{w.upper()}", order=_move(len(ctx.passages), top_passage, w))
                       for w in fc.controls.positions]
         state.book.fill(ctx, phase)
-        everything = [*stage.ablations, *phase]
+        everything = [*carried, *stage.ablations, *phase]
         sim = state.similarity(ctx, everything, fc.similarity)
         gens = [state.book.get(ctx, a) for a in everything]
         state.sims.ensure([g.text for g in gens if g is not None and g.ok])

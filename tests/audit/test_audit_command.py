@@ -109,3 +109,15 @@ def test_bad_audit_arguments(pdf_folder, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse rejects it before anything runs
         main(["audit", "--dataset", "demo", "--top-k", "0"])
     assert exc.value.code == 2
+
+
+@pytest.mark.slow
+def test_llm_steps_with_the_real_generator(pdf_folder, tmp_path):
+    config = load_config(None, [f"data.path={pdf_folder / 'pdfs'}", "audit.llm=true", "generation.max_tokens=48"])
+    res = run_audit(config, tmp_path / "llm", progress=False)
+    plain = run_audit(load_config(None, [f"data.path={pdf_folder / 'pdfs'}"]), tmp_path / "plain", progress=False)
+    for a, b in zip(res.report["queries"], plain.report["queries"]):
+        assert (a["score"], a["status"]) == (b["score"], b["status"])
+        assert a["llm_error"] is None and a["aspects"] and all(isinstance(x, str) and x for x in a["aspects"])
+        if a["status"] != "UNSCORED":
+            assert isinstance(a["explanation"], str) and len(a["explanation"].split()) >= 3

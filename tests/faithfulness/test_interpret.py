@@ -144,6 +144,8 @@ def test_hierarchical_sentence_and_token_levels_cost_less_and_find_the_unit(tmp_
     qf, qh = read(flat.out, "questions")[0], read(hier.out, "questions")[0]
     assert qf["n_units_flat"] == qh["n_units_flat"] == 30 and qf["explainer_calls"] == 30
     assert qh["explainer_calls"] == 10 + 6  # 10 passages, then the sentences of the top 2
+    assert qh["closed_book_answer"] == "unknown" and qh["del_q_sim"] == 1.0  # controls come along
+    assert {a["arm"] for a in read(hier.out, "arms")} >= {"DEL_NONE", "CLOSED_BOOK", "DEL_Q", "LOO"}
     assert hier.summary["cost"]["hierarchical_saving"] == pytest.approx(1 - 16 / 30)
     for res in (flat, hier):
         top = min((u for u in read(res.out, "units") if u["level"] == "sentence"), key=lambda u: u["rank"])

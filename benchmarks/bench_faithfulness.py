@@ -124,7 +124,8 @@ def main() -> None:
     base = _config(args)
     gen = build_generator(base.generation)
     gen.generate([get_template("numbered").build("Warm up?", [])])
-    results: dict[str, Any] = {"machine": machine_info(), "workload": vars(args)}
+    results: dict[str, Any] = {"machine": machine_info(("torch", "transformers", "sentence-transformers")),
+                               "workload": vars(args)}
     try:
         results["ragray_generate"] = _run(base, gen)
         print("ragray generate", json.dumps({k: v for k, v in results["ragray_generate"].items() if k != "cases"}))

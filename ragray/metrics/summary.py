@@ -41,6 +41,8 @@ def _quality(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means of the answer-quality columns over the questions where each is defined."""
     rows = [{**q, "em": q["baseline_em"]} for q in questions if q["error"] is None]
     out = summarize_answers(rows)
+    for key in ("latency_s", "prompt_tokens", "completion_tokens"):  # per call: see calls_per_second, mean_*_tokens
+        out.pop(key, None)
     for key in ("label_noise_ratio", "label_coverage", "causal_noise_ratio"):
         vals = [q[key] for q in rows if q.get(key) is not None]
         out[key] = float(np.mean(vals)) if vals else None

@@ -20,3 +20,47 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA} (it sits beside the checkout in CI)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The packaged all-MiniLM-L6-v2 on CPU, loaded once for the whole session."""
+    from ragray.encoders import SentenceEncoder
+
+    return SentenceEncoder("minilm", "cpu", cache=False)
+
+
+class CountingEncoder:
+    """Passes ``encode`` through to an encoder and records every call's texts."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def encode(self, texts, normalize=True, cache=False):
+        self.calls.append(list(texts))
+        return self.inner.encode(texts, normalize=normalize, cache=cache)
+
+
+@pytest.fixture(scope="session")
+def counting_encoder():
+    """The :class:`CountingEncoder` class (test modules cannot import conftest)."""
+    return CountingEncoder
+
+
+@pytest.fixture(scope="session")
+def make_pdf():
+    """``make_pdf(path, pages)``: a real PDF (reportlab) with one text line per entry on each page."""
+    canvas = pytest.importorskip("reportlab.pdfgen.canvas")
+
+    def make(path: Path, pages: list[list[str]]) -> Path:
+        pdf = canvas.Canvas(str(path))
+        for lines in pages or [[]]:
+            y = 780
+            for line in lines:
+                pdf.drawString(72, y, line)
+                y -= 16
+            pdf.showPage()
+        pdf.save()
+        return path
+
+    return make

@@ -1,8 +1,6 @@
 """`ragray audit` end to end: a real PDF folder (built with reportlab), JSONL datasets, exit codes."""
 
 import json
-from pathlib import Path
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -11,28 +9,18 @@ from ragray.commands.audit import run_audit
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator
 
-canvas = pytest.importorskip("reportlab.pdfgen.canvas")
+pytest.importorskip("reportlab.pdfgen.canvas")
 pytest.importorskip("pypdf")
 
 
-def make_pdf(path: Path, lines: list[str]) -> None:
-    pdf = canvas.Canvas(str(path))
-    y = 780
-    for line in lines:
-        pdf.drawString(72, y, line)
-        y -= 16
-    pdf.showPage()
-    pdf.save()
-
-
 @pytest.fixture()
-def pdf_folder(tmp_path):
+def pdf_folder(tmp_path, make_pdf):
     data = tmp_path / "data"
     (data / "pdfs").mkdir(parents=True)
-    make_pdf(data / "pdfs" / "gdpr.pdf", ["GDPR data retention: personal data is kept no longer than necessary."])
-    make_pdf(data / "pdfs" / "finance_rules.pdf", ["Financial records retention policy: keep financial records ten years."])
-    make_pdf(data / "pdfs" / "canteen.pdf", ["The canteen serves soup on Fridays."])
-    make_pdf(data / "pdfs" / "parking.pdf", ["Parking permits are renewed every spring."])
+    make_pdf(data / "pdfs" / "gdpr.pdf", [["GDPR data retention: personal data is kept no longer than necessary."]])
+    make_pdf(data / "pdfs" / "finance_rules.pdf", [["Financial records retention policy: keep financial records ten years."]])
+    make_pdf(data / "pdfs" / "canteen.pdf", [["The canteen serves soup on Fridays."]])
+    make_pdf(data / "pdfs" / "parking.pdf", [["Parking permits are renewed every spring."]])
     (data / "queries.json").write_text(json.dumps([
         {"query_id": "q1", "query": "What is GDPR data retention policy for financial records?"},
         {"query_id": "q2", "query": "When are parking permits renewed?"},

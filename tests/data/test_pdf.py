@@ -12,24 +12,11 @@ from ragray.data import detect_format, load_dataset, load_pdf_folder
 from ragray.errors import InputError
 
 pytest.importorskip("pypdf")
-canvas = pytest.importorskip("reportlab.pdfgen.canvas")
-
-
-def make_pdf(path: Path, pages: list[list[str]]) -> Path:
-    """A PDF with one text line per entry on each page (an empty page list → one blank page)."""
-    pdf = canvas.Canvas(str(path))
-    for lines in pages or [[]]:
-        y = 780
-        for line in lines:
-            pdf.drawString(72, y, line)
-            y -= 16
-        pdf.showPage()
-    pdf.save()
-    return path
+pytest.importorskip("reportlab.pdfgen.canvas")
 
 
 @pytest.fixture()
-def audit(tmp_path: Path) -> Path:
+def audit(tmp_path: Path, make_pdf) -> Path:
     """The seed's layout: data/pdfs/*.pdf, data/queries.json, data/ground_truth.json."""
     data = tmp_path / "data"
     pdfs = data / "pdfs"
@@ -87,7 +74,7 @@ def test_explicit_paths_and_missing_ground_truth(audit, tmp_path):
                         ground_truth=elsewhere / "nope.json")
 
 
-def test_unreadable_and_empty_pdfs(audit):
+def test_unreadable_and_empty_pdfs(audit, make_pdf):
     (audit / "pdfs" / "broken.pdf").write_bytes(b"this is not a pdf")
     with pytest.raises(InputError, match=r"broken\.pdf: not a readable PDF"):
         load_pdf_folder(audit)

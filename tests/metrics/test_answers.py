@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragray.encoders import SentenceEncoder
 from ragray.errors import ConfigError, InputError
 from ragray.metrics.answers import (
     EMBEDDING_KEYS,
@@ -117,19 +116,9 @@ def test_squad_dev_answers_against_official_script(shared_data):
 
 
 @pytest.fixture(scope="module")
-def enc():
-    return SentenceEncoder("minilm", "cpu", cache=False)
+def enc(minilm):
+    return minilm
 
-
-class Counting:
-    """Passes ``encode`` through to an encoder and records every call's texts."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def encode(self, texts, normalize=True, cache=False):
-        self.calls.append(list(texts))
-        return self.inner.encode(texts, normalize=normalize, cache=cache)
 
 
 def cos(enc, a, b):
@@ -190,8 +179,8 @@ def test_values_equal_numpy_cosines_of_the_encoder(enc):
     assert all(set(m) == set(EMBEDDING_KEYS) for m in (m0, m1, m2, m3))
 
 
-def test_one_encoder_call_for_the_whole_batch(enc):
-    counting = Counting(enc)
+def test_one_encoder_call_for_the_whole_batch(enc, counting_encoder):
+    counting = counting_encoder(enc)
     embedding_metrics(RECORDS, counting)
     assert len(counting.calls) == 1
     texts = counting.calls[0]

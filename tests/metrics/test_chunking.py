@@ -6,24 +6,16 @@ import itertools
 import numpy as np
 import pytest
 
-from ragray.encoders import SentenceEncoder, resolve_model_path
+from ragray.encoders import resolve_model_path
 from ragray.errors import InputError
 from ragray.metrics.chunking import chunk_metrics
 from ragray.types import Passage
 
 
 @pytest.fixture(scope="module")
-def enc():
-    return SentenceEncoder("minilm", "cpu", cache=False)
+def enc(minilm):
+    return minilm
 
-
-class Counting:
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def encode(self, texts, normalize=True, cache=False):
-        self.calls.append(list(texts))
-        return self.inner.encode(texts, normalize=normalize, cache=cache)
 
 
 class Fixed:
@@ -77,13 +69,13 @@ def test_separation_pairs_consecutive_chunks_of_a_document():
     assert m["cohesion"] is None and m["cohesion_minus_separation"] is None
 
 
-def test_cohesion_and_separation_equal_numpy_cosines(enc):
+def test_cohesion_and_separation_equal_numpy_cosines(enc, counting_encoder):
     texts = [
         "The Eiffel Tower is in Paris. It was finished in 1889. Bananas are yellow.",
         "Gustave Eiffel's company built it. Millions visit it every year.",
         "Single sentence chunk without a second one",
     ]
-    counting = Counting(enc)
+    counting = counting_encoder(enc)
     m = chunk_metrics([chunk("d", i, t) for i, t in enumerate(texts)], counting)
     assert len(counting.calls) == 1
     s0 = unit(enc.encode(["The Eiffel Tower is in Paris.", "It was finished in 1889.",
@@ -106,11 +98,11 @@ def test_one_topic_chunks_are_more_cohesive_than_mixed_ones(enc):
     assert chunk_metrics([focused], enc)["cohesion"] > chunk_metrics([mixed], enc)["cohesion"] + 0.2
 
 
-def test_sampling_is_seeded_and_bounded():
+def test_sampling_is_seeded_and_bounded(counting_encoder):
     chunks = [chunk("d", i, f"t{i}. Next {i}.") for i in range(10)]
     vectors = {t: np.random.default_rng(len(t) + i).normal(size=4)
                for i, c in enumerate(chunks) for t in (c.text, f"t{i}.", f"Next {i}.")}
-    counting = Counting(Fixed(vectors))
+    counting = counting_encoder(Fixed(vectors))
     a = chunk_metrics(chunks, counting, max_chunks=3, seed=7)
     b = chunk_metrics(chunks, Fixed(vectors), max_chunks=3, seed=7)
     assert a == b and a["n_chunks"] == 10 and a["n_sampled"] == 3
@@ -120,8 +112,8 @@ def test_sampling_is_seeded_and_bounded():
     assert chunk_metrics(chunks, Fixed(vectors), max_chunks=20)["n_sampled"] == 10
 
 
-def test_empty_corpus_and_bad_arguments():
-    counting = Counting(Fixed({}))
+def test_empty_corpus_and_bad_arguments(counting_encoder):
+    counting = counting_encoder(Fixed({}))
     m = chunk_metrics([], counting, answers=["x"])
     assert m["n_chunks"] == 0 and m["tokens_mean"] is None and m["cohesion"] is None
     assert m["coverage"] == 0.0 and counting.calls == []

@@ -244,9 +244,15 @@ class FaithfulnessExperiment:
             raw["loo"] = loo_scores([sim(a) for a in loo])
             state.explainer_calls += n if explainer == "loo" else 0
         if "logprob" in attrs:
-            lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
-            raw["logprob"] = logprob_scores(lps[0], lps[1:])
-            state.explainer_calls += n + 1 if explainer == "logprob" else 0
+            try:
+                lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
+                raw["logprob"] = logprob_scores(lps[0], lps[1:])
+                state.explainer_calls += n + 1 if explainer == "logprob" else 0
+            except BackendError as exc:
+                if explainer == "logprob" or fc.mode == "logprob":
+                    raise
+                # only compared, not needed: an endpoint that cannot score leaves it out
+                log.warning("log-prob attribution skipped for question %s: %s", state.qid, exc)
         if "surrogate" in attrs:
             raw["surrogate"] = surrogate_weights(n, [a.removed for a in randoms], [sim(a) for a in randoms])
         importance = {m: normalize(v) for m, v in raw.items()}

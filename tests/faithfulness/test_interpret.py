@@ -255,3 +255,20 @@ def test_logprob_mode_generates_only_the_baseline(dataset, tmp_path):
     control = ("DEL_Q", "CLOSED_BOOK", "MOVE_MIDDLE", "MOVE_END")  # prompts unlike any deletion
     distinct = {a["arm"] if a["arm"] in control else tuple(a["removed_unit_ids"]) for a in arms}
     assert next(q for q in qs if q["question_id"] == "used")["score_passes"] == len(distinct)
+
+
+def test_an_endpoint_that_cannot_score_only_loses_the_logprob_comparison(dataset, tmp_path):
+    from ragray.errors import BackendError
+
+    class NoScore(ScriptedGenerator):
+        def score(self, prompts, answers):
+            raise BackendError("this endpoint cannot score")
+
+    res = run_interpret(cfg(dataset), tmp_path / "o", progress=False, generator=NoScore())
+    qs = read(res.out, "questions")
+    assert all(q["error"] is None and q["rho_loo_logprob"] is None for q in qs)
+    assert cases_of(res.out)[("used", "top-1")]["case"] == "A"
+    assert all(u["importance_logprob"] is None for u in read(res.out, "units"))
+    failed = run_interpret(cfg(dataset, "faithfulness.explainer=logprob"), tmp_path / "p", progress=False,
+                           generator=NoScore())
+    assert all("cannot score" in q["error"] for q in read(failed.out, "questions"))

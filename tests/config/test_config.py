@@ -109,3 +109,11 @@ def test_apply_overrides_does_not_mutate_input():
     raw = {"retrieval": {"top_k": 3}}
     apply_overrides(raw, ["retrieval.top_k=4"])
     assert raw == {"retrieval": {"top_k": 3}}
+
+
+@pytest.mark.parametrize("name", ["faithfulness_sentence.yaml", "audit_pdfs.yaml"])
+def test_example_configs_validate(name):
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / name)
+    assert cfg.name == name.removesuffix(".yaml").replace("_", "-")

@@ -75,23 +75,15 @@ def _run(config: ExperimentConfig, generator: Any, *, naive: bool = False) -> di
     exp = FaithfulnessExperiment(
         generator, get_template(config.generation.template),
         all_measures(tuple(dict.fromkeys((fc.similarity, *fc.measures)))), fc, seed=config.seed,
+        book=NaiveBook if naive else AnswerBook,
     )
-    if naive:
-        import ragray.faithfulness.experiment as module
-
-        original = module.AnswerBook
-        module.AnswerBook = NaiveBook  # type: ignore[misc]
     load = os.getloadavg()[0]
     rows, cases = [], []
     start = time.perf_counter()
-    try:
-        for qh in RetrievalStage(config).run(load_dataset(config.data), progress=False):
-            out = exp.run(qh)
-            rows.append(out.question)
-            cases += [(c["question_id"], c["k_label"], c["case"]) for c in out.cases]
-    finally:
-        if naive:
-            module.AnswerBook = original  # type: ignore[misc]
+    for qh in RetrievalStage(config).run(load_dataset(config.data), progress=False):
+        out = exp.run(qh)
+        rows.append(out.question)
+        cases += [(c["question_id"], c["k_label"], c["case"]) for c in out.cases]
     wall = time.perf_counter() - start
     n = len(rows)
     return {

@@ -147,7 +147,9 @@ class FaithfulnessExperiment:
         *,
         seed: int = 0,
         system_prompt: str | None = None,
+        book: type[AnswerBook] = AnswerBook,
     ) -> None:
+        """``book``: how answers are obtained and shared (the benchmark swaps in a naive one)."""
         missing = {config.similarity, *config.measures} - set(measures)
         if missing:
             raise ValueError(f"measures missing for {sorted(missing)}")
@@ -157,13 +159,14 @@ class FaithfulnessExperiment:
         self.config = config
         self.seed = seed
         self.system_prompt = system_prompt
+        self.book = book
 
     # -- one question ----------------------------------------------------------------------
 
     def run(self, qh: QuestionHits) -> FaithfulnessOutcome:
         q = qh.question
         start = time.perf_counter()
-        book = AnswerBook(self.generator, self.template, q.question, self.system_prompt, self.config.mode)
+        book = self.book(self.generator, self.template, q.question, self.system_prompt, self.config.mode)
         passages = tuple(h.passage for h in qh.hits)
         row: dict[str, Any] = {
             "question_id": q.id, "question": q.question, "gold_answers": list(q.answers),

@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", help="'smollm2' (packaged), a path or a hub id (generation.model)")
         p.add_argument("--resume", action="store_true",
                        help="continue the run in --out, skipping questions already finished")
+        p.add_argument("--executor", choices=["local", "ray"],
+                       help="run questions here or over Ray Data generator actors (execution.executor)")
+        p.add_argument("--address", help="Ray cluster address for --executor ray (execution.address)")
     return parser
 
 
@@ -127,6 +130,7 @@ _FLAG_KEYS = {
     "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
     "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
     "mode": "faithfulness.mode",
+    "executor": "execution.executor", "address": "execution.address",
     "diversity": "metrics.diversity", "chunk_metrics": "metrics.chunking",
     "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm",
 }

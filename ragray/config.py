@@ -40,6 +40,7 @@ __all__ = [
     "AuditConfig",
     "PriceConfig",
     "MetricsConfig",
+    "ExecutionConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -380,6 +381,20 @@ class MetricsConfig(Section):
     )
 
 
+class ExecutionConfig(Section):
+    """Where the per-question work runs (``ragray run`` / ``ragray interpret``)."""
+
+    executor: Literal["local", "ray"] = Field(
+        "local", description="local: in this process; ray: Ray Data over generator actors"
+    )
+    address: str | None = Field(
+        None, description="Ray cluster address (or RAY_ADDRESS); none = in-process Ray"
+    )
+    actors: int = Field(1, ge=1, description="generator actors (each loads the model once)")
+    num_cpus: float = Field(1.0, gt=0, description="CPUs reserved per actor")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (fractions share a GPU)")
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -392,6 +407,7 @@ class ExperimentConfig(Section):
     faithfulness: FaithfulnessConfig = Field(default_factory=FaithfulnessConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

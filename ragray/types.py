@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 __all__ = ["Passage", "Question", "Dataset", "SkippedRow", "Hit", "frozen_meta", "passage_text"]
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+class FrozenMeta(Mapping[str, Any]):
+    """A read-only mapping that, unlike ``MappingProxyType``, pickles (records cross processes:
+    Ray actors, multiprocessing)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMeta({self._data!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Any]]]:
+        return FrozenMeta, (self._data,)
+
+
+_EMPTY: Mapping[str, Any] = FrozenMeta()
 
 
 def frozen_meta(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A read-only copy of ``meta`` (an empty mapping for ``None``)."""
-    return MappingProxyType(dict(meta)) if meta else _EMPTY
+    return FrozenMeta(meta) if meta else _EMPTY
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ paired tests, agreement, cost). See :mod:`ragray.faithfulness.experiment`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragray.commands.questions import RunResult, open_question_run
+from ragray.commands.questions import RunResult, open_question_run, run_questions
 from ragray.config import ExperimentConfig
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.faithfulness.schemas import (
@@ -33,6 +34,23 @@ __all__ = ["run_interpret"]
 TABLES = ("questions", "units", "arms", "cases", "curves")
 
 
+def faithfulness_processor(
+    config: ExperimentConfig, generator: Generator | None = None
+) -> Callable[[QuestionHits], dict[str, Any]]:
+    """The per-question work of ``ragray interpret`` (built once per process or Ray actor)."""
+    fc = config.faithfulness
+    gen = generator or build_generator(config.generation)
+    experiment = FaithfulnessExperiment(
+        gen,
+        get_template(config.generation.template),
+        all_measures(tuple(dict.fromkeys((fc.similarity, *fc.measures)))),
+        fc,
+        seed=config.seed,
+        system_prompt=config.generation.system_prompt,
+    )
+    return lambda qh: {**experiment.run(qh).as_record(), "model": gen.model_id}
+
+
 def run_interpret(
     config: ExperimentConfig,
     out: str | Path,
@@ -45,35 +63,19 @@ def run_interpret(
     start = time.perf_counter()
     fc = config.faithfulness
     qr = open_question_run(config, out, resume=resume)
-    gen = generator or build_generator(config.generation)
-    experiment = FaithfulnessExperiment(
-        gen,
-        get_template(config.generation.template),
-        all_measures(tuple(dict.fromkeys((fc.similarity, *fc.measures)))),
-        fc,
-        seed=config.seed,
-        system_prompt=config.generation.system_prompt,
-    )
-
-    def process(qh: QuestionHits) -> dict[str, Any]:
-        return experiment.run(qh).as_record()
 
     def cost(record: dict[str, Any]) -> dict[str, str]:
         q = record["question"]
         return {"calls": f"{q['calls_generated']}/{q['calls_requested']}", "cases": ",".join(q.get("cases") or []) or "-"}
 
-    try:
-        qr.loop(process, desc="interpret", progress=progress, postfix=cost)
-    finally:
-        if generator is None:
-            gen.close()
+    model_id = run_questions(qr, config, faithfulness_processor, "interpret", progress, cost, generator)
     records = qr.records()
     schemas = {"questions": QUESTIONS_SCHEMA, "units": UNITS_SCHEMA, "arms": arms_schema(fc.measures),
                "cases": CASES_SCHEMA, "curves": CURVES_SCHEMA}
     for name in TABLES:
         rows = [r["question"] for r in records] if name == "questions" else [x for r in records for x in r[name]]
         qr.run.write_table(name, rows, schemas[name])
-    summary = summarize_faithfulness(records, config, model_id=gen.model_id)
+    summary = summarize_faithfulness(records, config, model_id=model_id)
     summary["skipped_rows"] = len(qr.dataset.skipped)
     summary["resumed_questions"] = qr.n_resumed
     summary["wall_seconds"] = time.perf_counter() - start

@@ -22,7 +22,7 @@ from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
-__all__ = ["QuestionRun", "RunResult", "open_question_run"]
+__all__ = ["QuestionRun", "RunResult", "open_question_run", "run_questions"]
 
 
 def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> ProgressLog:
@@ -79,12 +79,18 @@ class QuestionRun:
         self, process: Callable[[QuestionHits], dict[str, Any]], *, desc: str, progress: bool,
         postfix: Callable[[dict[str, Any]], dict[str, str]] | None = None,
     ) -> None:
-        """``process`` every pending question with a progress bar, logging each record."""
+        """``process`` every pending question here, logging each record (the local executor)."""
+        self.drain((process(qh) for qh in self.pending()), desc=desc, progress=progress, postfix=postfix)
+
+    def drain(
+        self, records: Iterator[dict[str, Any]], *, desc: str, progress: bool,
+        postfix: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+    ) -> None:
+        """Log records as they arrive (in any order) with a progress bar."""
         bar = tqdm(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
                    disable=not progress)
         try:
-            for qh in self.pending():
-                record = process(qh)
+            for record in records:
                 self.finish(record)
                 bar.update(1)
                 if postfix is not None:
@@ -101,3 +107,34 @@ def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool
     dataset = load_dataset(config.data)
     n_resumed = sum(1 for q in dataset.questions if q.id in done)
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
+
+
+def run_questions(
+    qr: QuestionRun,
+    config: ExperimentConfig,
+    builder: Callable[..., Callable[[QuestionHits], dict[str, Any]]],
+    desc: str,
+    progress: bool,
+    postfix: Callable[[dict[str, Any]], dict[str, str]] | None,
+    generator: Any = None,
+) -> str:
+    """Process the pending questions with the configured executor; returns the model id.
+
+    ``builder(config[, generator])`` makes the per-question function; records carry ``model``.
+    A given ``generator`` (tests, Serve replicas) always runs here, in this process.
+    """
+    if config.execution.executor == "ray" and generator is None:
+        from ragray.execution.ray_data import ray_records
+
+        qr.drain(ray_records(config, list(qr.pending()), builder), desc=desc, progress=progress, postfix=postfix)
+    else:
+        from ragray.generation import build_generator
+
+        gen = generator or build_generator(config.generation)
+        try:
+            qr.loop(builder(config, gen), desc=desc, progress=progress, postfix=postfix)
+        finally:
+            if generator is None:
+                gen.close()
+    models = [r["model"] for r in qr.records() if r.get("model")]
+    return models[0] if models else config.generation.model

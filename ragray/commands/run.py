@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragray.ablation.loop import InfluenceLoop
-from ragray.commands.questions import RunResult, open_question_run
+from ragray.commands.questions import RunResult, open_question_run, run_questions
 from ragray.config import ExperimentConfig
 from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
@@ -25,6 +25,23 @@ from ragray.retrieval.stage import QuestionHits
 from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
 
 __all__ = ["RunResult", "run_influence"]
+
+
+def influence_processor(
+    config: ExperimentConfig, generator: Generator | None = None
+) -> Callable[[QuestionHits], dict[str, Any]]:
+    """The per-question work of ``ragray run`` (built once per process or Ray actor)."""
+    gen = generator or build_generator(config.generation)
+    loop = InfluenceLoop(
+        gen,
+        get_template(config.generation.template),
+        get_similarity(config.influence.similarity),
+        config.influence,
+        config.generation.system_prompt,
+        quality=QualityScorer(config.metrics),
+        model=config.generation.model,
+    )
+    return lambda qh: {**loop.run(qh).as_record(), "model": gen.model_id}
 
 
 def run_influence(
@@ -42,40 +59,22 @@ def run_influence(
     """
     start = time.perf_counter()
     qr = open_question_run(config, out, resume=resume)
-    gen = generator or build_generator(config.generation)
-    loop = InfluenceLoop(
-        gen,
-        get_template(config.generation.template),
-        get_similarity(config.influence.similarity),
-        config.influence,
-        config.generation.system_prompt,
-        quality=QualityScorer(config.metrics),
-        model=config.generation.model,
-    )
     totals = {"calls": 0, "seconds": 0.0}
 
-    def process(qh: QuestionHits) -> dict[str, Any]:
-        outcome = loop.run(qh)
-        totals["calls"] += outcome.question["n_calls"]
-        totals["seconds"] += outcome.question["seconds"]
+    def seen(record: dict[str, Any]) -> dict[str, str]:
+        totals["calls"] += record["question"]["n_calls"]
+        totals["seconds"] += record["question"]["seconds"]
         if on_question is not None:
-            on_question(outcome.question)
-        return outcome.as_record()
-
-    def rate(_: dict[str, Any]) -> dict[str, str]:
+            on_question(record["question"])
         return {"calls_per_s": f"{totals['calls'] / totals['seconds']:.2f}" if totals["seconds"] else "-"}
 
-    try:
-        qr.loop(process, desc="run", progress=progress, postfix=rate)
-    finally:
-        if generator is None:
-            gen.close()
+    model_id = run_questions(qr, config, influence_processor, "run", progress, seen, generator)
     run, dataset, n_resumed = qr.run, qr.dataset, qr.n_resumed
     records = qr.records()
     run.write_table("questions", [r["question"] for r in records], QUESTIONS_SCHEMA)
     run.write_table("passages", [p for r in records for p in r["passages"]], PASSAGES_SCHEMA)
     run.write_table("calls", [c for r in records for c in r["calls"]], CALLS_SCHEMA)
-    summary = summarize_run(records, config, model_id=gen.model_id)
+    summary = summarize_run(records, config, model_id=model_id)
     summary["skipped_rows"] = len(dataset.skipped)
     summary["resumed_questions"] = n_resumed
     summary["wall_seconds"] = time.perf_counter() - start

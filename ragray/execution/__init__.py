@@ -1,0 +1,1 @@
+"""Executors for the per-question work of ``ragray run`` and ``ragray interpret``."""

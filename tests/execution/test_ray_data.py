@@ -1,0 +1,77 @@
+"""The Ray Data executor gives the local executor's results (real in-process Ray)."""
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ragray.commands.interpret import run_interpret  # noqa: E402
+from ragray.commands.run import run_influence  # noqa: E402
+from ragray.config import load_config  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+ROWS = [
+    {"id": f"q{i}", "question": f"Which ferry number {i}?", "answers": ["tern"],
+     "passages": [{"id": f"q{i}-p{j}", "text": f"Passage {j} of question {i}."
+                   + (" ANSWER=tern" if j == i % 4 else "")} for j in range(4)]}
+    for i in range(6)
+]
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory):
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
+             _temp_dir="/tmp/rg-ray")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    return path
+
+
+def stable(out, name):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "latency_s")}
+            for r in pq.read_table(out / f"{name}.parquet").to_pylist()]
+
+
+@pytest.mark.timeout(600)
+def test_run_on_ray_equals_local_and_resumes(ray_session, dataset, tmp_path):
+    base = [f"data.path={dataset}", "generation.backend=scripted", "metrics.embedding=false"]
+    local = run_influence(load_config(None, base), tmp_path / "local", progress=False)
+    cfg = load_config(None, [*base, "execution.executor=ray", "execution.actors=2", "execution.num_cpus=0.5"])
+    remote = run_influence(cfg, tmp_path / "ray", progress=False)
+    for name in ("questions", "passages", "calls"):
+        assert stable(remote.out, name) == stable(local.out, name)
+    assert remote.summary["model"] == local.summary["model"] == "scripted"
+    # a resumed Ray run only sends the questions the log does not hold
+    log = (tmp_path / "ray" / "progress.jsonl").read_text().splitlines()
+    part = tmp_path / "part"
+    part.mkdir()
+    (part / "progress.jsonl").write_text("\n".join(log[:2]) + "\n")
+    (part / "config.yaml").write_text((tmp_path / "ray" / "config.yaml").read_text())
+    resumed = run_influence(cfg, part, resume=True, progress=False)
+    assert resumed.n_resumed == 2
+    assert stable(resumed.out, "questions") == stable(local.out, "questions")
+
+
+@pytest.mark.timeout(600)
+def test_interpret_on_ray_equals_local(ray_session, dataset, tmp_path):
+    base = [f"data.path={dataset}", "generation.backend=scripted", "faithfulness.similarity=rouge_l",
+            "faithfulness.measures=[rouge_l,exact_match]", "faithfulness.k_values=[top-1]",
+            "faithfulness.random_repeats=3"]
+    local = run_interpret(load_config(None, base), tmp_path / "local", progress=False)
+    remote = run_interpret(load_config(None, [*base, "execution.executor=ray", "execution.num_cpus=0.5"]),
+                           tmp_path / "ray", progress=False)
+    for name in ("questions", "units", "arms", "cases"):
+        assert stable(remote.out, name) == stable(local.out, name)

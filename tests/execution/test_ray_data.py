@@ -22,8 +22,9 @@ ROWS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def ray_session(tmp_path_factory):
+@pytest.fixture(scope="module")
+def ray_session():
+    """One in-process Ray for this module, shut down after it (the vLLM tests run later)."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

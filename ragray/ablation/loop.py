@@ -109,33 +109,37 @@ class InfluenceLoop:
         (row,) = self.quality.score([item])
         return {k: row[k] for k in RUN_QUALITY_KEYS if k in row} | {"causal_noise_ratio": causal}
 
-    def _call(self, qh: QuestionHits, arms: list[Arm]) -> tuple[list[Generation], list[float], str | None]:
-        """Generations (and in log-prob mode the baseline answer's log-probabilities) per arm."""
+    def _call(
+        self, qh: QuestionHits, arms: list[Arm]
+    ) -> tuple[list[Generation], list[float] | None, str | None]:
+        """Generations, and in log-prob mode the share of the baseline answer's probability each
+        arm keeps (None in generate mode: similarities are computed from the answers)."""
         prompts = [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
         try:
             if self.config.mode == "generate":
-                gens = self.generator.generate(prompts)
-                return gens, [1.0] + [float("nan")] * (len(gens) - 1), None
+                return self.generator.generate(prompts), None, None
             (baseline,) = self.generator.generate(prompts[:1])
             if not baseline.ok:
-                return [baseline], [], None
+                return [baseline], None, None
             lps = self.generator.score(prompts, [baseline.text] * len(prompts))
             return [baseline], [1.0] + [math.exp(min(0.0, lp - lps[0])) for lp in lps[1:]], None
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
-            return [], [], str(exc)
+            return [], None, str(exc)
 
     def run(self, qh: QuestionHits) -> QuestionOutcome:
         q, hits = qh.question, qh.hits
         arms = drop_one_plan([h.passage for h in hits])
         start = time.perf_counter()
-        gens, sims, error = self._call(qh, arms)
+        gens, retained, error = self._call(qh, arms)
         baseline = gens[0] if gens else None
         if baseline is None or not baseline.ok:
             error = error or (baseline.error if baseline else "no generation")
         if error is not None:
             sims = [float("nan")] * len(arms)
-        elif self.config.mode == "generate":
+        elif retained is not None:
+            sims = retained
+        else:
             sims = [self.similarity(baseline.text, g.text) if g.ok else float("nan") for g in gens]
         infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
         result: InfluenceResult = (

@@ -39,8 +39,7 @@ def test_pdf_folder_audit_end_to_end(pdf_folder, tmp_path, capsys):
     # q1 is the seed's example: both expected PDFs and one noise document in the top 3
     assert (q["q1"]["score"], q["q1"]["coverage"], q["q1"]["precision"], q["q1"]["noise_ratio"],
             q["q1"]["status"]) == (60, 100.0, 0.67, 33.33, "PASS")
-    assert q["q1"]["retrieved"][:2] == ["gdpr.pdf", "finance_rules.pdf"] or set(q["q1"]["relevant"]) == {
-        "gdpr.pdf", "finance_rules.pdf"}
+    assert set(q["q1"]["relevant"]) == {"gdpr.pdf", "finance_rules.pdf"} and q["q1"]["noise"] != []
     # q2: one expected document and two noise documents in the top 3: 70 - 20 = 50, FAIL
     assert (q["q2"]["score"], q["q2"]["status"], q["q2"]["retrieved"][0]) == (50, "FAIL", "parking.pdf")
     assert q["q3"]["status"] == "UNSCORED"  # no ground truth for q3

@@ -120,6 +120,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--executor", choices=["local", "ray"],
                        help="run questions here or over Ray Data generator actors (execution.executor)")
         p.add_argument("--address", help="Ray cluster address for --executor ray (execution.address)")
+    srv = sub.add_parser(
+        "serve", help="the HTTP API on Ray Serve: retriever, reranker and generator deployments (serve.*)"
+    )
+    srv.add_argument("config", nargs="?", help="experiment YAML: the corpus (data.*), models and serve.* options")
+    srv.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config value, e.g. --set serve.generator.num_replicas=2 (repeatable)")
+    srv.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or 'demo' (data.path)")
+    srv.add_argument("--host", help="bind address (serve.host)")
+    srv.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
+    srv.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
+    srv.add_argument("--no-ray", action="store_true",
+                     help="serve the same API from this process with uvicorn, without Ray (for a quick look)")
     return parser
 
 
@@ -132,6 +144,7 @@ _FLAG_KEYS = {
     "mode": "faithfulness.mode",
     "executor": "execution.executor", "address": "execution.address",
     "diversity": "metrics.diversity", "chunk_metrics": "metrics.chunking",
+    "host": "serve.host", "port": "serve.port",
     "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm",
 }
 
@@ -318,8 +331,29 @@ def _cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ragray.config import load_config
+
+    config = load_config(args.config, args.overrides, _flag_values(args))
+    sc = config.serve
+    auth = "on" if os.environ.get(sc.api_key_env) else f"off (set ${sc.api_key_env} to require a bearer token)"
+    print(f"ragray serve: http://{sc.host}:{sc.port}  corpus {config.data.path}, "
+          f"{config.generation.backend}:{config.generation.model}, auth {auth}; docs at /docs", flush=True)
+    if args.no_ray:
+        import uvicorn
+
+        from ragray.serving.local import local_app
+
+        uvicorn.run(local_app(config), host=sc.host, port=sc.port)
+        return 0
+    from ragray.serving.app import start_server
+
+    start_server(config, blocking=True)
+    return 0
+
+
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
-            "score": _cmd_score}
+            "score": _cmd_score, "serve": _cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

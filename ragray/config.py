@@ -41,6 +41,9 @@ __all__ = [
     "PriceConfig",
     "MetricsConfig",
     "ExecutionConfig",
+    "AutoscalingConfig",
+    "DeploymentOptions",
+    "ServeConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -395,6 +398,75 @@ class ExecutionConfig(Section):
     num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (fractions share a GPU)")
 
 
+class AutoscalingConfig(Section):
+    """Ray Serve autoscaling of one deployment (replaces its fixed ``num_replicas``)."""
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(2, ge=1)
+    target_ongoing_requests: float = Field(2.0, gt=0, description="requests per replica to aim for")
+
+    @model_validator(mode="after")
+    def _order(self) -> AutoscalingConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
+class DeploymentOptions(Section):
+    """Replicas, resources and backpressure of one Ray Serve deployment."""
+
+    num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored with autoscaling)")
+    autoscaling: AutoscalingConfig | None = None
+    num_cpus: float = Field(0.25, ge=0, description="CPUs reserved per replica (fractions share a core)")
+    num_gpus: float = Field(0.0, ge=0, description="GPUs per replica")
+    max_ongoing_requests: int = Field(4, ge=1, description="requests a replica works on at once")
+    max_queued_requests: int = Field(
+        32, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
+    )
+
+    @model_validator(mode="after")
+    def _queue(self) -> DeploymentOptions:
+        if self.max_queued_requests == 0:
+            raise ValueError("max_queued_requests must be -1 (no limit) or >= 1, got 0")
+        return self
+
+
+class IngressOptions(DeploymentOptions):
+    """The FastAPI ingress: cheap per request, so more requests at once and a short queue."""
+
+    max_ongoing_requests: int = Field(8, ge=1, description="requests a replica works on at once")
+    max_queued_requests: int = Field(
+        16, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
+    )
+
+
+class GeneratorOptions(DeploymentOptions):
+    """The generator holds the model: the largest CPU share (or a GPU)."""
+
+    num_cpus: float = Field(0.5, ge=0, description="CPUs reserved per replica (fractions share a core)")
+
+
+class ServeConfig(Section):
+    """``ragray serve`` / ``serve run``: the HTTP API and its Ray Serve deployments."""
+
+    host: str = Field("127.0.0.1", description="HTTP bind address (0.0.0.0 to listen on every interface)")
+    port: int = Field(8000, ge=1, le=65535)
+    api_key_env: str = Field(
+        "RAGRAY_API_KEY", description="env var holding the bearer token; auth is off while it is unset"
+    )
+    max_request_bytes: int = Field(1_048_576, ge=1024, description="larger request bodies get 413")
+    max_top_k: int = Field(100, ge=1, description="largest top_k_docs a request may ask for")
+    timeout_s: float = Field(600.0, gt=0, description="longest wait for a deployment call")
+    runs_dir: str = Field("runs", description="where POST /runs writes run directories")
+    presets_dir: str = Field("configs", description="YAML configs offered as presets")
+    ingress: IngressOptions = Field(default_factory=IngressOptions)
+    retriever: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    reranker: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    generator: GeneratorOptions = Field(default_factory=GeneratorOptions)
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -408,6 +480,7 @@ class ExperimentConfig(Section):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

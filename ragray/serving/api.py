@@ -1,0 +1,186 @@
+"""The FastAPI application: routes, API-key auth, body size limit, request ids, error mapping.
+
+Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields),
+400 for well-formed input the server cannot use (unknown retriever or preset, top_k above
+``serve.max_top_k``), 401 without the bearer token when ``$RAGRAY_API_KEY`` (``serve.api_key_env``)
+is set, 413 for bodies over ``serve.max_request_bytes``, 404 for unknown presets/runs, 503 when a
+deployment's queue is full (``max_queued_requests``; Serve's proxy answers 503 the same way for
+the ingress), 504 when a deployment call times out, 500 for bugs — logged with the request id,
+which every response carries in ``X-Request-ID``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragray import __version__
+from ragray.errors import BackendError, ConfigError, InputError
+from ragray.serving import schemas as s
+from ragray.serving.runs import Presets, RunManager
+from ragray.serving.service import RagService
+
+__all__ = ["make_app"]
+
+log = logging.getLogger("ragray.serve")
+
+ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+
+
+def _error(status: int, message: str, request_id: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message, "request_id": request_id}, status_code=status,
+                        headers={"X-Request-ID": request_id, **headers})
+
+
+class BodyLimit:
+    """ASGI middleware: answer 413 for a body over ``limit`` bytes (declared or streamed)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length", b"").decode() or None
+        rid = headers.get(b"x-request-id", b"").decode()[:64] or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _error(413, f"request body over {self.limit} bytes", rid)(scope, receive, send)
+            return
+        messages, size = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if size > self.limit:
+                await _error(413, f"request body over {self.limit} bytes", rid)(scope, receive, send)
+                return
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+
+        async def replay() -> dict:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _unexpected(exc: Exception, rid: str, timeout_s: float) -> JSONResponse:
+    name = type(exc).__name__
+    if name == "BackPressureError":  # a deployment's queue is full: retry later, do not hang
+        return _error(503, "server busy: a deployment's request queue is full, retry later", rid,
+                      **{"Retry-After": "1"})
+    if isinstance(exc, TimeoutError) or name == "GetTimeoutError":
+        return _error(504, f"a deployment did not answer within {timeout_s:g} s", rid)
+    log.error("request %s failed", rid, exc_info=exc)
+    return _error(500, f"internal error ({name}); see the server log for request {rid}", rid)
+
+
+def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key: str | None = None) -> FastAPI:
+    """The HTTP API over ``service``; ``api_key`` defaults to ``$serve.api_key_env`` (unset: no auth)."""
+    config = service.config
+    key = api_key if api_key is not None else os.environ.get(config.serve.api_key_env) or None
+    app = FastAPI(
+        title="ragray", version=__version__,
+        description="Influence-aware RAG diagnostics: retrieval, generation, influence, faithfulness "
+                    "(deletion experiments, Case A/B/C) and retrieval integrity for one question at a time, "
+                    "plus whole runs over presets.",
+        responses={400: {"model": s.ErrorBody}, 401: {"model": s.ErrorBody}, 413: {"model": s.ErrorBody},
+                   500: {"model": s.ErrorBody}, 503: {"model": s.ErrorBody}},
+    )
+
+    @app.middleware("http")
+    async def auth_and_ids(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        rid = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+        request.state.request_id = rid
+        if key is not None:
+            given = request.headers.get("authorization", "")
+            scheme, _, token = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+                return _error(401, "missing or wrong API key (Authorization: Bearer <key>)", rid, **{"WWW-Authenticate": "Bearer"})
+        try:
+            response = await call_next(request)
+        except Exception as exc:  # after the specific handlers: busy, timeout, or a bug
+            return _unexpected(exc, rid, config.serve.timeout_s)
+        response.headers["X-Request-ID"] = rid
+        return response
+
+    def rid(request: Request) -> str:
+        return getattr(request.state, "request_id", None) or uuid.uuid4().hex
+
+    @app.exception_handler(InputError)
+    @app.exception_handler(ConfigError)
+    async def bad_input(request: Request, exc: Exception) -> JSONResponse:
+        return _error(400, str(exc), rid(request))
+
+    @app.exception_handler(BackendError)
+    async def backend_failed(request: Request, exc: Exception) -> JSONResponse:
+        log.error("request %s: backend error: %s", rid(request), exc)
+        return _error(502, f"a model or index failed: {exc}", rid(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), rid(request))
+
+    @app.get("/health", response_model=s.Health, tags=["service"])
+    def health() -> s.Health:
+        return s.Health(status="ok", model=service.generator.model_id, corpus_passages=service.search.size(),
+                        retrievers=service.search.retrievers, reranker=service.reranker.name)
+
+    @app.post("/retrieve", response_model=s.RetrieveResponse, tags=["pipeline"])
+    def retrieve(req: s.RetrieveRequest) -> s.RetrieveResponse:
+        return service.retrieve(req)
+
+    @app.post("/generate", response_model=s.GenerateResponse, tags=["pipeline"])
+    def generate(req: s.GenerateRequest) -> s.GenerateResponse:
+        return service.generate(req)
+
+    @app.post("/influence", response_model=s.InfluenceResponse, tags=["diagnostics"])
+    def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
+        return service.influence(req, rid(request))
+
+    @app.post("/interpretation", response_model=s.InterpretationResponse, tags=["diagnostics"])
+    def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
+        return service.interpretation(req, rid(request))
+
+    @app.post("/audit", response_model=s.AuditResponse, tags=["diagnostics"])
+    def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
+        return service.audit(req, rid(request))
+
+    @app.get("/presets", response_model=list[s.Preset], tags=["runs"])
+    def list_presets() -> list[s.Preset]:
+        return [presets.describe(n) for n in presets.names()]
+
+    @app.get("/presets/{name}", tags=["runs"], responses={404: {"model": s.ErrorBody}})
+    def get_preset(name: str) -> dict[str, Any]:
+        try:
+            return presets.load(name).model_dump(mode="json")
+        except KeyError:
+            raise HTTPException(404, f"no preset '{name}'; valid: {', '.join(presets.names())}") from None
+
+    @app.post("/runs", response_model=s.RunStatus, status_code=202, tags=["runs"])
+    def start_run(req: s.RunRequest) -> s.RunStatus:
+        return runs.start(req)
+
+    @app.get("/runs", response_model=list[s.RunStatus], tags=["runs"])
+    def list_runs() -> list[s.RunStatus]:
+        return runs.list()
+
+    @app.get("/runs/{run_id}", response_model=s.RunStatus, tags=["runs"], responses={404: {"model": s.ErrorBody}})
+    def get_run(run_id: str) -> s.RunStatus:
+        try:
+            return runs.status(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+
+    app.add_middleware(BodyLimit, limit=config.serve.max_request_bytes)
+    return app

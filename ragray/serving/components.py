@@ -1,0 +1,159 @@
+"""The three served components — corpus search, reranker, generator — as plain classes.
+
+Each Ray Serve deployment wraps one of these (:mod:`ragray.serving.app`), and the tests use them
+directly. ``Remote*`` proxies give the service the same interface over deployment handles, so
+:class:`~ragray.serving.service.RagService` runs unchanged in-process or on Serve.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ragray.config import ExperimentConfig, RerankConfig
+from ragray.errors import InputError
+from ragray.generation import Generator, build_generator
+from ragray.generation.base import ChatPrompt, Generation
+from ragray.rerank import build_reranker
+from ragray.retrieval import RETRIEVERS, build_retriever
+from ragray.retrieval.stage import RetrievalStage
+from ragray.types import Hit
+
+__all__ = ["CorpusSearch", "RerankStep", "LockedGenerator", "RemoteSearch", "RemoteRerank", "RemoteGenerator"]
+
+
+class CorpusSearch:
+    """Indexes the served corpus (``data`` of the config, chunked) once per retriever name.
+
+    The configured retriever is indexed at start-up; another registered one on first use.
+    """
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        from ragray.data import load_dataset
+
+        self.config = config
+        stage = RetrievalStage(config.model_copy(update={"rerank": RerankConfig()}))
+        self.chunks = stage.chunks(load_dataset(config.data))
+        self._indexes: dict[str, Any] = {config.retrieval.retriever: stage.retriever.index(self.chunks)}
+        self._lock = threading.Lock()
+
+    @property
+    def retrievers(self) -> list[str]:
+        return RETRIEVERS.names()
+
+    def size(self) -> int:
+        return len(self.chunks)
+
+    def search(self, question: str, retriever: str, k: int) -> list[Hit]:
+        if retriever not in RETRIEVERS:
+            raise InputError(f"unknown retriever '{retriever}'; valid: {', '.join(RETRIEVERS.names())}")
+        with self._lock:  # one build per name, even under concurrent first requests
+            if retriever not in self._indexes:
+                cfg = self.config.retrieval.model_copy(update={"retriever": retriever})
+                self._indexes[retriever] = build_retriever(cfg).index(self.chunks)
+            index = self._indexes[retriever]
+        return list(index.search([question], k)[0])
+
+
+class RerankStep:
+    """The configured reranker (``rerank.strategy``); ``none`` keeps the first-stage order."""
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.name = config.rerank.strategy
+        self.reranker = build_reranker(config.rerank)
+
+    def rerank(self, question: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        return self.reranker.rerank(question, hits, k)
+
+
+class LockedGenerator(Generator):
+    """One loaded generator shared by a replica's concurrent requests, one call at a time.
+
+    Serve (and FastAPI) run sync methods in a thread pool; model objects and their KV prefix
+    cache are not thread-safe, so calls are serialized. A call's prompts still go to the backend
+    as one batch.
+    """
+
+    name = "locked"
+
+    def __init__(self, generator: Generator) -> None:
+        self.generator = generator
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: Any) -> LockedGenerator:
+        return cls(build_generator(config))
+
+    @property
+    def model_id(self) -> str:
+        return self.generator.model_id
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        with self._lock:
+            return self.generator.generate(prompts)
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        with self._lock:
+            return self.generator.score(prompts, answers)
+
+    def close(self) -> None:
+        self.generator.close()
+
+
+class _Remote:
+    """Calls a deployment handle's method and waits (from a worker thread, never the event loop)."""
+
+    def __init__(self, handle: Any, timeout_s: float) -> None:
+        self.handle = handle
+        self.timeout_s = timeout_s
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return getattr(self.handle, method).remote(*args).result(timeout_s=self.timeout_s)
+
+
+class RemoteSearch(_Remote):
+    @property
+    def retrievers(self) -> list[str]:
+        return RETRIEVERS.names()
+
+    def size(self) -> int:
+        return self._call("size")
+
+    def search(self, question: str, retriever: str, k: int) -> list[Hit]:
+        return self._call("search", question, retriever, k)
+
+
+class RemoteRerank(_Remote):
+    def __init__(self, handle: Any, timeout_s: float, name: str) -> None:
+        super().__init__(handle, timeout_s)
+        self.name = name
+
+    def rerank(self, question: str, hits: Sequence[Hit], k: int) -> list[Hit]:
+        return self._call("rerank", question, list(hits), k)
+
+
+class RemoteGenerator(_Remote, Generator):
+    """A :class:`Generator` whose calls go to the generator deployment."""
+
+    name = "serve"
+
+    @classmethod
+    def from_config(cls, config: Any) -> RemoteGenerator:  # pragma: no cover - built from a handle
+        raise TypeError("RemoteGenerator is built from a Serve deployment handle")
+
+    def __init__(self, handle: Any, timeout_s: float) -> None:
+        super().__init__(handle, timeout_s)
+        self._model_id: str | None = None
+
+    @property
+    def model_id(self) -> str:
+        if self._model_id is None:
+            self._model_id = self._call("model_id")
+        return self._model_id
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        return self._call("generate", list(prompts))
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self._call("score", list(prompts), list(answers))

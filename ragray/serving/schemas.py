@@ -1,0 +1,156 @@
+"""Request and response bodies of the HTTP API (they are its OpenAPI schema).
+
+Requests forbid unknown fields, so a misspelt option is a 422 naming it rather than silently
+ignored. Field bounds that depend on the served config (``top_k_docs`` against
+``serve.max_top_k``, a retriever the deployment does not know) are checked by the service and
+answered with 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "RetrieveRequest", "GenerateRequest", "InfluenceRequest", "InterpretationRequest", "AuditRequest",
+    "RunRequest", "HitOut", "RetrieveResponse", "GenerateResponse", "InfluenceResponse",
+    "InterpretationResponse", "AuditResponse", "RunStatus", "Preset", "Health", "ErrorBody",
+]
+
+Question = Field(min_length=1, max_length=4000, description="the user question")
+Row = dict[str, Any]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrieveRequest(_Request):
+    question: str = Question
+    retriever: str | None = Field(None, description="bm25 | dense | hybrid; default: the served config's")
+    top_k_docs: int | None = Field(None, ge=1, description="passages to retrieve; default retrieval.top_k")
+    rerank: bool | None = Field(None, description="rerank the first stage; default: on iff a reranker is configured")
+
+
+class GenerateRequest(RetrieveRequest):
+    passages: list[str] | None = Field(
+        None, max_length=100, description="answer from these passages; omitted: retrieve them"
+    )
+
+
+class InfluenceRequest(RetrieveRequest):
+    answers: list[str] = Field(default_factory=list, max_length=50, description="gold answers (optional)")
+    mode: Literal["generate", "logprob"] | None = Field(None, description="influence.mode")
+    debug: bool = Field(False, description="include every call's answer")
+
+
+class InterpretationRequest(RetrieveRequest):
+    """SPEC §5: minimal ``{question, retriever, top_k_docs}``; the rest extends it."""
+
+    answers: list[str] = Field(default_factory=list, max_length=50)
+    explanation_level: Literal["passage", "sentence", "token"] | None = None
+    hierarchical: bool | None = None
+    explainer: Literal["loo", "logprob", "surrogate"] | None = None
+    mode: Literal["generate", "logprob"] | None = None
+    k_values: list[str] | None = Field(
+        None, min_length=1, max_length=10, description="top-1, top-3, top-20%, cumulative, ..."
+    )
+    random_repeats: int | None = Field(None, ge=2, le=500)
+    semantic_threshold_t: float | None = Field(None, ge=0, le=1)
+    debug: bool = Field(False, description="include the answers and the removed units of every arm")
+
+
+class AuditRequest(RetrieveRequest):
+    relevant_ids: list[str] = Field(
+        default_factory=list, max_length=1000, description="gold document ids; empty: UNSCORED"
+    )
+    k: int | None = Field(None, ge=1, description="documents audited; default audit.k")
+    explain: bool = Field(False, description="aspects and an explanation from the generator")
+
+
+class RunRequest(_Request):
+    command: Literal["run", "interpret", "audit"]
+    preset: str | None = Field(None, max_length=200, description="a name from GET /presets; default: the served config")
+    overrides: list[str] = Field(default_factory=list, max_length=100, description="'a.b=value' config overrides")
+    limit: int | None = Field(None, ge=1, description="first N questions only")
+
+
+class HitOut(BaseModel):
+    rank: int
+    score: float
+    passage_id: str
+    doc_id: str
+    title: str
+    text: str
+
+
+class RetrieveResponse(BaseModel):
+    question: str
+    retriever: str
+    reranked: bool
+    hits: list[HitOut]
+
+
+class GenerateResponse(BaseModel):
+    question: str
+    answer: str
+    model: str
+    passages: list[str]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    error: str | None = None
+
+
+class InfluenceResponse(BaseModel):
+    question: Row = Field(description="the run's questions-table row: answer, rho, dominance, flags, state")
+    passages: list[Row] = Field(description="rank, score, influence, influence rank per passage")
+    calls: list[Row] | None = Field(None, description="every call (debug)")
+    model: str
+
+
+class InterpretationResponse(BaseModel):
+    question: Row = Field(description="baseline answer, controls, agreement, cost")
+    importances: list[Row] = Field(description="units with importance, rank and bucket")
+    cases: list[Row] = Field(description="case A/B/C/inconclusive per K with its statistics")
+    deletions: list[Row] = Field(description="every arm: K, similarity, changed (+ answer, removed units with debug)")
+    curves: list[Row]
+    model: str
+
+
+class AuditResponse(BaseModel):
+    audit: Row
+    hits: list[HitOut]
+
+
+class RunStatus(BaseModel):
+    run_id: str
+    command: str
+    status: Literal["running", "done", "failed", "incomplete"]
+    out: str
+    questions_done: int
+    summary: Row | None = None
+    error: str | None = None
+
+
+class Preset(BaseModel):
+    name: str
+    path: str
+    retriever: str | None = None
+    rerank: str | None = None
+    generator: str | None = None
+    error: str | None = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    model: str
+    corpus_passages: int
+    retrievers: list[str]
+    reranker: str
+
+
+class ErrorBody(BaseModel):
+    error: str
+    request_id: str

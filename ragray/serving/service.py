@@ -1,0 +1,175 @@
+"""What each endpoint does, independent of HTTP and of where the components run.
+
+:class:`RagService` takes a searcher, a reranker and a generator (local objects, or proxies of
+Ray Serve deployment handles) and runs the same code as the CLI for one ad-hoc question:
+``InfluenceLoop`` for ``/influence``, ``FaithfulnessExperiment`` for ``/interpretation``,
+``audit_documents`` for ``/audit``. Bad input raises :class:`~ragray.errors.InputError` (400).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ragray.ablation.loop import InfluenceLoop
+from ragray.audit.explain import explain_audits
+from ragray.audit.integrity import audit_documents
+from ragray.config import ExperimentConfig
+from ragray.errors import ConfigError, InputError
+from ragray.faithfulness.experiment import FaithfulnessExperiment
+from ragray.generation import Generator
+from ragray.generation.prompts import get_template
+from ragray.metrics.quality import QualityScorer
+from ragray.metrics.retrieval import doc_ranking, score_ranking
+from ragray.metrics.similarity import Similarity, all_measures, get_similarity
+from ragray.retrieval.stage import QuestionHits
+from ragray.serving import schemas as s
+from ragray.types import Hit, Passage, Question
+
+__all__ = ["RagService"]
+
+_DEBUG_ONLY = ("answer", "removed_unit_ids", "removed_text")
+
+
+def _hit_out(h: Hit) -> s.HitOut:
+    p = h.passage
+    return s.HitOut(rank=h.rank, score=h.score, passage_id=p.id, doc_id=p.doc_id or p.id, title=p.title, text=p.text)
+
+
+class _Cache:
+    """Builds an expensive object (encoders inside similarity measures) once per key."""
+
+    def __init__(self) -> None:
+        self._items: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = build()
+            return self._items[key]
+
+
+class RagService:
+    """The API's operations over one served config and its three components."""
+
+    def __init__(self, config: ExperimentConfig, search: Any, reranker: Any, generator: Generator) -> None:
+        self.config = config
+        self.search = search
+        self.reranker = reranker
+        self.generator = generator
+        self.template = get_template(config.generation.template)
+        self._cache = _Cache()
+
+    # ----------------------------------------------------------------------------- retrieval
+
+    def _retrieve(self, req: s.RetrieveRequest, k: int | None = None, fetch: int = 0) -> tuple[str, bool, list[Hit]]:
+        """``k`` (default: the request's ``top_k_docs``) hits; ``fetch``: at least this many (audit)."""
+        cfg = self.config
+        retriever = req.retriever or cfg.retrieval.retriever
+        if retriever not in self.search.retrievers:
+            raise InputError(f"retriever: unknown '{retriever}'; valid: {', '.join(self.search.retrievers)}")
+        k = k or req.top_k_docs or cfg.retrieval.top_k
+        if k > cfg.serve.max_top_k:
+            raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={cfg.serve.max_top_k}")
+        k = max(k, fetch)
+        rerank = cfg.rerank.strategy != "none" if req.rerank is None else req.rerank
+        first = max(k, cfg.rerank.candidates) if rerank else k
+        hits = self.search.search(req.question, retriever, first)
+        if rerank:
+            hits = self.reranker.rerank(req.question, hits, k)
+        hits = list(hits)[:k]
+        if cfg.retrieval.min_score is not None:
+            hits = [h for h in hits if h.score >= cfg.retrieval.min_score]
+        return retriever, rerank, hits
+
+    def retrieve(self, req: s.RetrieveRequest) -> s.RetrieveResponse:
+        retriever, reranked, hits = self._retrieve(req)
+        return s.RetrieveResponse(question=req.question, retriever=retriever, reranked=reranked,
+                                  hits=[_hit_out(h) for h in hits])
+
+    def _question_hits(self, req: s.RetrieveRequest, qid: str, answers: Sequence[str] = ()) -> QuestionHits:
+        _, _, hits = self._retrieve(req)
+        if not hits:
+            raise InputError("question: the retriever found no passage for it")
+        return QuestionHits(Question(id=qid, question=req.question, answers=tuple(answers)), tuple(hits))
+
+    # ---------------------------------------------------------------------------- generation
+
+    def generate(self, req: s.GenerateRequest) -> s.GenerateResponse:
+        if req.passages is not None:
+            passages = [Passage(id=f"p{i}", text=t) for i, t in enumerate(req.passages, start=1)]
+        else:
+            passages = [h.passage for h in self._retrieve(req)[2]]
+        prompt = self.template.build(req.question, passages, self.config.generation.system_prompt)
+        (g,) = self.generator.generate([prompt])
+        return s.GenerateResponse(
+            question=req.question, answer=g.text, model=self.generator.model_id, passages=[p.text for p in passages],
+            prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, latency_s=g.latency_s,
+            error=g.error,
+        )
+
+    # ----------------------------------------------------------------------------- influence
+
+    def influence(self, req: s.InfluenceRequest, qid: str) -> s.InfluenceResponse:
+        cfg = self.config
+        icfg = cfg.influence if req.mode is None else cfg.influence.model_copy(update={"mode": req.mode})
+        qh = self._question_hits(req, qid, req.answers)
+        similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
+        quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
+        loop = InfluenceLoop(self.generator, self.template, similarity, icfg, cfg.generation.system_prompt,
+                             quality=quality, model=cfg.generation.model)
+        record = loop.run(qh).as_record()
+        return s.InfluenceResponse(question=record["question"], passages=record["passages"],
+                                   calls=record["calls"] if req.debug else None, model=self.generator.model_id)
+
+    # ------------------------------------------------------------------------ interpretation
+
+    def _faithfulness_config(self, req: s.InterpretationRequest) -> Any:
+        fc = self.config.faithfulness
+        update = {
+            "level": req.explanation_level, "hierarchical": req.hierarchical, "explainer": req.explainer,
+            "mode": req.mode, "k_values": tuple(req.k_values) if req.k_values else None,
+            "random_repeats": req.random_repeats, "threshold_t": req.semantic_threshold_t,
+        }
+        raw = fc.model_dump() | {k: v for k, v in update.items() if v is not None}
+        try:
+            return type(fc).model_validate(raw)
+        except Exception as exc:  # pydantic's message names the field
+            raise InputError(f"faithfulness options: {exc}") from None
+
+    def interpretation(self, req: s.InterpretationRequest, qid: str) -> s.InterpretationResponse:
+        fc = self._faithfulness_config(req)
+        names = tuple(dict.fromkeys((fc.similarity, *fc.measures)))
+        try:
+            measures = self._cache.get(("measures", names), lambda: all_measures(names))
+        except ConfigError as exc:
+            raise InputError(str(exc)) from None
+        qh = self._question_hits(req, qid, req.answers)
+        experiment = FaithfulnessExperiment(self.generator, self.template, measures, fc, seed=self.config.seed,
+                                            system_prompt=self.config.generation.system_prompt)
+        record = experiment.run(qh).as_record()
+        arms = record["arms"] if req.debug else [
+            {k: v for k, v in row.items() if k not in _DEBUG_ONLY} for row in record["arms"]
+        ]
+        return s.InterpretationResponse(question=record["question"], importances=record["units"],
+                                        cases=record["cases"], deletions=arms, curves=record["curves"],
+                                        model=self.generator.model_id)
+
+    # --------------------------------------------------------------------------------- audit
+
+    def audit(self, req: s.AuditRequest, qid: str) -> s.AuditResponse:
+        ac = self.config.audit
+        k = req.k or ac.k
+        _, _, hits = self._retrieve(req, k=k, fetch=max(ac.fetch, req.top_k_docs or 0))
+        docs = doc_ranking(hits)[:k]
+        entry = {"query_id": qid, "query": req.question,
+                 **audit_documents(docs, req.relevant_ids, ac.pass_score).report(), "pass_score": ac.pass_score}
+        ranking = score_ranking(hits, req.relevant_ids, k)
+        entry |= {"hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
+                  "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
+                  "aspects": None, "explanation": None, "llm_error": None}
+        if req.explain:
+            explain_audits(self.generator, [entry])
+        return s.AuditResponse(audit=entry, hits=[_hit_out(h) for h in hits])

@@ -1,0 +1,199 @@
+"""Every endpoint of the HTTP API in-process (real BM25 and pipeline code, scripted generator)."""
+
+import logging
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ragray.serving.local import local_app
+
+MINIMAL = {"question": "Which ferry goes to Corran?", "retriever": "bm25", "top_k_docs": 4}
+
+
+@pytest.fixture()
+def client(served_config):
+    with TestClient(local_app(served_config), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_health_describes_the_served_components(client):
+    r = client.get("/health")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body == {"status": "ok", "model": "scripted", "corpus_passages": 6,
+                    "retrievers": ["bm25", "dense", "hybrid"], "reranker": "none"}
+    assert len(r.headers["x-request-id"]) == 32
+
+
+def test_retrieve_ranks_the_corpus_and_honours_top_k(client):
+    r = client.post("/retrieve", json={"question": "night ferry to Corran pier", "top_k_docs": 2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["retriever"] == "bm25" and body["reranked"] is False
+    assert [h["rank"] for h in body["hits"]] == [1, 2]
+    assert body["hits"][0]["passage_id"] == "ferry"
+
+
+def test_generate_answers_from_retrieved_or_given_passages(client):
+    r = client.post("/generate", json={"question": "Which ferry goes to Corran?"})
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == "tern" and len(r.json()["passages"]) == 4
+    given = client.post("/generate", json={"question": "Which bird?", "passages": ["Seen: ANSWER=gull today."]})
+    assert given.json()["answer"] == "gull" and given.json()["passages"] == ["Seen: ANSWER=gull today."]
+
+
+def test_influence_finds_the_passage_the_answer_comes_from(client):
+    r = client.post("/influence", json={**MINIMAL, "answers": ["tern"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    influence = {p["passage_id"]: p["influence"] for p in body["passages"]}
+    assert influence["ferry"] == 1.0
+    assert sum(influence.values()) == 1.0
+    assert body["question"]["baseline_answer"] == "tern" and body["calls"] is None
+    debug = client.post("/influence", json={**MINIMAL, "debug": True}).json()
+    assert len(debug["calls"]) == 5 and debug["calls"][0]["answer"] == "tern"
+
+
+def test_interpretation_minimal_payload_gives_case_a(client):
+    r = client.post("/interpretation", json=MINIMAL)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    top = min(body["importances"], key=lambda u: u["rank"])
+    assert top["passage_id"] == "ferry" and top["bucket"] == "most"
+    (case,) = body["cases"]
+    assert case["k_label"] == "top-1" and case["case"] == "A"
+    assert all("answer" not in d and "removed_unit_ids" not in d for d in body["deletions"])
+    assert {d["arm"] for d in body["deletions"]} >= {"DEL_MOST", "DEL_LEAST", "DEL_RANDOM"}
+
+
+def test_interpretation_extended_payload(client):
+    payload = {**MINIMAL, "explanation_level": "sentence", "k_values": ["top-1", "cumulative"],
+               "random_repeats": 3, "semantic_threshold_t": 0.5, "debug": True}
+    r = client.post("/interpretation", json=payload)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["question"]["level"] == "sentence"
+    assert {c["k_label"] for c in body["cases"]} >= {"top-1"}
+    most = [d for d in body["deletions"] if d["arm"] == "DEL_MOST" and d["k_label"] == "top-1"]
+    assert most and most[0]["answer"] == "unknown" and most[0]["removed_unit_ids"]
+    assert body["curves"]
+
+
+def test_audit_scores_against_relevant_documents(client):
+    r = client.post("/audit", json={"question": "night ferry to Corran pier", "relevant_ids": ["ferry"], "k": 1})
+    assert r.status_code == 200, r.text
+    audit = r.json()["audit"]
+    assert audit["status"] == "PASS" and audit["retrieved"] == ["ferry"] and audit["score"] == 70
+    unscored = client.post("/audit", json={"question": "ferry"}).json()["audit"]
+    assert unscored["status"] == "UNSCORED"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({}, "question"),
+    ({"question": ""}, "question"),
+    ({"question": "x", "top_k_docs": 0}, "top_k_docs"),
+    ({"question": "x", "toppk": 3}, "toppk"),
+    ({"question": "x", "random_repeats": 1}, "random_repeats"),
+    ({"question": "x", "explanation_level": "word"}, "explanation_level"),
+])
+def test_schema_errors_are_422_naming_the_field(client, body, field):
+    r = client.post("/interpretation", json=body)
+    assert r.status_code == 422
+    assert any(field in map(str, e["loc"]) for e in r.json()["detail"])
+
+
+def test_not_json_is_422(client):
+    r = client.post("/retrieve", content=b"question=ferry", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"question": "x", "retriever": "colbert"}, "retriever: unknown 'colbert'; valid: bm25, dense, hybrid"),
+    ({"question": "x", "top_k_docs": 7}, "top_k_docs: 7 is above this server's limit serve.max_top_k=6"),
+    ({"question": "x", "k_values": ["top-0"]}, "k_values"),
+])
+def test_bad_input_is_400_with_the_reason(client, body, message):
+    r = client.post("/interpretation", json=body)
+    assert r.status_code == 400, r.text
+    assert message in r.json()["error"]
+    assert r.json()["request_id"] == r.headers["x-request-id"]
+
+
+def test_api_key_is_required_on_every_endpoint_when_set(served_config, monkeypatch):
+    monkeypatch.setenv("RAGRAY_API_KEY", "s3cret")
+    with TestClient(local_app(served_config)) as c:
+        for method, path in [("get", "/health"), ("post", "/retrieve"), ("get", "/presets"), ("get", "/runs"),
+                             ("get", "/openapi.json")]:
+            assert getattr(c, method)(path).status_code == 401, path
+        wrong = c.get("/health", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+        assert c.get("/health", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_request_body_limit_is_413(client):
+    r = client.post("/retrieve", json={"question": "x" * 5000})
+    assert r.status_code == 413 and "4096" in r.json()["error"]
+
+
+def test_presets_list_and_resolve(client):
+    presets = {p["name"]: p for p in client.get("/presets").json()}
+    assert presets["small"]["generator"] == "scripted:smollm2" and presets["small"]["error"] is None
+    assert "retrieval.top_k must be >= 1" in presets["broken"]["error"]
+    assert client.get("/presets/small").json()["generation"]["backend"] == "scripted"
+    missing = client.get("/presets/nope")
+    assert missing.status_code == 404 and "valid: broken, small" in missing.json()["error"]
+
+
+def test_runs_start_finish_and_list(client):
+    r = client.post("/runs", json={"command": "run", "preset": "small"})
+    assert r.status_code == 202, r.text
+    run_id = r.json()["run_id"]
+    deadline = time.time() + 60
+    while (status := client.get(f"/runs/{run_id}").json())["status"] == "running" and time.time() < deadline:
+        time.sleep(0.2)
+    assert status["status"] == "done", status
+    assert status["questions_done"] == 1 and status["summary"]["n_questions"] == 1
+    assert run_id in [s["run_id"] for s in client.get("/runs").json()]
+    audit = client.post("/runs", json={"command": "audit", "overrides": ["audit.k=1"]}).json()
+    while (status := client.get(f"/runs/{audit['run_id']}").json())["status"] == "running":
+        time.sleep(0.2)
+    assert status["status"] == "done" and status["summary"]["k"] == 1
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"command": "run", "preset": "nope"}, "preset: unknown 'nope'; valid: broken, small"),
+    ({"command": "run", "overrides": ["retrieval.top_k=0"]}, "retrieval.top_k must be >= 1, got 0"),
+])
+def test_bad_run_requests_are_400(client, body, message):
+    r = client.post("/runs", json=body)
+    assert r.status_code == 400 and message in r.json()["error"]
+    assert client.get("/runs/nope").status_code == 404
+
+
+def test_unexpected_errors_are_500_logged_with_the_request_id(served_config, caplog, monkeypatch):
+    from ragray.serving.service import RagService
+
+    def boom(self, req):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(RagService, "retrieve", boom)
+    with TestClient(local_app(served_config), raise_server_exceptions=False) as c:
+        with caplog.at_level(logging.ERROR, logger="ragray.serve"):
+            r = c.post("/retrieve", json={"question": "x"}, headers={"X-Request-ID": "req-42"})
+    assert r.status_code == 500 and r.json() == {
+        "error": "internal error (RuntimeError); see the server log for request req-42", "request_id": "req-42"}
+    assert "req-42" in caplog.text and "bug" in caplog.text
+
+
+def test_a_full_deployment_queue_is_503_not_a_hang(served_config, monkeypatch):
+    serve_exceptions = pytest.importorskip("ray.serve.exceptions")
+    from ragray.serving.service import RagService
+
+    def busy(self, req):
+        raise serve_exceptions.BackPressureError(num_queued_requests=32, max_queued_requests=32)
+
+    monkeypatch.setattr(RagService, "retrieve", busy)
+    with TestClient(local_app(served_config), raise_server_exceptions=False) as c:
+        r = c.post("/retrieve", json={"question": "x"})
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"

@@ -1,0 +1,109 @@
+"""`serve run serve/<config>.yaml` and `ragray serve` start the API as Ray users expect.
+
+Each starts its own Ray in a subprocess (scripted generator, so start-up is the only cost) on a
+free loopback port; the test waits for /health, calls one endpoint, then stops it with Ctrl-C
+(SIGINT) — never `ray stop`, which would kill every Ray on the machine.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ["generation.backend=scripted", "rerank.strategy=none", "metrics.embedding=false"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp_path):
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    env.pop("RAGRAY_API_KEY", None)
+    return env
+
+
+def _serve_until_healthy(cmd, port, env, log_path, headers=None, timeout=240):
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            assert proc.poll() is None, Path(log_path).read_text()[-3000:]
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/health", headers=headers, timeout=5)
+                if r.status_code == 200:
+                    return proc, r.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"not healthy in {timeout} s:\n{Path(log_path).read_text()[-3000:]}")
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def _stop(proc):
+    """Ctrl-C, as a user would; then make sure the whole process group is gone."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(400)
+def test_serve_run_with_the_config_file(tmp_path):
+    serve_cli = shutil.which("serve")
+    if serve_cli is None:
+        pytest.skip("the `serve` CLI (ray[serve]) is not installed")
+    port = _free_port()
+    raw = yaml.safe_load((ROOT / "serve" / "demo.yaml").read_text())
+    raw["http_options"]["port"] = port
+    raw["applications"][0]["args"]["overrides"] = FAST
+    config = tmp_path / "demo.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    proc, health = _serve_until_healthy([serve_cli, "run", str(config)], port, _env(tmp_path), tmp_path / "log")
+    try:
+        assert health["model"] == "scripted" and health["corpus_passages"] == 80
+        r = httpx.post(f"http://127.0.0.1:{port}/retrieve", json={"question": "ferry", "top_k_docs": 2}, timeout=60)
+        assert r.status_code == 200 and len(r.json()["hits"]) == 2
+    finally:
+        _stop(proc)
+    assert proc.returncode is not None
+
+
+@pytest.mark.timeout(400)
+def test_ragray_serve_command(tmp_path):
+    port = _free_port()
+    cmd = [sys.executable, "-m", "ragray.cli", "serve", "configs/serve_demo.yaml", "--port", str(port),
+           *[a for o in FAST for a in ("--set", o)], "--set", f"serve.runs_dir={tmp_path / 'runs'}"]
+    env = _env(tmp_path) | {"RAGRAY_API_KEY": "k"}
+    proc, _ = _serve_until_healthy(cmd, port, env, tmp_path / "log", headers={"Authorization": "Bearer k"})
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 401
+        r = httpx.post(f"http://127.0.0.1:{port}/generate", headers={"Authorization": "Bearer k"},
+                       json={"question": "q", "passages": ["ANSWER=skua"]}, timeout=60)
+        assert r.json()["answer"] == "skua"
+        assert f"ragray serve: http://127.0.0.1:{port}" in (tmp_path / "log").read_text()
+    finally:
+        _stop(proc)

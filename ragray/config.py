@@ -446,6 +446,11 @@ class GeneratorOptions(DeploymentOptions):
     """The generator holds the model: the largest CPU share (or a GPU)."""
 
     num_cpus: float = Field(0.5, ge=0, description="CPUs reserved per replica (fractions share a core)")
+    max_ongoing_requests: int = Field(8, ge=1, description="requests a replica works on at once")
+    batch_size: int = Field(
+        8, ge=1, description="concurrent requests merged into one batched generate call (1: no batching)"
+    )
+    batch_wait_s: float = Field(0.02, ge=0, description="how long a batch waits to fill")
 
 
 class ServeConfig(Section):

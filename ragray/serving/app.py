@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -75,18 +76,40 @@ class RerankerDeployment:
 
 @serve.deployment(name="Generator")
 class GeneratorDeployment:
-    """Loads the generator once per replica; on a GPU node ``num_gpus`` places it there."""
+    """Loads the generator once per replica; on a GPU node ``num_gpus`` places it there.
+
+    Concurrent ``generate`` requests are merged (``serve.batch``, up to ``serve.generator.batch_size``
+    requests) into one backend call, so different questions share batched decoding; each
+    request's prompts stay together and in order, so one question's ablations still share
+    their prefix.
+    """
 
     def __init__(self, config_yaml: str) -> None:
         from ragray.serving.components import LockedGenerator
 
-        self.gen = LockedGenerator.from_config(_config(config_yaml).generation)
+        config = _config(config_yaml)
+        self.gen = LockedGenerator.from_config(config.generation)
+        self.batching = config.serve.generator.batch_size > 1
+        self._generate_many.set_max_batch_size(config.serve.generator.batch_size)
+        self._generate_many.set_batch_wait_timeout_s(config.serve.generator.batch_wait_s)
 
     def model_id(self) -> str:
         return self.gen.model_id
 
-    def generate(self, prompts: list) -> list:
-        return self.gen.generate(prompts)
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.02)
+    async def _generate_many(self, requests: list[list]) -> list[list]:
+        flat = [p for prompts in requests for p in prompts]
+        gens = await asyncio.get_running_loop().run_in_executor(None, self.gen.generate, flat)
+        out, start = [], 0
+        for prompts in requests:
+            out.append(gens[start : start + len(prompts)])
+            start += len(prompts)
+        return out
+
+    async def generate(self, prompts: list) -> list:
+        if self.batching:
+            return await self._generate_many(prompts)
+        return await asyncio.get_running_loop().run_in_executor(None, self.gen.generate, prompts)
 
     def score(self, prompts: list, answers: list) -> list:
         return self.gen.score(prompts, answers)

@@ -48,7 +48,7 @@ def test_deployment_options_follow_the_serve_section():
     cfg = load_config(None, ["serve.generator.num_gpus=1", "serve.generator.max_queued_requests=8",
                              "serve.retriever.autoscaling={min_replicas: 1, max_replicas: 3}"])
     gen = deployment_options(cfg.serve.generator)
-    assert gen == {"ray_actor_options": {"num_cpus": 0.5, "num_gpus": 1.0}, "max_ongoing_requests": 4,
+    assert gen == {"ray_actor_options": {"num_cpus": 0.5, "num_gpus": 1.0}, "max_ongoing_requests": 8,
                    "max_queued_requests": 8, "num_replicas": 1}
     ret = deployment_options(cfg.serve.retriever)
     assert "num_replicas" not in ret and ret["autoscaling_config"] == {

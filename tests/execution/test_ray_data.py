@@ -28,7 +28,7 @@ def ray_session():
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
              _temp_dir="/tmp/rg-ray")
     yield
     ray.shutdown()
@@ -76,3 +76,19 @@ def test_interpret_on_ray_equals_local(ray_session, dataset, tmp_path):
                            tmp_path / "ray", progress=False)
     for name in ("questions", "units", "arms", "cases"):
         assert stable(remote.out, name) == stable(local.out, name)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_real_model_on_ray_equals_local(ray_session, tmp_path):
+    """SmolLM2 in a Ray Data actor answers exactly as in this process (same seed, fp32 greedy)."""
+    base = ["data.path=demo", "data.limit=2", "retrieval.top_k=3", "generation.max_tokens=16",
+            "metrics.embedding=false"]
+    local = run_influence(load_config(None, base), tmp_path / "local", progress=False)
+    remote = run_influence(load_config(None, [*base, "execution.executor=ray", "execution.num_cpus=1"]),
+                           tmp_path / "ray", progress=False)
+    assert remote.summary["model"] == local.summary["model"] == "smollm2"
+    for name in ("questions", "passages", "calls"):
+        assert stable(remote.out, name) == stable(local.out, name)
+    calls = stable(remote.out, "calls")
+    assert len(calls) == 2 * 4 and all(c["answer"] for c in calls)

@@ -38,10 +38,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", help="experiment YAML (default: built-in defaults)")
+def _add_config(p: argparse.ArgumentParser, config_help: str, example: str) -> None:
+    p.add_argument("config", nargs="?", help=config_help)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set retrieval.bm25.k1=0.9 (repeatable)")
+                   help=f"override a config value, e.g. --set {example} (repeatable)")
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    _add_config(p, "experiment YAML (default: built-in defaults)", "retrieval.bm25.k1=0.9")
     p.add_argument("--dataset", help="dataset file or folder, or 'demo' (data.path)")
     p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
     p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
@@ -105,10 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser(
         "score", help="score an existing pipeline's outputs (question, passages, answer, gold) without re-running it"
     )
-    score.add_argument("config", nargs="?", help="experiment YAML (metrics.* settings)")
+    _add_config(score, "experiment YAML (metrics.* settings)", "metrics.tau_h=0.4")
     score.add_argument("--records", required=True, help="JSONL/CSV/Parquet records of your pipeline")
-    score.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config value, e.g. --set metrics.tau_h=0.4 (repeatable)")
     score.add_argument("--skip-bad-rows", action="store_true", help="skip and count bad records")
     score.add_argument("--out", help="run directory (default: runs/score-<name>-<time>)")
     score.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -123,9 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser(
         "serve", help="the HTTP API on Ray Serve: retriever, reranker and generator deployments (serve.*)"
     )
-    srv.add_argument("config", nargs="?", help="experiment YAML: the corpus (data.*), models and serve.* options")
-    srv.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config value, e.g. --set serve.generator.num_replicas=2 (repeatable)")
+    _add_config(srv, "experiment YAML: the corpus (data.*), models and serve.* options",
+                "serve.generator.num_replicas=2")
     srv.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or 'demo' (data.path)")
     srv.add_argument("--host", help="bind address (serve.host)")
     srv.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")

@@ -44,6 +44,8 @@ __all__ = [
     "AutoscalingConfig",
     "DeploymentOptions",
     "ServeConfig",
+    "HistoryConfig",
+    "CacheConfig",
     "ExperimentConfig",
     "load_config",
     "apply_overrides",
@@ -472,6 +474,25 @@ class ServeConfig(Section):
     generator: GeneratorOptions = Field(default_factory=GeneratorOptions)
 
 
+class HistoryConfig(Section):
+    """Run history and presets in a database (SQLite by default; any SQLAlchemy URL)."""
+
+    url: str = Field(
+        "sqlite:///runs/ragray.sqlite",
+        description="SQLAlchemy URL, e.g. sqlite:////abs/path.sqlite or postgresql://user@host/db",
+    )
+    record: bool = Field(True, description="record every run/interpret/audit/score/sweep in the history")
+
+
+class CacheConfig(Section):
+    """Fingerprint caches shared by runs and sweep trials (a changed input never hits)."""
+
+    dir: str | None = Field(None, description="default: ~/.cache/ragray")
+    chunksets: bool = Field(True, description="chunked corpora, keyed by corpus + chunking config")
+    indexes: bool = Field(True, description="built retrieval indexes, keyed by chunk set + retriever config")
+    retrievals: bool = Field(True, description="final hits per question, keyed by everything retrieval depends on")
+
+
 class ExperimentConfig(Section):
     name: str = "default"
     seed: int = 0
@@ -486,6 +507,8 @@ class ExperimentConfig(Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

@@ -169,6 +169,11 @@ class TransformersConfig(Section):
     prefix_reuse: bool = Field(
         True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"
     )
+    threads: int | None = Field(
+        None, ge=1,
+        description="CPU threads of the model; null: every core this process may use (Ray would "
+                    "otherwise limit an actor or Serve replica to its num_cpus, one thread for a fraction)",
+    )
 
 
 class VLLMConfig(Section):

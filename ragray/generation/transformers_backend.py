@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -64,6 +65,10 @@ class TransformersGenerator(Generator):
         self.config = config
         self.model_path = path
         self.device = device
+        if device == "cpu":
+            # Ray sets OMP_NUM_THREADS to an actor's num_cpus (1 for a fraction): on CPU the model
+            # is the bottleneck, so it gets every core unless generation.transformers.threads says
+            self._torch.set_num_threads(config.transformers.threads or len(os.sched_getaffinity(0)))
         # caches of sliding-window / recurrent layers cannot be cut or re-stacked: one row at a time
         self._global_attention = supports_prefix_reuse(model.config)
         self.prefix_reuse = config.transformers.prefix_reuse and self._global_attention

@@ -1,0 +1,1 @@
+"""Configuration sweeps on Ray Tune: spec, trials, step-level metrics, score and leaderboard."""

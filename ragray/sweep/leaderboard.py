@@ -1,0 +1,88 @@
+"""Leaderboard files of a sweep: Parquet, CSV, Markdown, HTML, and the best config.
+
+``best_config.yaml`` is the winning trial's full resolved config: ``ragray run
+<sweep>/best_config.yaml`` reproduces its metrics (same seed, same data).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+__all__ = ["write_leaderboard", "COLUMNS"]
+
+COLUMNS = [
+    "rank", "trial_id", "label", "status", "score", "overall", "overall_low", "overall_high", "confidence",
+    "hit_at_k", "recall_at_k", "mrr", "ndcg_at_10", "em", "f1", "answer_similarity", "grounding", "faithful",
+    "rank_agreement", "not_divergent", "used_context", "chunk_coverage", "chunk_cohesion",
+    "mean_rho", "divergent_rate", "mean_dominance", "wasted_context",
+    "n_questions", "n_measured", "n_errors", "latency_s", "tokens_per_question", "cost_usd_per_question",
+    "trial_seconds", "error", "out",
+]
+_TEXT = {"trial_id", "label", "status", "error", "out"}
+_INT = {"rank", "n_questions", "n_measured", "n_errors"}
+
+
+def _table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    fields = [(c, pa.string() if c in _TEXT else pa.int64() if c in _INT else pa.float64()) for c in COLUMNS]
+    data = {c: [r.get(c) for r in rows] for c, _ in fields}
+    return pa.table(data, schema=pa.schema(fields))
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+SHOWN = ["rank", "label", "score", "overall", "confidence", "f1", "em", "mrr", "recall_at_k", "mean_rho",
+         "divergent_rate", "wasted_context", "latency_s", "tokens_per_question", "status"]
+
+
+def markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
+    lines = [f"# {title}", "", "| " + " | ".join(SHOWN) + " |", "|" + "---|" * len(SHOWN)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)).replace("|", "\\|") for c in SHOWN) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(rows: Sequence[dict[str, Any]], title: str, scoring: dict[str, Any]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in SHOWN)
+    body = "".join(
+        "<tr" + (' class="best"' if r.get("rank") == 1 else "") + ">"
+        + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in SHOWN) + "</tr>" for r in rows)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:nth-child(2){{text-align:left}}
+tr.best{{background:#e8f5e9}}code{{background:#f4f4f4}}</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>score = overall × confidence; weights <code>{html.escape(json.dumps(scoring["weights"]))}</code>
+(objective <code>{html.escape(scoring["objective"])}</code>); ties by cost, then latency.</p>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></body></html>
+"""
+
+
+def write_leaderboard(out: Path, rows: Sequence[dict[str, Any]], title: str, scoring: dict[str, Any],
+                      best_config_yaml: str | None) -> dict[str, Path]:
+    """Write every leaderboard file under ``out``; returns their paths by kind."""
+    out.mkdir(parents=True, exist_ok=True)
+    table = _table(rows)
+    paths = {"parquet": out / "leaderboard.parquet", "csv": out / "leaderboard.csv",
+             "markdown": out / "leaderboard.md", "html": out / "leaderboard.html"}
+    pq.write_table(table, paths["parquet"])
+    pacsv.write_csv(table, paths["csv"])
+    paths["markdown"].write_text(markdown(rows, title), encoding="utf-8")
+    paths["html"].write_text(html_page(rows, title, scoring), encoding="utf-8")
+    if best_config_yaml is not None:
+        paths["best_config"] = out / "best_config.yaml"
+        paths["best_config"].write_text(best_config_yaml, encoding="utf-8")
+    return paths

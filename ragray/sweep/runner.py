@@ -1,0 +1,168 @@
+"""Run a sweep on Ray Tune: one trial per configuration, then the leaderboard.
+
+Layout of ``<out>``: ``spec.yaml`` (the spec as given), ``sweep.json`` (the trials and their
+params), ``trials/<id>/`` (each trial's ordinary run directory plus ``trial.json`` with its
+metrics), ``tune/`` (Tune's storage path: results, TensorBoard logs, experiment state) and the
+leaderboard files (:mod:`ragray.sweep.leaderboard`).
+
+A failing or timed-out trial is recorded as failed with its error; the others go on. An
+interrupted sweep continues with ``--resume``: Tune restores its experiment (finished trials
+stay finished) and a restarted trial resumes its own run directory question by question.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragray._imports import require
+from ragray.config import validate_config
+from ragray.errors import InputError
+from ragray.store.rundir import default_run_dir
+from ragray.sweep.leaderboard import write_leaderboard
+from ragray.sweep.score import rank_trials, score_trial
+from ragray.sweep.spec import SweepSpec, Trial, load_spec
+
+__all__ = ["SweepResult", "run_sweep"]
+
+for _key, _value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+                     "RAY_USAGE_STATS_ENABLED": "0"}.items():
+    os.environ.setdefault(_key, _value)
+
+EXPERIMENT = "tune"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    out: Path
+    rows: list[dict[str, Any]]  # leaderboard order
+    files: dict[str, Path]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        return self.rows[0] if self.rows and self.rows[0].get("rank") == 1 else None
+
+
+def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeout_s: float) -> None:
+    """A Tune function trainable: run one trial (in a thread, to enforce the timeout)."""
+    from ray import tune
+
+    from ragray.sweep.trial import run_trial
+
+    trial_id = params["trial_id"]
+    config = validate_config(yaml.safe_load(configs[trial_id]))
+    out = Path(root) / "trials" / trial_id
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = run_trial(config, out)
+        except BaseException as exc:  # re-raised in the trial's own thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name=f"trial-{trial_id}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"trial {trial_id} ran longer than execution.timeout_s={timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    result = box["result"]
+    (out / "trial.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    numbers = {k: float(v) for k, v in result["summary"].items() if isinstance(v, (int, float)) and v is not None}
+    tune.report({**numbers, "done": 1.0})
+
+
+def _init_ray(address: str | None) -> Any:
+    ray = require("ray", extra="ray", feature="ragray sweep")
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or "local"
+        ray.init(address=address, log_to_driver=False)
+    return ray
+
+
+def _check_out(out: Path, trials: list[Trial], resume: bool) -> None:
+    state = out / "sweep.json"
+    if state.exists() and not resume:
+        raise InputError(f"{out} already holds a sweep; pass --resume to continue it or choose a new --out")
+    if resume and state.exists():
+        saved = [t["id"] for t in json.loads(state.read_text())["trials"]]
+        if saved != [t.id for t in trials]:
+            raise InputError(f"--resume: the spec's trials differ from those {out} was started with; "
+                             "resume with the same spec or choose a new --out")
+
+
+def _rows(trials: list[Trial], out: Path, errors: dict[str, str], spec: SweepSpec) -> list[dict[str, Any]]:
+    weights = spec.score_metrics()
+    rows = []
+    for t in trials:
+        row: dict[str, Any] = {"trial_id": t.id, "label": t.label(), "out": str(out / "trials" / t.id)}
+        done = out / "trials" / t.id / "trial.json"
+        if done.is_file():
+            result = json.loads(done.read_text())
+            row.update(result["summary"])
+            row.update({k: v for k, v in score_trial(result["questions"], weights).items() if k != "coverage"})
+            row["status"] = "done"
+        else:
+            row.update({"status": "failed", "error": errors.get(t.id, "the trial did not finish")})
+        rows.append(row)
+    return rank_trials(rows)
+
+
+def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: str | None = None,
+              resume: bool = False, overrides: tuple[str, ...] | list[str] = (), verbose: int = 1) -> SweepResult:
+    """Expand the spec, run every trial on Ray Tune, write the leaderboard (module docstring)."""
+    spec, trials = load_spec(spec_path, overrides)
+    out = Path(out or default_run_dir("sweep", spec.name)).resolve()
+    _check_out(out, trials, resume)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "spec.yaml").exists():
+        shutil.copyfile(spec_path, out / "spec.yaml")
+    (out / "sweep.json").write_text(json.dumps({
+        "name": spec.name, "spec": str(Path(spec_path).resolve()), "overrides": list(overrides),
+        "trials": [{"id": t.id, "label": t.label(), "params": t.params} for t in trials],
+        "scoring": {"objective": spec.objective, "weights": spec.score_metrics()},
+    }, indent=1, default=str) + "\n")
+
+    _init_ray(address or spec.execution.address)
+    from ray import tune
+
+    ex = spec.execution
+    trainable = tune.with_resources(
+        tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
+                             timeout_s=ex.timeout_s),
+        {"cpu": ex.cpus_per_trial, "gpu": ex.gpus_per_trial},
+    )
+    path = out / EXPERIMENT
+    start = time.perf_counter()
+    if resume and tune.Tuner.can_restore(str(path)):
+        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space={"trial_id": tune.grid_search([t.id for t in trials])},
+            tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, num_samples=1),
+            run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
+                                      failure_config=tune.FailureConfig(max_failures=0)),
+        )
+    grid = tuner.fit()
+    errors = {r.config["trial_id"]: f"{type(r.error).__name__}: {r.error}".split("\n")[0][:500]
+              for r in grid if r.error is not None and r.config}
+    rows = _rows(trials, out, errors, spec)
+    best = next((t for t in trials if rows and rows[0].get("rank") == 1 and t.id == rows[0]["trial_id"]), None)
+    files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
+                              {"objective": spec.objective, "weights": spec.score_metrics()},
+                              best.config.to_yaml() if best else None)
+    summary = {"name": spec.name, "n_trials": len(trials), "n_done": sum(r["status"] == "done" for r in rows),
+               "n_failed": sum(r["status"] != "done" for r in rows), "best": rows[0] if best else None,
+               "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return SweepResult(out, rows, files)

@@ -1,0 +1,207 @@
+"""The sweep spec (YAML): which configurations to try, how to score them, how to run them.
+
+A spec names a base ragray config and sweeps fields of four groups — ``chunking``,
+``retrieval``, ``rerank``, ``generation`` — where every field takes a scalar or a list (a dotted
+field such as ``dense.index`` reaches a nested section). Optional ``variants`` are named whole
+alternatives (e.g. the seeds' four RAG "versions") crossed with the grid. ``search`` picks the
+grid or a seeded random sample of it (``max_trials``). Every trial config is built and validated
+when the spec loads, so a bad value fails before any trial starts, naming the trial and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ragray.config import ExperimentConfig, apply_overrides, format_validation_error, load_config, validate_config
+from ragray.errors import ConfigError, InputError
+from ragray.sweep.catalog import METRICS, OBJECTIVES
+
+__all__ = ["SweepSpec", "Trial", "load_spec", "GROUPS"]
+
+GROUPS = ("chunking", "retrieval", "rerank", "generation")
+Scalar = str | int | float | bool | None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Variant(_Model):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted config key -> value")
+
+
+class Search(_Model):
+    strategy: Literal["grid", "random"] = "grid"
+    max_trials: int | None = Field(None, ge=1, description="grid: first N; random: N sampled without replacement")
+    seed: int = 0
+
+
+class Execution(_Model):
+    concurrency: int = Field(1, ge=1, description="trials at once")
+    timeout_s: float = Field(3600.0, gt=0, description="a trial running longer fails (and the sweep goes on)")
+    cpus_per_trial: float = Field(1.0, gt=0)
+    gpus_per_trial: float = Field(0.0, ge=0)
+    address: str | None = Field(None, description="Ray cluster (or RAY_ADDRESS); none: in-process Ray")
+
+
+class Caching(_Model):
+    chunksets: bool = True
+    embeddings: bool = True
+    indexes: bool = True
+    retrievals: bool = True
+
+
+class Ephemeral(_Model):
+    """Per-sample (per-question) indexes built by trials, kept under a namespace."""
+
+    namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    cleanup: bool = Field(True, description="delete them when the sweep ends")
+    ttl_s: float = Field(86400.0, gt=0, description="otherwise `ragray cleanup` deletes them after this")
+
+
+class SweepSpec(_Model):
+    name: str = Field("sweep", pattern=r"^[A-Za-z0-9_.-]+$")
+    base: str | None = Field(None, description="ragray config the trials start from (relative to the spec)")
+    set: list[str] = Field(default_factory=list, description="'a.b=value' overrides of the base, for every trial")
+    chunking: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    retrieval: dict[str, Any] = Field(default_factory=dict)
+    rerank: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    generation: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    variants: list[Variant] = Field(default_factory=list)
+    search: Search = Field(default_factory=Search)
+    objective: Literal["quality", "usage"] = Field(
+        "quality", description="quality: answers + retrieval; usage: rho, divergence, wasted context")
+    metrics: list[str] | None = Field(None, description="metrics in the score; default: the objective's")
+    weights: dict[str, float] = Field(default_factory=dict, description="metric -> weight (default 1)")
+    execution: Execution = Field(default_factory=Execution)
+    caching: Caching = Field(default_factory=Caching)
+    ephemeral: Ephemeral = Field(default_factory=Ephemeral)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or ():
+            if name not in METRICS:
+                raise ValueError(f"unknown metric '{name}'; valid: {', '.join(sorted(METRICS))}")
+        return names
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, weights: dict[str, float]) -> dict[str, float]:
+        for name, w in weights.items():
+            if name not in METRICS:
+                raise ValueError(f"unknown metric '{name}'; valid: {', '.join(sorted(METRICS))}")
+            if w < 0:
+                raise ValueError(f"weight of '{name}' must be >= 0, got {w}")
+        return weights
+
+    @model_validator(mode="after")
+    def _unique_variants(self) -> SweepSpec:
+        names = [v.name for v in self.variants]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"variant names must be unique; repeated: {sorted(dup)}")
+        return self
+
+    def score_metrics(self) -> dict[str, float]:
+        """Metric -> weight of the overall score."""
+        names = self.metrics or OBJECTIVES[self.objective]
+        return {n: float(self.weights.get(n, 1.0)) for n in names}
+
+    def axes(self) -> list[tuple[str, list[Any]]]:
+        """Swept dotted keys and their values, in spec order (scalars are one-value axes)."""
+        out = []
+        for group in GROUPS:
+            for field, value in getattr(self, group).items():
+                out.append((f"{group}.{field}", list(value) if isinstance(value, list) else [value]))
+        return out
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One configuration of the sweep: its id, the values that define it, and its config."""
+
+    id: str
+    variant: str | None
+    params: dict[str, Any]  # dotted key -> value (variant keys first, then the grid's)
+    config: ExperimentConfig
+
+    def label(self) -> str:
+        """``v2-hybrid retrieval.top_k=5``: the variant, then the grid values."""
+        parts = [self.variant] if self.variant else []
+        parts += [f"{k}={v}" for k, v in self.params.items() if k != "variant"]
+        return " ".join(parts) or self.id
+
+
+def _trial_id(params: dict[str, Any]) -> str:
+    blob = json.dumps(params, sort_keys=True, default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:10]
+
+
+def _caching_overrides(spec: SweepSpec) -> dict[str, Any]:
+    c = spec.caching
+    return {"cache.chunksets": c.chunksets, "cache.indexes": c.indexes, "cache.retrievals": c.retrievals,
+            "retrieval.dense.cache": c.embeddings}
+
+
+def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
+    """Every trial of the spec (grid, or the seeded random sample), each config validated."""
+    axes = spec.axes()
+    keys = [k for k, _ in axes]
+    grid = list(itertools.product(*(values for _, values in axes))) or [()]
+    variants = spec.variants or [None]
+    combos = [(v, point) for v in variants for point in grid]
+    if spec.search.max_trials is not None and spec.search.max_trials < len(combos):
+        if spec.search.strategy == "random":
+            picked = sorted(random.Random(spec.search.seed).sample(range(len(combos)), spec.search.max_trials))
+            combos = [combos[i] for i in picked]
+        else:
+            combos = combos[: spec.search.max_trials]
+    trials = []
+    for variant, point in combos:
+        values = {**_caching_overrides(spec), **(variant.set if variant else {}), **dict(zip(keys, point))}
+        params = {**({"variant": variant.name} if variant else {}), **dict(zip(keys, point))}
+        raw = apply_overrides(base, (), values)
+        raw["name"] = f"{spec.name}-{_trial_id(params)}"
+        try:
+            config = validate_config(raw)
+        except ConfigError as exc:
+            where = variant.name if variant else ", ".join(f"{k}={v}" for k, v in params.items())
+            raise ConfigError(f"sweep trial [{where}]: {exc}") from None
+        trials.append(Trial(_trial_id(params), variant.name if variant else None, params, config))
+    ids = [t.id for t in trials]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("sweep: two trials have the same parameters (repeated values in a list?)")
+    return trials
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[SweepSpec, list[Trial]]:
+    """Read, validate and expand a sweep spec; errors name the file and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"sweep spec not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: a sweep spec is a mapping, got {type(raw).__name__}")
+    try:
+        spec = SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, str(path))) from None
+    base_path = (path.parent / spec.base) if spec.base else None
+    if base_path is not None and not base_path.is_file():
+        raise InputError(f"{path}: base config not found: {base_path}")
+    base = load_config(base_path, [*spec.set, *overrides])
+    return spec, expand(spec, base.model_dump(mode="json"))

@@ -1,0 +1,140 @@
+"""One sweep trial: ``ragray run`` on the trial's config, then its step-level metrics.
+
+The trial runs the same pipeline as the CLI (:func:`ragray.commands.run.run_influence`) into
+``<sweep>/trials/<id>/`` with ``resume=True``, so a trial restarted after an interruption keeps
+its finished questions. Metrics are read back from the run's tables (see
+:mod:`ragray.sweep.catalog`): per question for retrieval, generation and influence, per corpus
+for chunking; plus cost and latency for tie-breaking.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ragray.config import ExperimentConfig
+from ragray.data import load_dataset
+from ragray.metrics.retrieval import ranking_metrics
+
+__all__ = ["run_trial", "question_metrics", "trial_summary"]
+
+
+def _num(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def question_metrics(questions: list[dict[str, Any]], passages: list[dict[str, Any]],
+                     gold_ids: dict[str, tuple[str, ...]], top_k: int) -> list[dict[str, Any]]:
+    """Per-question values of the catalog's metrics (None where not measurable)."""
+    by_q: dict[str, list[dict[str, Any]]] = {}
+    for p in passages:
+        by_q.setdefault(p["question_id"], []).append(p)
+    out = []
+    for q in questions:
+        qid = q["question_id"]
+        docs = [p["doc_id"] for p in sorted(by_q.get(qid, []), key=lambda p: p["retrieval_rank"])]
+        ranking = ranking_metrics(docs, gold_ids.get(qid, ()), ks=(top_k, 10))
+        measured = q["state"] == "measured"
+        rho = _num(q.get("spearman_rho")) if measured else None
+        hallucination = _num(q.get("hallucination"))
+        noise = _num(q.get("causal_noise_ratio"))
+        out.append({
+            "question_id": qid,
+            "hit_at_k": ranking[f"hit_at_{top_k}"] if ranking else None,
+            "recall_at_k": ranking[f"recall_at_{top_k}"] if ranking else None,
+            "mrr": ranking["mrr"] if ranking else None,
+            "ndcg_at_10": ranking["ndcg_at_10"] if ranking else None,
+            "em": _num(q.get("baseline_em")),
+            "f1": _num(q.get("f1")),
+            "answer_similarity": _num(q.get("sim_answer_gold")),
+            "grounding": _num(q.get("grounding")),
+            "faithful": None if hallucination is None else 1.0 - hallucination,
+            "rank_agreement": None if rho is None else (rho + 1) / 2,
+            "not_divergent": (0.0 if q.get("divergent") else 1.0) if measured else None,
+            "used_context": None if noise is None else 1.0 - noise,
+            "seconds": _num(q.get("seconds")),
+            "cost_usd": _num(q.get("cost_usd")),
+            "error": q.get("error"),
+        })
+    return out
+
+
+def _chunking(config: ExperimentConfig, dataset: Any) -> dict[str, float | None]:
+    """Corpus-level chunking metrics when ``metrics.chunking`` is on (they embed a sample)."""
+    if not config.metrics.chunking:
+        return {}
+    from ragray.encoders import SentenceEncoder
+    from ragray.metrics.chunking import chunk_metrics
+    from ragray.retrieval.stage import RetrievalStage
+
+    stage = RetrievalStage(config)
+    answers = [a for q in dataset.questions for a in q.answers[:1]]
+    m = chunk_metrics(stage.chunks(dataset), SentenceEncoder(config.metrics.encoder, cache=False), answers=answers,
+                      max_chunks=config.metrics.chunking_sample, seed=config.seed)
+    cms = m.get("cohesion_minus_separation")
+    return {"chunk_coverage": m.get("coverage"),
+            "chunk_cohesion": None if cms is None else min(1.0, max(0.0, (cms + 1) / 2)),
+            "n_chunks": m.get("n_chunks"), "chunk_tokens_mean": m.get("tokens_mean")}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def trial_summary(per_q: list[dict[str, Any]], run_summary: dict[str, Any],
+                  chunking: dict[str, Any]) -> dict[str, Any]:
+    """Step-level means of one trial plus its cost and latency (the leaderboard's columns)."""
+    from ragray.sweep.catalog import METRICS
+
+    out: dict[str, Any] = {name: _mean([q[name] for q in per_q]) for name in METRICS if name in per_q[0]} \
+        if per_q else {}
+    out.update({k: v for k, v in chunking.items()})
+    tokens = (run_summary.get("mean_prompt_tokens") or 0) + (run_summary.get("mean_completion_tokens") or 0)
+    calls = run_summary.get("n_calls") or 0
+    n = max(1, run_summary.get("n_questions") or len(per_q))
+    costs = [q["cost_usd"] for q in per_q if q["cost_usd"] is not None]
+    out.update({
+        "n_questions": run_summary.get("n_questions"),
+        "n_measured": run_summary.get("n_measured"),
+        "n_errors": sum(1 for q in per_q if q["error"]),
+        "mean_rho": run_summary.get("mean_spearman"),
+        "divergent_rate": run_summary.get("divergent_rate"),
+        "mean_dominance": run_summary.get("mean_dominance"),
+        "wasted_context": (run_summary.get("quality") or {}).get("causal_noise_ratio"),
+        "latency_s": _mean([q["seconds"] for q in per_q]),  # per question, all its calls
+        "tokens_per_question": tokens * calls / n,
+        "cost_usd_per_question": sum(costs) / n if costs else None,
+    })
+    return out
+
+
+def run_trial(config: ExperimentConfig, out: str | Path) -> dict[str, Any]:
+    """Run the trial (resumable) and return ``{"summary": ..., "questions": [...]}``."""
+    from ragray.commands.run import run_influence
+
+    out = Path(out)
+    start = time.perf_counter()
+    result = run_influence(config, out, resume=True, progress=False)
+    questions = pq.read_table(out / "questions.parquet").to_pylist()
+    passages = pq.read_table(out / "passages.parquet").to_pylist()
+    dataset = load_dataset(config.data)
+    gold = {q.id: q.gold_passage_ids for q in dataset.questions}
+    per_q = question_metrics(questions, passages, gold, config.retrieval.top_k)
+    chunking = _chunking(config, dataset)
+    for q in per_q:
+        q.update({k: chunking[k] for k in ("chunk_coverage", "chunk_cohesion") if k in chunking})
+    summary = trial_summary(per_q, result.summary, chunking)
+    summary["trial_seconds"] = time.perf_counter() - start
+    return {"summary": summary, "questions": per_q, "out": str(out)}

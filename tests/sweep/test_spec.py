@@ -1,0 +1,83 @@
+"""Sweep specs: validation with precise messages, grid / random expansion, stable trial ids."""
+
+import pytest
+
+from ragray.errors import ConfigError, InputError
+from ragray.sweep.spec import load_spec
+
+
+def write(tmp_path, text, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_grid_crosses_every_list_and_variant(tmp_path):
+    spec, trials = load_spec(write(tmp_path, """
+name: g
+retrieval: {top_k: [3, 5], retriever: bm25}
+generation: {temperature: [0.0, 0.5], max_tokens: 16}
+variants:
+  - {name: flat, set: {retrieval.dense.index: flat_ip}}
+  - {name: hnsw, set: {retrieval.dense.index: hnsw}}
+"""))
+    assert len(trials) == 2 * 2 * 2
+    first = trials[0]
+    assert first.variant == "flat" and first.params == {
+        "variant": "flat", "retrieval.top_k": 3, "retrieval.retriever": "bm25",
+        "generation.temperature": 0.0, "generation.max_tokens": 16}
+    assert first.config.retrieval.dense.index == "flat_ip" and first.config.generation.max_tokens == 16
+    assert trials[-1].config.retrieval.dense.index == "hnsw" and trials[-1].config.retrieval.top_k == 5
+    assert first.label() == ("flat retrieval.top_k=3 retrieval.retriever=bm25 generation.temperature=0.0 "
+                             "generation.max_tokens=16")
+    assert len({t.id for t in trials}) == 8
+    assert [t.id for t in load_spec(tmp_path / "spec.yaml")[1]] == [t.id for t in trials]  # stable ids
+
+
+def test_random_search_samples_max_trials_with_its_seed(tmp_path):
+    text = "retrieval: {top_k: [1, 2, 3, 4, 5, 6]}\nsearch: {strategy: random, max_trials: 3, seed: %d}\n"
+    a = [t.params for t in load_spec(write(tmp_path, text % 1, "a.yaml"))[1]]
+    b = [t.params for t in load_spec(write(tmp_path, text % 1, "b.yaml"))[1]]
+    c = [t.params for t in load_spec(write(tmp_path, text % 2, "c.yaml"))[1]]
+    assert len(a) == 3 and a == b and a != c
+    grid = load_spec(write(tmp_path, "retrieval: {top_k: [1, 2, 3]}\nsearch: {max_trials: 2}\n", "d.yaml"))[1]
+    assert [t.params["retrieval.top_k"] for t in grid] == [1, 2]
+
+
+def test_spec_caching_and_base_reach_every_trial(tmp_path):
+    write(tmp_path, "retrieval:\n  top_k: 4\n", "base.yaml")
+    _, trials = load_spec(write(tmp_path, """
+base: base.yaml
+set: [generation.max_tokens=8]
+caching: {retrievals: false, embeddings: false}
+rerank: {strategy: [none, bi_encoder]}
+"""))
+    for t in trials:
+        assert t.config.retrieval.top_k == 4 and t.config.generation.max_tokens == 8
+        assert t.config.cache.retrievals is False and t.config.retrieval.dense.cache is False
+    assert [t.config.rerank.strategy for t in trials] == ["none", "bi_encoder"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("retrieval: {top_k: [3, 0]}", "sweep trial [retrieval.top_k=0]: retrieval.top_k must be >= 1, got 0"),
+    ("retrieval: {retriever: [bm25, colbert]}", "unknown retriever 'colbert'; valid: bm25, dense, hybrid"),
+    ("chunking: {sise: 100}", "chunking.sise"),
+    ("generaton: {max_tokens: 8}", "generaton"),
+    ("search: {strategy: bayes}", "search.strategy"),
+    ("metrics: [f1, blue]", "unknown metric 'blue'; valid:"),
+    ("weights: {f1: -1}", "weight of 'f1' must be >= 0, got -1"),
+    ("variants: [{name: a}, {name: a}]", "variant names must be unique; repeated: ['a']"),
+    ("retrieval: {top_k: [3, 3]}", "two trials have the same parameters"),
+    ("base: missing.yaml", "base config not found"),
+])
+def test_bad_specs_say_what_and_where(tmp_path, text, message):
+    with pytest.raises((ConfigError, InputError)) as err:
+        load_spec(write(tmp_path, text))
+    assert message in str(err.value)
+
+
+def test_spec_file_problems(tmp_path):
+    with pytest.raises(InputError, match="sweep spec not found"):
+        load_spec(tmp_path / "nope.yaml")
+    with pytest.raises(InputError, match="a sweep spec is a mapping, got list"):
+        load_spec(write(tmp_path, "- a\n- b\n"))

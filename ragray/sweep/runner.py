@@ -51,6 +51,11 @@ class SweepResult:
         return self.rows[0] if self.rows and self.rows[0].get("rank") == 1 else None
 
 
+def _numbers(summary: dict[str, Any]) -> dict[str, float]:
+    """The numeric metrics Tune records (and TensorBoard plots)."""
+    return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeout_s: float) -> None:
     """A Tune function trainable: run one trial (in a thread, to enforce the timeout)."""
     from ray import tune
@@ -60,6 +65,11 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
     trial_id = params["trial_id"]
     config = validate_config(yaml.safe_load(configs[trial_id]))
     out = Path(root) / "trials" / trial_id
+    done = out / "trial.json"
+    if done.is_file():  # finished before an interruption: report it again, never redo it
+        summary = json.loads(done.read_text())["summary"]
+        tune.report({**_numbers(summary), "done": 1.0})
+        return
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -76,9 +86,16 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
     if "error" in box:
         raise box["error"]
     result = box["result"]
-    (out / "trial.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-    numbers = {k: float(v) for k, v in result["summary"].items() if isinstance(v, (int, float)) and v is not None}
-    tune.report({**numbers, "done": 1.0})
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(done)  # atomic: a trial.json is always complete
+    tune.report({**_numbers(result["summary"]), "done": 1.0})
+
+
+def _describe(error: BaseException) -> str:
+    """The trial's own exception (not Ray's wrapper), one line."""
+    cause = getattr(error, "cause", None) or error
+    return f"{type(cause).__name__}: {cause}".strip().splitlines()[0][:500]
 
 
 def _init_ray(address: str | None) -> Any:
@@ -154,8 +171,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
     grid = tuner.fit()
-    errors = {r.config["trial_id"]: f"{type(r.error).__name__}: {r.error}".split("\n")[0][:500]
-              for r in grid if r.error is not None and r.config}
+    errors = {r.config["trial_id"]: _describe(r.error) for r in grid if r.error is not None and r.config}
     rows = _rows(trials, out, errors, spec)
     best = next((t for t in trials if rows and rows[0].get("rank") == 1 and t.id == rows[0]["trial_id"]), None)
     files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",

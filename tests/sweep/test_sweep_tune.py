@@ -1,0 +1,139 @@
+"""Sweeps on real Ray Tune with the scripted generator: order, failures, resume, leaderboard files.
+
+The dataset is built so BM25 ranks a distractor above the passage holding the answer: top_k=1
+answers wrongly, top_k>=2 rightly, so the leaderboard's order is known in advance.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ragray.commands.run import run_influence  # noqa: E402
+from ragray.config import load_config  # noqa: E402
+from ragray.sweep.runner import run_sweep  # noqa: E402
+from ragray.sweep.score import score_trial  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+BIRDS = ["tern", "puffin", "gannet"]
+ROWS = [
+    {"id": f"q{i}", "question": f"Which bird nests on the cliffs of Skerry {i}?", "answers": [bird],
+     "gold_passage_ids": [f"q{i}-gold"],
+     "passages": [
+         {"id": f"q{i}-noise", "text": f"Which bird nests on the cliffs of Skerry {i}? The cliffs of Skerry {i} "
+                                        "are high and many a bird nests there."},
+         {"id": f"q{i}-gold", "text": f"The {bird} breeds near Skerry {i}. ANSWER={bird}"},
+         {"id": f"q{i}-far", "text": "The harbour office opens at nine."},
+     ]}
+    for i, bird in enumerate(BIRDS)
+]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 2**20, _temp_dir="/tmp/rg-sweep")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture()
+def spec(tmp_path):
+    data = tmp_path / "birds.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+
+    def write(extra=""):
+        path = tmp_path / "spec.yaml"
+        path.write_text(f"""
+name: birds
+set: [data.path={data}, generation.backend=scripted, metrics.embedding=false]
+retrieval:
+  top_k: [1, 2, 3]
+generation:
+  template: [numbered, plain]
+execution: {{cpus_per_trial: 0.5, concurrency: 2}}
+{extra}""")
+        return path
+    return write
+
+
+@pytest.mark.timeout(600)
+def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
+    result = run_sweep(spec(), tmp_path / "out", verbose=0)
+    rows = result.rows
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"done"}
+    # top_k=1 retrieves the distractor only: wrong answers, so those two trials rank last
+    assert {r["label"].split()[0] for r in rows[-2:]} == {"retrieval.top_k=1"}
+    assert all(r["f1"] == 1.0 for r in rows[:4]) and all(r["f1"] == 0.0 for r in rows[-2:])
+    # the order is exactly: score desc, then tokens per question asc, then latency asc
+    keys = [(-round(r["score"], 9), r["tokens_per_question"], r["latency_s"]) for r in rows]
+    assert keys == sorted(keys) and [r["rank"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    # and each score is recomputed from the trial's own per-question metrics
+    weights = {"f1": 1, "em": 1, "answer_similarity": 1, "mrr": 1, "recall_at_k": 1}
+    for r in rows:
+        per_q = json.loads((result.out / "trials" / r["trial_id"] / "trial.json").read_text())["questions"]
+        assert r["score"] == pytest.approx(score_trial(per_q, weights)["score"])
+    # among the equally scored top_k=2/3 trials, top_k=2 is cheaper (fewer passages -> tokens)
+    assert rows[0]["label"].startswith("retrieval.top_k=2")
+    for name in ("leaderboard.parquet", "leaderboard.csv", "leaderboard.md", "leaderboard.html", "best_config.yaml"):
+        assert (result.out / name).is_file(), name
+    assert len(pq.read_table(result.out / "leaderboard.parquet")) == 6
+    assert "| 1 | retrieval.top_k=2" in (result.out / "leaderboard.md").read_text()
+    # Tune's own results live in the storage path (TensorBoard / dashboard readable)
+    assert any((result.out / "tune").rglob("result.json"))
+    # the exported best config re-runs with `ragray run` to the same answers
+    again = run_influence(load_config(result.out / "best_config.yaml"), tmp_path / "again", progress=False)
+    best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())["summary"]
+    assert again.summary["quality"]["f1"] == best["f1"] and again.summary["n_questions"] == best["n_questions"]
+
+
+@pytest.mark.timeout(600)
+def test_a_failing_trial_is_reported_and_the_sweep_goes_on(ray_session, spec, tmp_path):
+    path = spec("variants:\n  - {name: ok}\n  - {name: broken, set: {retrieval.retriever: dense, "
+                "retrieval.dense.model: /nonexistent/encoder}}\nsearch: {max_trials: 3, strategy: random, seed: 3}\n")
+    result = run_sweep(path, tmp_path / "out", verbose=0)
+    failed = [r for r in result.rows if r["status"] == "failed"]
+    done = [r for r in result.rows if r["status"] == "done"]
+    assert failed and done and len(failed) + len(done) == 3
+    assert all(r["label"].startswith("broken") and "nonexistent" in r["error"] for r in failed)
+    assert all(r["rank"] is None for r in failed) and result.rows[-len(failed):] == failed
+    summary = json.loads((result.out / "summary.json").read_text())
+    assert summary["n_failed"] == len(failed) and summary["best"]["trial_id"] == done[0]["trial_id"]
+
+
+@pytest.mark.timeout(900)
+def test_an_interrupted_sweep_resumes(ray_session, spec, tmp_path):
+    """Kill a sweep after its first trial finished; --resume completes it without redoing work."""
+    path = spec("execution: {cpus_per_trial: 0.5, concurrency: 1}\n")
+    out = tmp_path / "out"
+    code = ("import ray; from ragray.sweep.runner import run_sweep; "
+            "ray.init(address='local', num_cpus=2, include_dashboard=False, _temp_dir='/tmp/rg-sweep2'); "
+            f"run_sweep({str(path)!r}, {str(out)!r}, verbose=0)")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not list(out.glob("trials/*/trial.json")):
+        assert proc.poll() is None and time.time() < deadline, "the sweep ended before it could be interrupted"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("trials/*/trial.json")}
+    assert 1 <= len(first) < 6
+    with pytest.raises(Exception, match="already holds a sweep; pass --resume"):
+        run_sweep(path, out, verbose=0)
+    result = run_sweep(path, out, resume=True, verbose=0)
+    assert [r["status"] for r in result.rows] == ["done"] * 6
+    for trial_dir in out.glob("trials/*"):
+        ids = [json.loads(line)["question"]["question_id"] for line in (trial_dir / "progress.jsonl").read_text().splitlines()]
+        assert sorted(ids) == ["q0", "q1", "q2"], trial_dir  # no question run twice
+    for trial_id, mtime in first.items():  # trials finished before the kill were not run again
+        assert (out / "trials" / trial_id / "trial.json").stat().st_mtime_ns == mtime

@@ -1,0 +1,75 @@
+"""A real sweep: 4 configurations on 3 SQuAD questions with SmolLM2 and MiniLM, on Ray Tune.
+
+Checks the leaderboard's order against its documented score (ties by cost, then latency), and
+that the exported best config, re-run with the `ragray run` command, gives the same metrics.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ragray.sweep.runner import run_sweep  # noqa: E402
+from ragray.sweep.score import score_trial  # noqa: E402
+from ragray.sweep.trial import question_metrics  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.realdata]
+
+SPEC = """
+name: squad-small
+set:
+  - data.path={data}
+  - data.corpus={corpus}
+  - data.limit=3
+  - retrieval.scope=global
+  - generation.max_tokens=16
+retrieval:
+  retriever: [bm25, dense]
+  top_k: [1, 3]
+execution: {{cpus_per_trial: 1, concurrency: 1}}
+"""
+
+
+@pytest.mark.timeout(1800)
+def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path):
+    data = shared_data / "squad_v11_dev.jsonl"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(data=data, corpus=shared_data / "squad_v11_dev.corpus.jsonl"))
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 2**20, _temp_dir="/tmp/rg-sweep3")
+    try:
+        result = run_sweep(spec, tmp_path / "out", verbose=0)
+    finally:
+        ray.shutdown()
+    rows = result.rows
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
+    weights = {"f1": 1, "em": 1, "answer_similarity": 1, "mrr": 1, "recall_at_k": 1}
+    for r in rows:
+        trial = json.loads((result.out / "trials" / r["trial_id"] / "trial.json").read_text())
+        assert r["score"] == pytest.approx(score_trial(trial["questions"], weights)["score"])
+    keys = [(-round(r["score"], 9), r["tokens_per_question"], r["latency_s"]) for r in rows]
+    assert keys == sorted(keys)
+    print("\n" + (result.out / "leaderboard.md").read_text())
+
+    # the exported best config, re-run by the CLI, reproduces the trial's per-question metrics
+    rerun = tmp_path / "rerun"
+    done = subprocess.run([sys.executable, "-m", "ragray.cli", "run", str(result.out / "best_config.yaml"),
+                           "--out", str(rerun), "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())
+    from ragray.config import load_config
+    from ragray.data import load_dataset
+
+    config = load_config(result.out / "best_config.yaml")
+    gold = {q.id: q.gold_passage_ids for q in load_dataset(config.data).questions}
+    again = question_metrics(pq.read_table(rerun / "questions.parquet").to_pylist(),
+                             pq.read_table(rerun / "passages.parquet").to_pylist(), gold, config.retrieval.top_k)
+    drop = ("seconds",)
+    assert [{k: v for k, v in q.items() if k not in drop} for q in again] == \
+           [{k: v for k, v in q.items() if k not in drop} for q in best["questions"]]
+    assert Path(result.files["best_config"]).is_file()

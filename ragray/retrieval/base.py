@@ -1,10 +1,17 @@
-"""The retriever interface: a :class:`Retriever` builds a :class:`SearchIndex` over passages."""
+"""The retriever interface: a :class:`Retriever` builds a :class:`SearchIndex` over passages.
+
+Caching (:mod:`ragray.cache`) is opt-in per retriever: one whose :meth:`Retriever.index_identity`
+returns a description of everything (besides the passages) that decides its index, and whose
+indexes implement :meth:`SearchIndex.save` / :meth:`Retriever.load_index`, gets its indexes and
+results cached; the default ``None`` means "never cached", which is always correct.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,6 +35,11 @@ class SearchIndex(ABC):
     def __len__(self) -> int:
         return len(self.passages)
 
+    def save(self, directory: Path) -> None:
+        """Write the index into the (existing, empty) ``directory`` as plain files, never pickles;
+        the passages themselves are not written (:meth:`Retriever.load_index` is given them)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
 
 class Retriever(ABC):
     """A retrieval method; receives only its own section of the retrieval config."""
@@ -42,6 +54,22 @@ class Retriever(ABC):
     @abstractmethod
     def index(self, passages: Sequence[Passage]) -> SearchIndex:
         """Index ``passages`` (may be empty: every search then returns no hits)."""
+
+    def index_identity(self) -> dict[str, Any] | None:
+        """Everything besides the passages that decides the index :meth:`index` builds (config
+        values, model identity, library versions), hashed into index cache keys. ``None``: this
+        retriever's indexes and results are never cached."""
+        return None
+
+    def search_identity(self) -> dict[str, Any] | None:
+        """Everything besides the index and the query that decides search results (adds
+        search-time parameters to :meth:`index_identity`); hashed into result cache keys."""
+        return self.index_identity()
+
+    def load_index(self, directory: Path, passages: Sequence[Passage]) -> SearchIndex:
+        """The index :meth:`SearchIndex.save` wrote to ``directory``, over ``passages``; raises
+        ``OSError``/``ValueError`` on a damaged or mismatched folder (the cache then rebuilds)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot load saved indexes")
 
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")

@@ -8,15 +8,23 @@ rank_bm25's ``BM25Okapi`` (the reference the spec pins) scores a document d for 
 with repeated query terms counted once per repetition. Here the per-(term, document) weights are
 precomputed into a sparse matrix W (vocabulary × documents), so a batch of queries is scored with
 one sparse product ``Q · W`` instead of a Python loop over documents — the same numbers, far faster.
+
+A saved index (the index cache) is the vocabulary as JSON (terms in id order), ``idf.npy`` and
+W's CSR arrays in ``weights.npz`` — plain numpy files read with ``allow_pickle=False``, as bm25s
+stores its indexes. Loading restores W bit for bit, so scores equal a fresh build's exactly.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from ragray.cache.fingerprint import library_versions
 from ragray.config import BM25Config, RetrievalConfig
 from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex, hits_from_scores
 from ragray.text.analyzer import Analyzer
@@ -74,6 +82,35 @@ class BM25Index(SearchIndex):
         weights = idf[term_of] * data * (k1 + 1) / (data + norm[doc_of])
         self._weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)
 
+    def save(self, directory: Path) -> None:
+        """Vocabulary, idf and the weight matrix W as JSON / ``.npy`` / ``.npz`` files."""
+        terms = json.dumps(list(self.vocab), ensure_ascii=False)
+        (directory / "vocab.json").write_bytes(terms.encode("utf-8", "surrogatepass"))
+        np.save(directory / "idf.npy", self.idf, allow_pickle=False)
+        w = self._weights
+        np.savez(directory / "weights.npz", data=w.data, indices=w.indices, indptr=w.indptr,
+                 shape=np.asarray(w.shape, dtype=np.int64))
+
+    @classmethod
+    def load(
+        cls, directory: Path, passages: Sequence[Passage], config: BM25Config, analyzer: Analyzer
+    ) -> BM25Index:
+        """The index :meth:`save` wrote, over ``passages``; ``ValueError`` when they do not fit."""
+        index = cls((), config, analyzer)
+        index.passages = tuple(passages)
+        terms = json.loads((directory / "vocab.json").read_bytes().decode("utf-8", "surrogatepass"))
+        index.vocab = {t: i for i, t in enumerate(terms)}
+        index.idf = np.load(directory / "idf.npy", allow_pickle=False)
+        with np.load(directory / "weights.npz", allow_pickle=False) as z:
+            shape = tuple(int(n) for n in z["shape"])
+            weights = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+        if len(index.vocab) != len(terms) or shape != (len(terms), len(index.passages)) or (
+            index.idf.shape != (len(terms),)
+        ):
+            raise ValueError(f"saved BM25 index {shape} does not fit {len(index.passages)} passages")
+        index._weights = weights
+        return index
+
     def query_matrix(self, queries: Sequence[Sequence[str]]) -> sp.csr_matrix:
         """Counts of known query terms per query (unknown terms score 0, as in rank_bm25)."""
         rows, cols = [], []
@@ -122,5 +159,13 @@ class BM25Retriever(Retriever):
 
     def index(self, passages: Sequence[Passage]) -> BM25Index:
         return BM25Index(passages, self.config, self.analyzer)
+
+    def index_identity(self) -> dict[str, Any]:
+        """The whole ``retrieval.bm25`` section and the libraries the scores are computed with."""
+        libs = ["numpy", "scipy"] + (["PyStemmer"] if self.config.stemmer != "none" else [])
+        return {"bm25": self.config.model_dump(mode="json"), "libraries": library_versions(*libs)}
+
+    def load_index(self, directory: Path, passages: Sequence[Passage]) -> BM25Index:
+        return BM25Index.load(directory, passages, self.config, self.analyzer)
 
 

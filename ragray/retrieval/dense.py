@@ -12,19 +12,26 @@ Index kinds (``retrieval.dense.index``), all over L2-normalized embeddings:
 Flat indexes move to the GPU (``index_cpu_to_gpu``) when FAISS was built with GPU support, a
 GPU is present and ``device`` is not ``cpu``. HNSW always stays on the CPU: FAISS has no GPU
 HNSW (its GPU graph index is CAGRA, a different structure), so copying one raises.
+
+A saved index (the index cache) is the CPU FAISS index written by ``faiss.write_index``; loading
+reads it back and recovers the embeddings with ``reconstruct_n`` (flat storage keeps them
+exactly), so an HNSW graph is built once per sweep instead of once per trial. ``ef_search`` is a
+search-time setting: it is applied after loading and is not part of the index key.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ragray._imports import require
+from ragray.cache.fingerprint import library_versions
 from ragray.config import DenseConfig, RetrievalConfig
-from ragray.encoders import SentenceEncoder
+from ragray.encoders import SentenceEncoder, model_identity
 from ragray.errors import BackendError
 from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex
 from ragray.types import Hit, Passage
@@ -58,14 +65,19 @@ class DenseIndex(SearchIndex):
         embeddings: np.ndarray,
         encoder: SentenceEncoder,
         config: DenseConfig,
+        index: Any = None,
     ) -> None:
+        """Index ``embeddings``; ``index`` (a CPU FAISS index already holding them) skips the build."""
         super().__init__(passages)
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
         self.encoder = encoder
         self.config = config
         self.on_gpu = False
         self._gpu_resources: Any = None  # kept alive as long as the GPU index
-        self._index = self._build() if len(self.passages) else None
+        if not len(self.passages):
+            self._index = None
+        else:
+            self._index = self._place(index if index is not None else self._build())
 
     def _build(self) -> Any:
         faiss = _faiss()
@@ -80,6 +92,13 @@ class DenseIndex(SearchIndex):
         else:
             index = faiss.IndexFlatIP(dim)
         index.add(self.embeddings)
+        return index
+
+    def _place(self, index: Any) -> Any:
+        """Move a flat CPU index to the GPU when one is usable (see the module docstring)."""
+        faiss = _faiss()
+        cfg = self.config
+        dim = self.embeddings.shape[1]
         gpu = _gpu_id(self.encoder.device) if cfg.index != "hnsw" else None
         if gpu is not None:
             self._gpu_resources = faiss.StandardGpuResources()
@@ -93,6 +112,30 @@ class DenseIndex(SearchIndex):
             f"cuda:{gpu}" if self.on_gpu else "cpu",
         )
         return index
+
+    def save(self, directory: Path) -> None:
+        """``index.faiss`` (the CPU copy of a GPU index); nothing for an empty index."""
+        if self._index is None:
+            return
+        faiss = _faiss()
+        cpu = faiss.index_gpu_to_cpu(self._index) if self.on_gpu else self._index
+        faiss.write_index(cpu, str(directory / "index.faiss"))
+
+    @classmethod
+    def load(
+        cls, directory: Path, passages: Sequence[Passage], encoder: SentenceEncoder, config: DenseConfig
+    ) -> DenseIndex:
+        """The index :meth:`save` wrote, over ``passages``; ``ValueError`` when they do not fit."""
+        passages = tuple(passages)
+        if not passages:
+            return cls(passages, np.zeros((0, 0), dtype=np.float32), encoder, config)
+        faiss = _faiss()
+        index = faiss.read_index(str(directory / "index.faiss"))
+        if index.ntotal != len(passages):
+            raise ValueError(f"saved FAISS index holds {index.ntotal} vectors, not {len(passages)}")
+        if config.index == "hnsw":
+            index.hnsw.efSearch = config.ef_search
+        return cls(passages, index.reconstruct_n(0, index.ntotal), encoder, config, index=index)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top ``k`` hits per query (all passages when ``k`` exceeds the corpus), ranks 1..k.
@@ -144,3 +187,29 @@ class DenseRetriever(Retriever):
         else:
             emb = np.zeros((0, 0), dtype=np.float32)
         return DenseIndex(passages, emb, self.encoder, self.config)
+
+    def index_identity(self) -> dict[str, Any]:
+        """Model (by its files), index type, HNSW build parameters, library versions; not
+        ``batch_size``, ``device`` or the embedding cache settings."""
+        cfg = self.config
+        ident: dict[str, Any] = {
+            "model": model_identity(self.encoder.model_path),
+            "normalize": True,
+            "index": cfg.index,
+            "libraries": library_versions(
+                "numpy", ("faiss-cpu", "faiss-gpu", "faiss"), "torch", "transformers",
+                "sentence-transformers",
+            ),
+        }
+        if cfg.index == "hnsw":
+            ident.update(hnsw_m=cfg.hnsw_m, ef_construction=cfg.ef_construction)
+        return ident
+
+    def search_identity(self) -> dict[str, Any]:
+        ident = self.index_identity()
+        if self.config.index == "hnsw":
+            ident["ef_search"] = self.config.ef_search
+        return ident
+
+    def load_index(self, directory: Path, passages: Sequence[Passage]) -> DenseIndex:
+        return DenseIndex.load(directory, passages, self.encoder, self.config)

@@ -5,12 +5,16 @@ Fusion (``retrieval.hybrid.fusion``):
   with rrf_k = 60 by default; a passage missing from a list contributes nothing for it.
 - ``alpha``: each list's scores min-max normalized to [0, 1] (a missing passage counts 0), then
   score = alpha · dense + (1 − alpha) · sparse.
-Both are composed from the registered ``dense`` and ``bm25`` retrievers, not re-implemented.
+Both are composed from the registered ``dense`` and ``bm25`` retrievers, not re-implemented;
+so is caching: a saved hybrid index is the two components' saved indexes in ``dense/`` and
+``sparse/``, and the fusion parameters (search-time only) are in result keys, not index keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +58,11 @@ class HybridIndex(SearchIndex):
         self.dense, self.sparse, self.config = dense, sparse, config
         self._order = {p.id: i for i, p in enumerate(self.passages)}
 
+    def save(self, directory: Path) -> None:
+        for name, part in (("dense", self.dense), ("sparse", self.sparse)):
+            (directory / name).mkdir()
+            part.save(directory / name)
+
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         cfg = self.config
         dense_hits = self.dense.search(queries, cfg.dense_k)
@@ -66,6 +75,11 @@ class HybridIndex(SearchIndex):
             ranked = sorted(fused, key=lambda pid: (-fused[pid], self._order[pid]))[:k]
             out.append([Hit(by_id[pid], r, fused[pid]) for r, pid in enumerate(ranked, start=1)])
         return out
+
+
+def _part(retriever: Retriever, identity: dict[str, Any]) -> dict[str, Any]:
+    cls = type(retriever)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "identity": identity}
 
 
 @RETRIEVERS.register("hybrid")
@@ -87,3 +101,27 @@ class HybridRetriever(Retriever):
 
     def index(self, passages: Sequence[Passage]) -> HybridIndex:
         return HybridIndex(passages, self.dense.index(passages), self.sparse.index(passages), self.config)
+
+    def index_identity(self) -> dict[str, Any] | None:
+        """Both components' index identities (``None`` if either cannot be cached)."""
+        dense, sparse = self.dense.index_identity(), self.sparse.index_identity()
+        if dense is None or sparse is None:
+            return None
+        return {"dense": _part(self.dense, dense), "sparse": _part(self.sparse, sparse)}
+
+    def search_identity(self) -> dict[str, Any] | None:
+        """Both components' search identities plus the whole ``retrieval.hybrid`` section."""
+        dense, sparse = self.dense.search_identity(), self.sparse.search_identity()
+        if dense is None or sparse is None:
+            return None
+        return {"dense": _part(self.dense, dense), "sparse": _part(self.sparse, sparse),
+                "hybrid": self.config.model_dump(mode="json")}
+
+    def load_index(self, directory: Path, passages: Sequence[Passage]) -> HybridIndex:
+        passages = tuple(passages)
+        return HybridIndex(
+            passages,
+            self.dense.load_index(directory / "dense", passages),
+            self.sparse.load_index(directory / "sparse", passages),
+            self.config,
+        )

@@ -10,26 +10,41 @@ Metadata filters (``retrieval.filters``: meta key → allowed value or values) r
 indexing; ``retrieval.min_score`` drops hits scoring below it at the final stage (after reranking
 when a reranker is on). With a reranker, ``rerank.candidates`` first-stage hits are reranked and the
 best ``retrieval.top_k`` kept; hit ranks are always 1..n of the final order.
+
+Caching (``cache.*``, :mod:`ragray.cache`): the chunked global corpus, its index and every
+question's final hits are stored under fingerprints of everything they depend on, so the trials
+of a sweep share them and a trial that changes only ``generation.*`` (or anything else after
+retrieval) chunks, embeds, indexes, searches and reranks nothing. Per-question indexes are not
+cached: each covers a handful of passages, cheaper to rebuild than to write and read back, and a
+question's cached hits skip its index anyway. A retriever or reranker swapped in by hand
+(``stage.reranker = ...``) is not described by the config, so the stage then bypasses the index
+and result caches rather than serve hits of the configured components.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ragray.config import ExperimentConfig
+from ragray.cache import CacheStats, RetrievalCache
+from ragray.cache.keys import hits_key, index_key, rerank_identity, setup_key
+from ragray.config import ExperimentConfig, RetrievalConfig
 from ragray.data.chunking import chunk_passages
 from ragray.errors import InputError
 from ragray.rerank import build_reranker
 from ragray.retrieval import build_retriever
+from ragray.retrieval.base import SearchIndex
 from ragray.types import Dataset, Hit, Passage, Question
 
-__all__ = ["QuestionHits", "RetrievalStage", "passes_filters"]
+__all__ = ["QuestionHits", "RetrievalStage", "passes_filters", "resolved_retrieval_config"]
 
 log = logging.getLogger(__name__)
+
+_GLOBAL_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -52,23 +67,117 @@ def passes_filters(passage: Passage, filters: Mapping[str, str | Sequence[str]])
     return True
 
 
-class RetrievalStage:
-    """Retrieves the top-k hits per question, in either scope, as configured."""
+def resolved_retrieval_config(config: ExperimentConfig) -> RetrievalConfig:
+    """``retrieval`` with the embedding cache folder resolved, so every cache shares one root.
 
-    def __init__(self, config: ExperimentConfig) -> None:
+    ``retrieval.dense.cache_dir`` wins when set; otherwise ``<cache.dir>/embeddings`` when
+    ``cache.dir`` is set; otherwise the encoder's default ``~/.cache/ragray/embeddings``, which is
+    the ``embeddings/`` folder of the default ``cache.dir``. (``retrieval.dense.cache: false``
+    turns the embedding cache off whatever the folder.)
+    """
+    retrieval = config.retrieval
+    if retrieval.dense.cache_dir is not None or config.cache.dir is None:
+        return retrieval
+    folder = str(Path(config.cache.dir).expanduser() / "embeddings")
+    return retrieval.model_copy(update={"dense": retrieval.dense.model_copy(update={"cache_dir": folder})})
+
+
+class RetrievalStage:
+    """Retrieves the top-k hits per question, in either scope, as configured (and cached)."""
+
+    def __init__(self, config: ExperimentConfig, cache: RetrievalCache | None = None) -> None:
+        """``cache`` defaults to the caches of ``config.cache``."""
         self.config = config
-        self.retriever = build_retriever(config.retrieval)
+        self.retriever = build_retriever(resolved_retrieval_config(config))
         self.reranker = build_reranker(config.rerank) if config.rerank.strategy != "none" else None
+        self.cache = cache if cache is not None else RetrievalCache.from_config(config.cache)
+        self._configured = (self.retriever, self.reranker)
+        self._setup: tuple[str | None] | None = None  # computed on first use
 
     @property
     def first_stage_k(self) -> int:
         k = self.config.retrieval.top_k
         return max(k, self.config.rerank.candidates) if self.reranker else k
 
-    def _corpus(self, passages: Sequence[Passage], documents: bool) -> tuple[Passage, ...]:
-        chunks = chunk_passages(passages, self.config.chunking, documents)
+    @property
+    def cache_stats(self) -> CacheStats:
+        """Chunk set, index and retrieval cache hits and misses of this stage so far."""
+        return self.cache.stats
+
+    # --- cache keys -----------------------------------------------------------------------
+
+    def _configured_retriever(self) -> bool:
+        return self.retriever is self._configured[0]
+
+    def _chunks_key(self, passages: Sequence[Passage], documents: bool) -> str | None:
+        c = self.cache
+        if not (c.use_chunksets or c.use_indexes or c.use_retrievals):
+            return None
+        return c.chunks_key(passages, self.config.chunking, documents)
+
+    def _index_key(self, chunks_key: str | None) -> str | None:
+        if chunks_key is None or not self.cache.use_indexes or not self._configured_retriever():
+            return None
+        return index_key(chunks_key, self.config.retrieval.filters, self.retriever)
+
+    def _setup_key(self) -> str | None:
+        """Key of the retrieval setup (``None``: results are not cached)."""
+        if not self.cache.use_retrievals:
+            return None
+        if (self.retriever, self.reranker) != self._configured:
+            log.debug("retriever or reranker replaced by hand: results are not cached")
+            return None
+        if self._setup is None:
+            cfg = self.config.retrieval
+            self._setup = (
+                setup_key(cfg.scope, cfg.top_k, cfg.min_score, cfg.filters, self.retriever,
+                          rerank_identity(self.config.rerank)),
+            )
+        return self._setup[0]
+
+    # --- corpus and index -----------------------------------------------------------------
+
+    def _filtered(self, chunks: tuple[Passage, ...]) -> tuple[Passage, ...]:
         filters = self.config.retrieval.filters
         return tuple(p for p in chunks if passes_filters(p, filters)) if filters else chunks
+
+    def _corpus(
+        self, passages: Sequence[Passage], documents: bool, key: str | None = None
+    ) -> tuple[Passage, ...]:
+        """Chunked, filtered ``passages``; with a chunk set ``key`` the chunks come from the cache."""
+        compute: Callable[[], tuple[Passage, ...]] = lambda: chunk_passages(
+            passages, self.config.chunking, documents
+        )
+        chunks = self.cache.chunks(key, compute) if key is not None else compute()
+        return self._filtered(chunks)
+
+    def _union(self, dataset: Dataset) -> tuple[Passage, ...]:
+        if self.config.retrieval.scope == "global":
+            return dataset.global_corpus()
+        seen: dict[str, Passage] = {}
+        for q in dataset.questions:
+            for p in q.passages:
+                seen.setdefault(p.id, p)
+        return tuple(seen.values())
+
+    def chunks(self, dataset: Dataset) -> tuple[Passage, ...]:
+        """The chunked passages retrieval searches: the global corpus, or every question's own."""
+        source = self._union(dataset)
+        return self._corpus(source, dataset.documents, self._chunks_key(source, dataset.documents))
+
+    def global_index(self, dataset: Dataset) -> SearchIndex:
+        """The configured retriever's index over :meth:`chunks` (from the index cache if there)."""
+        source = self._union(dataset)
+        return self._index_over(source, dataset.documents, self._chunks_key(source, dataset.documents))
+
+    def _index_over(
+        self, source: Sequence[Passage], documents: bool, chunks_key: str | None
+    ) -> SearchIndex:
+        corpus = self._corpus(source, documents, chunks_key)
+        log.info("index of %d passages with %s", len(corpus), self.config.retrieval.retriever)
+        return self.cache.index(self._index_key(chunks_key), self.retriever, corpus)
+
+    # --- running --------------------------------------------------------------------------
 
     def _finish(self, question: Question, hits: Sequence[Hit]) -> QuestionHits:
         cfg = self.config.retrieval
@@ -79,22 +188,17 @@ class RetrievalStage:
             hits = [h for h in hits if h.score >= cfg.min_score]
         return QuestionHits(question, tuple(hits))
 
-    def chunks(self, dataset: Dataset) -> tuple[Passage, ...]:
-        """The chunked passages retrieval searches: the global corpus, or every question's own."""
-        if self.config.retrieval.scope == "global":
-            return self._corpus(dataset.global_corpus(), dataset.documents)
-        seen: dict[str, Passage] = {}
-        for q in dataset.questions:
-            for p in q.passages:
-                seen.setdefault(p.id, p)
-        return self._corpus(tuple(seen.values()), dataset.documents)
-
     def run(self, dataset: Dataset, progress: bool = True) -> Iterator[QuestionHits]:
         """Yield each question's hits, in dataset order."""
+        before = self.cache_stats
         if self.config.retrieval.scope == "global":
             yield from self._run_global(dataset, progress)
         else:
             yield from self._run_per_question(dataset, progress)
+        after = self.cache_stats
+        hit, miss = after.retrievals_hit - before.retrievals_hit, after.retrievals_miss - before.retrievals_miss
+        if hit or miss:
+            log.info("retrieval cache: %d of %d questions' hits reused", hit, hit + miss)
 
     def _run_per_question(self, dataset: Dataset, progress: bool) -> Iterator[QuestionHits]:
         if dataset.questions and not any(q.passages for q in dataset.questions):
@@ -102,21 +206,49 @@ class RetrievalStage:
                 f"dataset '{dataset.name}' has no per-question passages (a corpus-only set such as "
                 "BEIR); use retrieval.scope=global (--scope global)"
             )
+        setup = self._setup_key()
         bar = tqdm(dataset.questions, desc="retrieve", unit="q", disable=not progress)
         for q in bar:
+            own = self.cache.chunks_key(q.passages, self.config.chunking, dataset.documents) if setup else None
+            key = hits_key(setup, own, q.question) if setup and own else None
+            cached = self.cache.hits(setup, key) if setup and key else None
+            if cached is not None:
+                yield QuestionHits(q, cached)
+                continue
             index = self.retriever.index(self._corpus(q.passages, dataset.documents))
-            yield self._finish(q, index.search([q.question], self.first_stage_k)[0])
+            result = self._finish(q, index.search([q.question], self.first_stage_k)[0])
+            if setup and key:
+                self.cache.put_hits(setup, key, result.hits)
+            yield result
 
     def _run_global(self, dataset: Dataset, progress: bool) -> Iterator[QuestionHits]:
-        corpus = self._corpus(dataset.global_corpus(), dataset.documents)
-        log.info("indexing %d passages with %s", len(corpus), self.config.retrieval.retriever)
-        index = self.retriever.index(corpus)
+        """Cached questions are answered from the cache; the index is loaded or built only for
+        the first batch holding a question that is not (a fully cached run never touches it)."""
+        source = dataset.global_corpus()
+        chunks_key = self._chunks_key(source, dataset.documents)
+        setup = self._setup_key() if chunks_key else None
+        index: SearchIndex | None = None
         questions = dataset.questions
-        batch = 64
         bar = tqdm(total=len(questions), desc="retrieve", unit="q", disable=not progress)
-        for start in range(0, len(questions), batch):
-            chunk = questions[start : start + batch]
-            for q, hits in zip(chunk, index.search([q.question for q in chunk], self.first_stage_k)):
-                yield self._finish(q, hits)
+        for start in range(0, len(questions), _GLOBAL_BATCH):
+            batch = questions[start : start + _GLOBAL_BATCH]
+            keys = [hits_key(setup, chunks_key, q.question) if setup and chunks_key else None
+                    for q in batch]
+            found = [self.cache.hits(setup, k) if setup and k else None for k in keys]
+            searched: list[list[Hit]] = []
+            if any(f is None for f in found):
+                if index is None:
+                    index = self._index_over(source, dataset.documents, chunks_key)
+                # the whole batch, so queries are embedded in the same batches as without the
+                # cache (sentence-transformers' output moves in the last bits with batch makeup)
+                searched = index.search([q.question for q in batch], self.first_stage_k)
+            for i, (q, key, cached) in enumerate(zip(batch, keys, found)):
+                if cached is not None:
+                    result = QuestionHits(q, cached)
+                else:
+                    result = self._finish(q, searched[i])
+                    if setup and key:
+                        self.cache.put_hits(setup, key, result.hits)
+                yield result
                 bar.update(1)
         bar.close()

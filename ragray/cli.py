@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragray import __version__
 from ragray.errors import (
@@ -22,6 +22,11 @@ from ragray.errors import (
     MissingDependencyError,
     RagrayError,
 )
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ragray.store.history import History
 
 __all__ = ["main", "build_parser"]
 
@@ -35,6 +40,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
@@ -133,7 +148,52 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
     srv.add_argument("--no-ray", action="store_true",
                      help="serve the same API from this process with uvicorn, without Ray (for a quick look)")
+    _add_history_commands(sub)
     return parser
+
+
+def _add_history_config(p: argparse.ArgumentParser) -> None:
+    _add_config(p, "experiment YAML whose history.url names the database (default: built-in defaults)",
+                "history.url=sqlite:////abs/ragray.sqlite")
+
+
+def _add_page(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=_positive_int, default=50, help="show at most N (default 50)")
+    p.add_argument("--offset", type=_non_negative_int, default=0, help="skip the first N (default 0)")
+
+
+def _add_history_commands(sub: Any) -> None:
+    """``ragray runs``, ``ragray presets`` and ``ragray cleanup``: the history database (history.url)."""
+    runs = sub.add_parser("runs", help="the run history: recorded run/interpret/audit/score/sweep runs (history.url)")
+    actions = runs.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    listing = actions.add_parser("list", help="recorded runs, newest first, as a table")
+    _add_history_config(listing)
+    listing.add_argument("--kind", help="only this kind: run, interpret, audit, score, sweep or trial")
+    listing.add_argument("--status", help="only this status: running, done or failed")
+    _add_page(listing)
+    show = actions.add_parser("show", help="one run as JSON: config, status, timings, summary, result files")
+    show.add_argument("run_id", metavar="ID", help="a run id from 'ragray runs list'")
+    _add_history_config(show)
+
+    presets = sub.add_parser("presets", help="named configs saved in the history database (history.url)")
+    actions = presets.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    save = actions.add_parser("save", help="save CONFIG (with its --set overrides) as preset NAME, or update it")
+    save.add_argument("name", metavar="NAME", help="letters, digits, '.', '_', '-'")
+    _add_config(save, "experiment YAML to save; its history.url names the database", "retrieval.top_k=5")
+    save.add_argument("--description", help="a line saying what the preset is for")
+    for action, text in (("get", "print preset NAME as YAML (a config file for any command)"),
+                         ("delete", "delete preset NAME")):
+        p = actions.add_parser(action, help=text)
+        p.add_argument("name", metavar="NAME")
+        _add_history_config(p)
+    listing = actions.add_parser("list", help="saved presets by name, as a table")
+    _add_history_config(listing)
+    _add_page(listing)
+
+    cleanup = sub.add_parser("cleanup", help="delete expired ephemeral indexes and print the counts (history.url)")
+    _add_history_config(cleanup)
 
 
 _FLAG_KEYS = {
@@ -353,8 +413,94 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history(args: argparse.Namespace) -> History:
+    from ragray.config import load_config
+    from ragray.store.history import History
+
+    return History(load_config(args.config, args.overrides).history.url)
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(f"{v!s:<{w}}" for v, w in zip(row, widths)).rstrip())
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    import json
+
+    history = _history(args)
+    if args.action == "show":
+        try:
+            record = history.get_run(args.run_id)
+        except KeyError:
+            raise InputError(f"no run '{args.run_id}' in {history.url}") from None
+        print(json.dumps(record.as_dict(), indent=2, default=str))
+        return 0
+    records = history.list_runs(args.limit, args.offset, kind=args.kind, status=args.status)
+    if not records:
+        print(f"no runs recorded in {history.url}" + (" (with these filters)" if args.kind or args.status else ""))
+        return 0
+    _table(["ID", "KIND", "NAME", "STATUS", "STARTED (UTC)", "SECONDS", "OUT"],
+           [[r.id, r.kind, r.name, r.status, _when(r.started_at), _fmt(r.seconds, ".1f"), r.out or "-"]
+            for r in records])
+    return 0
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    import yaml
+
+    if args.action == "save":
+        from ragray.config import load_config
+        from ragray.store.history import History
+
+        config = load_config(args.config, args.overrides)
+        history = History(config.history.url)
+        history.save_preset(args.name, config, args.description)
+        print(f"ragray presets: saved '{args.name}' in {history.url}")
+        return 0
+    history = _history(args)
+    if args.action == "get":
+        try:
+            print(history.get_preset_record(args.name).config_yaml, end="")
+        except KeyError:
+            raise InputError(f"no preset '{args.name}' in {history.url}") from None
+    elif args.action == "delete":
+        if not history.delete_preset(args.name):
+            raise InputError(f"no preset '{args.name}' in {history.url}")
+        print(f"ragray presets: deleted '{args.name}' from {history.url}")
+    else:
+        records = history.list_presets(args.limit, args.offset)
+        if not records:
+            print(f"no presets saved in {history.url}")
+            return 0
+        rows = []
+        for r in records:
+            raw = yaml.safe_load(r.config_yaml) or {}
+            gen = raw.get("generation") or {}
+            rows.append([r.name, _when(r.updated_at), (raw.get("retrieval") or {}).get("retriever", "-"),
+                         f"{gen.get('backend', '-')}:{gen.get('model', '-')}", r.description or ""])
+        _table(["NAME", "UPDATED (UTC)", "RETRIEVER", "GENERATOR", "DESCRIPTION"], rows)
+    return 0
+
+
+def _cmd_cleanup(args: argparse.Namespace) -> int:
+    history = _history(args)
+    counts = history.cleanup_expired()
+    print(f"ragray cleanup: {counts['expired_count']} expired, {counts['deleted_count']} deleted, "
+          f"{len(counts['errors'])} errors ({history.url})")
+    for error in counts["errors"]:
+        print(f"  could not delete {error}", file=sys.stderr)
+    return 1 if counts["errors"] else 0
+
+
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
-            "score": _cmd_score, "serve": _cmd_serve}
+            "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_runs, "presets": _cmd_presets,
+            "cleanup": _cmd_cleanup}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

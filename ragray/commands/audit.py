@@ -26,6 +26,7 @@ from ragray.data import load_dataset
 from ragray.generation import Generator, build_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.retrieval.stage import RetrievalStage
+from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
 
 __all__ = ["AuditRun", "run_audit", "AUDIT_SCHEMA"]
@@ -92,35 +93,37 @@ def run_audit(
 ) -> AuditRun:
     """Audit every query of ``config.data`` (see the module docstring)."""
     start = time.perf_counter()
-    run = RunDir(out)
-    run.save_config(config)
-    ac = config.audit
-    fetch = max(ac.k, ac.fetch)
-    retrieval = config.retrieval.model_copy(update={"top_k": fetch})
-    stage = RetrievalStage(config.model_copy(update={"retrieval": retrieval}))
-    dataset = load_dataset(config.data)
-    entries = []
-    for qh in stage.run(dataset, progress=progress):
-        q = qh.question
-        docs = doc_ranking(qh.hits)[: ac.k]
-        audit = audit_documents(docs, q.gold_passage_ids, ac.pass_score)
-        ranking = score_ranking(qh.hits, q.gold_passage_ids, ac.k)
-        entries.append({
-            "query_id": q.id, "query": q.question, **audit.report(), "pass_score": ac.pass_score,
-            "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
-            "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
-            "aspects": None, "explanation": None, "llm_error": None,
-        })
-    if ac.llm and entries:
-        gen = generator or build_generator(config.generation)
-        try:
-            explain_audits(gen, entries)
-        finally:
-            if generator is None:
-                gen.close()
-    report = {"summary": summarize_audit(entries, config), "queries": entries}
-    report["summary"]["skipped_rows"] = len(dataset.skipped)
-    report["summary"]["wall_seconds"] = time.perf_counter() - start
-    run.write_json("audit_report", report)
-    run.write_table("audit", entries, AUDIT_SCHEMA)
+    with recorded_run(config, "audit", out) as recording:
+        run = RunDir(out)
+        run.save_config(config)
+        ac = config.audit
+        fetch = max(ac.k, ac.fetch)
+        retrieval = config.retrieval.model_copy(update={"top_k": fetch})
+        stage = RetrievalStage(config.model_copy(update={"retrieval": retrieval}))
+        dataset = load_dataset(config.data)
+        entries = []
+        for qh in stage.run(dataset, progress=progress):
+            q = qh.question
+            docs = doc_ranking(qh.hits)[: ac.k]
+            audit = audit_documents(docs, q.gold_passage_ids, ac.pass_score)
+            ranking = score_ranking(qh.hits, q.gold_passage_ids, ac.k)
+            entries.append({
+                "query_id": q.id, "query": q.question, **audit.report(), "pass_score": ac.pass_score,
+                "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
+                "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
+                "aspects": None, "explanation": None, "llm_error": None,
+            })
+        if ac.llm and entries:
+            gen = generator or build_generator(config.generation)
+            try:
+                explain_audits(gen, entries)
+            finally:
+                if generator is None:
+                    gen.close()
+        report = {"summary": summarize_audit(entries, config), "queries": entries}
+        report["summary"]["skipped_rows"] = len(dataset.skipped)
+        report["summary"]["wall_seconds"] = time.perf_counter() - start
+        run.write_json("audit_report", report)
+        run.write_table("audit", entries, AUDIT_SCHEMA)
+        recording.summary = report["summary"]
     return AuditRun(run.path, report)

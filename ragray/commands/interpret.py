@@ -28,6 +28,7 @@ from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
 from ragray.metrics.similarity import all_measures
 from ragray.retrieval.stage import QuestionHits
+from ragray.store.recording import recorded_run
 
 __all__ = ["run_interpret"]
 
@@ -62,22 +63,25 @@ def run_interpret(
     """Retrieve → explain → delete → diagnose for every question (``generator`` overrides the backend)."""
     start = time.perf_counter()
     fc = config.faithfulness
-    qr = open_question_run(config, out, resume=resume)
+    with recorded_run(config, "interpret", out) as recording:
+        qr = open_question_run(config, out, resume=resume)
 
-    def cost(record: dict[str, Any]) -> dict[str, str]:
-        q = record["question"]
-        return {"calls": f"{q['calls_generated']}/{q['calls_requested']}", "cases": ",".join(q.get("cases") or []) or "-"}
+        def cost(record: dict[str, Any]) -> dict[str, str]:
+            q = record["question"]
+            return {"calls": f"{q['calls_generated']}/{q['calls_requested']}",
+                    "cases": ",".join(q.get("cases") or []) or "-"}
 
-    model_id = run_questions(qr, config, faithfulness_processor, "interpret", progress, cost, generator)
-    records = qr.records()
-    schemas = {"questions": QUESTIONS_SCHEMA, "units": UNITS_SCHEMA, "arms": arms_schema(fc.measures),
-               "cases": CASES_SCHEMA, "curves": CURVES_SCHEMA}
-    for name in TABLES:
-        rows = [r["question"] for r in records] if name == "questions" else [x for r in records for x in r[name]]
-        qr.run.write_table(name, rows, schemas[name])
-    summary = summarize_faithfulness(records, config, model_id=model_id)
-    summary["skipped_rows"] = len(qr.dataset.skipped)
-    summary["resumed_questions"] = qr.n_resumed
-    summary["wall_seconds"] = time.perf_counter() - start
-    qr.run.write_json("summary", summary)
+        model_id = run_questions(qr, config, faithfulness_processor, "interpret", progress, cost, generator)
+        records = qr.records()
+        schemas = {"questions": QUESTIONS_SCHEMA, "units": UNITS_SCHEMA, "arms": arms_schema(fc.measures),
+                   "cases": CASES_SCHEMA, "curves": CURVES_SCHEMA}
+        for name in TABLES:
+            rows = [r["question"] for r in records] if name == "questions" else [x for r in records for x in r[name]]
+            qr.run.write_table(name, rows, schemas[name])
+        summary = summarize_faithfulness(records, config, model_id=model_id)
+        summary["skipped_rows"] = len(qr.dataset.skipped)
+        summary["resumed_questions"] = qr.n_resumed
+        summary["wall_seconds"] = time.perf_counter() - start
+        qr.run.write_json("summary", summary)
+        recording.summary = summary
     return RunResult(qr.run.path, summary, qr.n_resumed)

@@ -22,6 +22,7 @@ from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import get_similarity
 from ragray.metrics.summary import summarize_run
 from ragray.retrieval.stage import QuestionHits
+from ragray.store.recording import recorded_run
 from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
 
 __all__ = ["RunResult", "run_influence"]
@@ -58,25 +59,27 @@ def run_influence(
     ``generator`` overrides the configured backend (tests, Serve replicas that hold a model).
     """
     start = time.perf_counter()
-    qr = open_question_run(config, out, resume=resume)
-    totals = {"calls": 0, "seconds": 0.0}
+    with recorded_run(config, "run", out) as recording:
+        qr = open_question_run(config, out, resume=resume)
+        totals = {"calls": 0, "seconds": 0.0}
 
-    def seen(record: dict[str, Any]) -> dict[str, str]:
-        totals["calls"] += record["question"]["n_calls"]
-        totals["seconds"] += record["question"]["seconds"]
-        if on_question is not None:
-            on_question(record["question"])
-        return {"calls_per_s": f"{totals['calls'] / totals['seconds']:.2f}" if totals["seconds"] else "-"}
+        def seen(record: dict[str, Any]) -> dict[str, str]:
+            totals["calls"] += record["question"]["n_calls"]
+            totals["seconds"] += record["question"]["seconds"]
+            if on_question is not None:
+                on_question(record["question"])
+            return {"calls_per_s": f"{totals['calls'] / totals['seconds']:.2f}" if totals["seconds"] else "-"}
 
-    model_id = run_questions(qr, config, influence_processor, "run", progress, seen, generator)
-    run, dataset, n_resumed = qr.run, qr.dataset, qr.n_resumed
-    records = qr.records()
-    run.write_table("questions", [r["question"] for r in records], QUESTIONS_SCHEMA)
-    run.write_table("passages", [p for r in records for p in r["passages"]], PASSAGES_SCHEMA)
-    run.write_table("calls", [c for r in records for c in r["calls"]], CALLS_SCHEMA)
-    summary = summarize_run(records, config, model_id=model_id)
-    summary["skipped_rows"] = len(dataset.skipped)
-    summary["resumed_questions"] = n_resumed
-    summary["wall_seconds"] = time.perf_counter() - start
-    run.write_json("summary", summary)
+        model_id = run_questions(qr, config, influence_processor, "run", progress, seen, generator)
+        run, dataset, n_resumed = qr.run, qr.dataset, qr.n_resumed
+        records = qr.records()
+        run.write_table("questions", [r["question"] for r in records], QUESTIONS_SCHEMA)
+        run.write_table("passages", [p for r in records for p in r["passages"]], PASSAGES_SCHEMA)
+        run.write_table("calls", [c for r in records for c in r["calls"]], CALLS_SCHEMA)
+        summary = summarize_run(records, config, model_id=model_id)
+        summary["skipped_rows"] = len(dataset.skipped)
+        summary["resumed_questions"] = n_resumed
+        summary["wall_seconds"] = time.perf_counter() - start
+        run.write_json("summary", summary)
+        recording.summary = summary
     return RunResult(run.path, summary, n_resumed)

@@ -1,12 +1,12 @@
 """The FastAPI application: routes, API-key auth, body size limit, request ids, error mapping.
 
 Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields),
-400 for well-formed input the server cannot use (unknown retriever or preset, top_k above
-``serve.max_top_k``), 401 without the bearer token when ``$RAGRAY_API_KEY`` (``serve.api_key_env``)
-is set, 413 for bodies over ``serve.max_request_bytes``, 404 for unknown presets/runs, 503 when a
-deployment's queue is full (``max_queued_requests``; Serve's proxy answers 503 the same way for
-the ingress), 504 when a deployment call times out, 500 for bugs — logged with the request id,
-which every response carries in ``X-Request-ID``.
+400 for well-formed input the server cannot use (unknown retriever or preset, a preset name or
+config that does not validate, top_k above ``serve.max_top_k``), 401 without the bearer token when
+``$RAGRAY_API_KEY`` (``serve.api_key_env``) is set, 413 for bodies over ``serve.max_request_bytes``,
+404 for unknown presets/runs, 503 when a deployment's queue is full (``max_queued_requests``;
+Serve's proxy answers 503 the same way for the ingress), 504 when a deployment call times out,
+500 for bugs — logged with the request id, which every response carries in ``X-Request-ID``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragray import __version__
@@ -31,6 +31,10 @@ from ragray.serving.service import RagService
 __all__ = ["make_app"]
 
 log = logging.getLogger("ragray.serve")
+
+# list endpoints: a page of at most 1000; larger offsets are a 422, not a database overflow
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="items to skip")]
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
@@ -156,24 +160,44 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
         return service.audit(req, rid(request))
 
-    @app.get("/presets", response_model=list[s.Preset], tags=["runs"])
-    def list_presets() -> list[s.Preset]:
-        return [presets.describe(n) for n in presets.names()]
+    @app.get("/presets", response_model=list[s.Preset], tags=["presets"])
+    def list_presets(limit: Limit = 50, offset: Offset = 0) -> list[s.Preset]:
+        return presets.page(limit, offset)
 
-    @app.get("/presets/{name}", tags=["runs"], responses={404: {"model": s.ErrorBody}})
+    @app.get("/presets/{name}", tags=["presets"], responses={404: {"model": s.ErrorBody}})
     def get_preset(name: str) -> dict[str, Any]:
         try:
             return presets.load(name).model_dump(mode="json")
         except KeyError:
             raise HTTPException(404, f"no preset '{name}'; valid: {', '.join(presets.names())}") from None
 
+    @app.put("/presets/{name}", response_model=s.Preset, tags=["presets"])
+    def save_preset(name: str, req: s.PresetRequest) -> s.Preset:
+        return presets.save(name, req.config, req.description)
+
+    @app.delete("/presets/{name}", status_code=204, response_class=Response, tags=["presets"],
+                responses={404: {"model": s.ErrorBody}})
+    def delete_preset(name: str) -> Response:
+        if not presets.delete(name):
+            raise HTTPException(404, f"no preset '{name}' in the database (files in serve.presets_dir are read-only)")
+        return Response(status_code=204)
+
+    @app.post("/cleanup", response_model=s.CleanupResponse, tags=["presets"])
+    def cleanup() -> s.CleanupResponse:
+        return s.CleanupResponse(**runs.history.cleanup_expired())
+
     @app.post("/runs", response_model=s.RunStatus, status_code=202, tags=["runs"])
     def start_run(req: s.RunRequest) -> s.RunStatus:
         return runs.start(req)
 
     @app.get("/runs", response_model=list[s.RunStatus], tags=["runs"])
-    def list_runs() -> list[s.RunStatus]:
-        return runs.list()
+    def list_runs(
+        limit: Limit = 50,
+        offset: Offset = 0,
+        kind: Annotated[s.RunKind | None, Query(description="only runs of this kind")] = None,
+        status: Annotated[s.RecordedStatus | None, Query(description="only runs in this state")] = None,
+    ) -> list[s.RunStatus]:
+        return runs.list(limit, offset, kind=kind, status=status)
 
     @app.get("/runs/{run_id}", response_model=s.RunStatus, tags=["runs"], responses={404: {"model": s.ErrorBody}})
     def get_run(run_id: str) -> s.RunStatus:

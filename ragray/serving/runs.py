@@ -1,42 +1,82 @@
-"""Presets (the configs under ``serve.presets_dir``) and whole runs started over HTTP.
+"""Presets (saved in the history database, or YAML files under ``serve.presets_dir``) and whole
+runs started over HTTP.
 
-``POST /runs`` starts ``ragray run|interpret|audit`` in a background thread of the ingress
-replica and returns at once; the run writes an ordinary run directory under ``serve.runs_dir``
-(resumable with ``ragray run --resume``), so its state survives the server. A run whose
+``POST /runs`` records the run in the history database (``history.url``) and starts ``ragray
+run|interpret|audit`` in a background thread of the ingress replica, returning at once; the run
+writes an ordinary run directory under ``serve.runs_dir`` (resumable with ``ragray run --resume``).
+``GET /runs`` reads the same history, so CLI runs and sweep trials are listed too. A run whose
 generation section equals the served one shares the generator deployment (no second model load).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 import threading
-import time
-import traceback
-import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragray.config import ExperimentConfig, load_config
+from ragray.config import (
+    ExperimentConfig,
+    apply_overrides,
+    load_config,
+    validate_config,
+)
 from ragray.errors import InputError, RagrayError
 from ragray.generation import Generator
 from ragray.serving import schemas as s
+from ragray.store.history import (
+    History,
+    PresetRecord,
+    RunRecord,
+    check_preset_name,
+    new_run_id,
+)
+from ragray.store.recording import recording
 
 __all__ = ["Presets", "RunManager"]
 
+log = logging.getLogger("ragray.serve")
+
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_ERROR_FILE = "error.txt"
-_FINAL = {"run": "summary.json", "interpret": "summary.json", "audit": "audit_report.json"}
+
+
+def _describe(name: str, load: Callable[[], ExperimentConfig], **fields: Any) -> s.Preset:
+    try:
+        cfg = load()
+    except RagrayError as exc:
+        return s.Preset(name=name, error=str(exc), **fields)
+    return s.Preset(name=name, retriever=cfg.retrieval.retriever, rerank=cfg.rerank.strategy,
+                    generator=f"{cfg.generation.backend}:{cfg.generation.model}", **fields)
+
+
+def _db_fields(record: PresetRecord) -> dict[str, Any]:
+    return {"source": "db", "description": record.description, "created_at": record.created_at,
+            "updated_at": record.updated_at}
 
 
 class Presets:
-    """Every ``*.yaml`` under a folder, addressed by file stem."""
+    """Named configs: the presets of the history database (when one is attached) and every
+    ``*.yaml`` under a folder, addressed by file stem; on a name clash the database wins."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, history: History | None = None) -> None:
         self.folder = Path(folder)
+        self.history = history
+
+    def use_history(self, history: History) -> None:
+        """Attach the history database (kept if one is attached already)."""
+        if self.history is None:
+            self.history = history
+
+    def _saved(self) -> dict[str, PresetRecord]:
+        return {p.name: p for p in self.history.list_presets(limit=None)} if self.history else {}
+
+    def _files(self) -> list[str]:
+        return sorted(p.stem for p in self.folder.glob("*.yaml")) if self.folder.is_dir() else []
 
     def names(self) -> list[str]:
-        return sorted(p.stem for p in self.folder.glob("*.yaml")) if self.folder.is_dir() else []
+        return sorted(set(self._saved()) | set(self._files()))
 
     def path(self, name: str) -> Path:
         path = self.folder / f"{name}.yaml"
@@ -44,29 +84,56 @@ class Presets:
             raise KeyError(name)
         return path
 
-    def load(self, name: str, overrides: tuple[str, ...] | list[str] = ()) -> ExperimentConfig:
+    def _record(self, name: str) -> PresetRecord | None:
+        try:
+            return self.history.get_preset_record(name) if self.history else None
+        except KeyError:
+            return None
+
+    def load(self, name: str, overrides: Sequence[str] = ()) -> ExperimentConfig:
+        """The preset ``name`` with ``a.b=value`` overrides (:class:`KeyError` if there is none)."""
+        record = self._record(name)
+        if record is not None:
+            return _with_overrides(record.config(), list(overrides))
         return load_config(self.path(name), list(overrides))
 
-    def describe(self, name: str) -> s.Preset:
+    def describe(self, name: str, record: PresetRecord | None = None) -> s.Preset:
+        record = record or self._record(name)
+        if record is not None:
+            return _describe(name, record.config, **_db_fields(record))
         path = self.path(name)
-        try:
-            cfg = load_config(path)
-        except RagrayError as exc:
-            return s.Preset(name=name, path=str(path), error=str(exc))
-        return s.Preset(name=name, path=str(path), retriever=cfg.retrieval.retriever, rerank=cfg.rerank.strategy,
-                        generator=f"{cfg.generation.backend}:{cfg.generation.model}")
+        return _describe(name, lambda: load_config(path), source="file", path=str(path))
+
+    def page(self, limit: int, offset: int = 0) -> list[s.Preset]:
+        """Database and file presets together, by name."""
+        saved = self._saved()
+        names = sorted(set(saved) | set(self._files()))[offset:offset + limit]
+        return [self.describe(n, saved.get(n)) for n in names]
+
+    def save(self, name: str, raw: Mapping[str, Any], description: str | None = None) -> s.Preset:
+        """Validate ``raw`` (a config mapping) and save it as ``name`` in the database."""
+        if self.history is None:
+            raise InputError("presets cannot be saved: this server has no history database")
+        check_preset_name(name)
+        config = validate_config(raw, where=f"preset {name}")
+        return self.describe(name, self.history.save_preset(name, config, description))
+
+    def delete(self, name: str) -> bool:
+        """Delete the database preset ``name``; False if there is none (files are read-only)."""
+        return self.history.delete_preset(name) if self.history else False
 
 
 class RunManager:
-    """Starts runs in threads and reports their state from their run directories."""
+    """Starts runs in threads, recorded in the history database, and reports them from it."""
 
-    def __init__(self, config: ExperimentConfig, presets: Presets, generator: Generator) -> None:
+    def __init__(self, config: ExperimentConfig, presets: Presets, generator: Generator,
+                 history: History | None = None) -> None:
         self.config = config
         self.presets = presets
         self.generator = generator
         self.root = Path(config.serve.runs_dir)
-        self._threads: dict[str, threading.Thread] = {}
-        self._commands: dict[str, str] = {}
+        self.history = history or presets.history or History(config.history.url)
+        presets.use_history(self.history)
 
     def _resolve(self, req: s.RunRequest) -> ExperimentConfig:
         overrides = list(req.overrides) + ([f"data.limit={req.limit}"] if req.limit else [])
@@ -75,79 +142,60 @@ class RunManager:
         try:
             return self.presets.load(req.preset, overrides)
         except KeyError:
-            raise InputError(f"preset: unknown '{req.preset}'; valid: {', '.join(self.presets.names()) or '(none)'}") from None
+            valid = ", ".join(self.presets.names()) or "(none)"
+            raise InputError(f"preset: unknown '{req.preset}'; valid: {valid}") from None
 
     def start(self, req: s.RunRequest) -> s.RunStatus:
         config = self._resolve(req)
-        run_id = f"{req.command}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        run_id = new_run_id(req.command)
         out = self.root / run_id
         out.mkdir(parents=True)
-        (out / "command.json").write_text(json.dumps({"command": req.command, "preset": req.preset}))
+        self.history.start_run(req.command, config.name, config, out, run_id=run_id)
         shared = self.generator if config.generation == self.config.generation else None
-        thread = threading.Thread(target=self._work, args=(req.command, config, out, shared), daemon=True,
-                                  name=f"ragray-{run_id}")
-        self._threads[run_id] = thread
-        self._commands[run_id] = req.command
-        thread.start()
+        threading.Thread(target=self._work, args=(run_id, req.command, config, out, shared), daemon=True,
+                         name=f"ragray-{run_id}").start()
         return self.status(run_id)
 
-    @staticmethod
-    def _work(command: str, config: ExperimentConfig, out: Path, generator: Generator | None) -> None:
+    def _work(self, run_id: str, command: str, config: ExperimentConfig, out: Path,
+              generator: Generator | None) -> None:
         from ragray.commands.audit import run_audit
         from ragray.commands.interpret import run_interpret
         from ragray.commands.run import run_influence
 
         try:
-            if command == "audit":
-                run_audit(config, out, progress=False, generator=generator)
-            else:
-                fn = run_influence if command == "run" else run_interpret
-                fn(config, out, resume=True, progress=False, generator=generator)
-        except Exception as exc:  # recorded for GET /runs/{id}; the thread must not die silently
-            (out / _ERROR_FILE).write_text(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+            with recording(self.history, run_id, out):  # the command's own recording joins this record
+                if command == "audit":
+                    run_audit(config, out, progress=False, generator=generator)
+                else:
+                    fn = run_influence if command == "run" else run_interpret
+                    fn(config, out, resume=True, progress=False, generator=generator)
+        except Exception:  # recorded as failed for GET /runs/{id}; the thread must not die silently
+            log.warning("run %s failed", run_id, exc_info=True)
 
-    def _command(self, run_id: str, out: Path) -> str:
-        if run_id in self._commands:
-            return self._commands[run_id]
+    @staticmethod
+    def _status(record: RunRecord) -> s.RunStatus:
+        progress = Path(record.out or "") / "progress.jsonl"
         try:
-            return json.loads((out / "command.json").read_text())["command"]
-        except (OSError, ValueError, KeyError):
-            return "unknown"
+            done = sum(1 for line in progress.read_text().splitlines() if line.strip()) if record.out else 0
+        except OSError:
+            done = 0
+        return s.RunStatus(run_id=record.id, command=record.kind, status=record.status, out=record.out or "",
+                           questions_done=done, summary=record.summary, error=record.error, name=record.name,
+                           parent_id=record.parent_id, started_at=record.started_at,
+                           finished_at=record.finished_at, seconds=record.seconds)
 
     def status(self, run_id: str) -> s.RunStatus:
-        out = self.root / run_id
-        if not _NAME.match(run_id) or not out.is_dir():
-            raise KeyError(run_id)
-        command = self._command(run_id, out)
-        final = out / _FINAL.get(command, "summary.json")
-        error = out / _ERROR_FILE
-        progress = out / "progress.jsonl"
-        done = sum(1 for line in progress.read_text().splitlines() if line.strip()) if progress.is_file() else 0
-        summary = None
-        if error.is_file():
-            state, err = "failed", error.read_text().split("\n\n", 1)[0]
-        elif final.is_file():
-            report = json.loads(final.read_text())
-            state, err, summary = "done", None, report.get("summary", report)
-        elif run_id in self._threads and self._threads[run_id].is_alive():
-            state, err = "running", None
-        else:
-            state, err = "incomplete", None
-        return s.RunStatus(run_id=run_id, command=command, status=state, out=str(out), questions_done=done,
-                           summary=summary, error=err)
+        """The run ``run_id`` (:class:`KeyError` if the history has none)."""
+        return self._status(self.history.get_run(run_id))
 
-    def list(self) -> list[s.RunStatus]:
-        if not self.root.is_dir():
-            return []
-        ids = sorted((p.name for p in self.root.iterdir() if (p / "config.yaml").is_file() or p.name in self._threads),
-                     reverse=True)
-        return [self.status(i) for i in ids]
+    def list(self, limit: int = 50, offset: int = 0, kind: str | None = None,
+             status: str | None = None) -> list[s.RunStatus]:
+        """Recorded runs, newest first."""
+        return [self._status(r) for r in self.history.list_runs(limit, offset, kind=kind, status=status)]
 
 
 def _with_overrides(config: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
-    """The served config with ``a.b=value`` overrides, validated like a file."""
-    from ragray.config import apply_overrides, validate_config
-
+    """The config with ``a.b=value`` overrides, validated like a file."""
     if not overrides:
         return config
     return validate_config(apply_overrides(config.model_dump(mode="json"), overrides))

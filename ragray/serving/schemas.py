@@ -8,6 +8,7 @@ answered with 400.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,9 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "RetrieveRequest", "GenerateRequest", "InfluenceRequest", "InterpretationRequest", "AuditRequest",
     "RunRequest", "HitOut", "RetrieveResponse", "GenerateResponse", "InfluenceResponse",
-    "InterpretationResponse", "AuditResponse", "RunStatus", "Preset", "Health", "ErrorBody",
+    "InterpretationResponse", "AuditResponse", "RunStatus", "Preset", "PresetRequest", "CleanupResponse",
+    "Health", "ErrorBody", "RunKind", "RecordedStatus",
 ]
 
+RunKind = Literal["run", "interpret", "audit", "score", "sweep", "trial"]  # ragray.store.history.RUN_KINDS
+RecordedStatus = Literal["running", "done", "failed"]  # ragray.store.history.RUN_STATUSES
 Question = Field(min_length=1, max_length=4000, description="the user question")
 Row = dict[str, Any]
 
@@ -125,22 +129,46 @@ class AuditResponse(BaseModel):
 
 
 class RunStatus(BaseModel):
+    """A run from the history database: started over HTTP, from the CLI, or a sweep's trial."""
+
     run_id: str
-    command: str
+    command: str = Field(description="the run's kind: run | interpret | audit | score | sweep | trial")
     status: Literal["running", "done", "failed", "incomplete"]
     out: str
-    questions_done: int
+    questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")
     summary: Row | None = None
     error: str | None = None
+    name: str | None = Field(None, description="the config's name")
+    parent_id: str | None = Field(None, description="the sweep a trial belongs to")
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    seconds: float | None = Field(None, description="wall time from start to finish")
 
 
 class Preset(BaseModel):
     name: str
-    path: str
+    source: Literal["db", "file"] = Field(
+        "file", description="saved in the history database (PUT /presets/{name}) or a YAML file of serve.presets_dir"
+    )
+    path: str | None = Field(None, description="the YAML file (file presets)")
+    description: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
     retriever: str | None = None
     rerank: str | None = None
     generator: str | None = None
     error: str | None = None
+
+
+class PresetRequest(_Request):
+    config: Row = Field(description="a ragray config mapping (as in a YAML file); unset keys take their defaults")
+    description: str | None = Field(None, max_length=2000, description="omitted: keep the saved description")
+
+
+class CleanupResponse(BaseModel):
+    expired_count: int = Field(description="ephemeral indexes past their TTL")
+    deleted_count: int = Field(description="of those, deleted now")
+    errors: list[str] = Field(description="'path: reason' for each that could not be deleted (retried next time)")
 
 
 class Health(BaseModel):

@@ -34,5 +34,6 @@ def served_config(tmp_path, monkeypatch):
         "faithfulness.similarity=rouge_l", "faithfulness.measures=[rouge_l,exact_match]",
         "faithfulness.random_repeats=4", "faithfulness.k_values=[top-1]",
         f"serve.runs_dir={tmp_path / 'runs'}", f"serve.presets_dir={presets}", "serve.max_top_k=6",
+        f"history.url=sqlite:///{tmp_path / 'history.sqlite'}",
         "serve.max_request_bytes=4096",
     ])

@@ -139,26 +139,125 @@ def test_request_body_limit_is_413(client):
 def test_presets_list_and_resolve(client):
     presets = {p["name"]: p for p in client.get("/presets").json()}
     assert presets["small"]["generator"] == "scripted:smollm2" and presets["small"]["error"] is None
+    assert presets["small"]["source"] == "file" and presets["small"]["path"].endswith("small.yaml")
     assert "retrieval.top_k must be >= 1" in presets["broken"]["error"]
     assert client.get("/presets/small").json()["generation"]["backend"] == "scripted"
     missing = client.get("/presets/nope")
     assert missing.status_code == 404 and "valid: broken, small" in missing.json()["error"]
 
 
+def wait(client, run_id, timeout=60):
+    deadline = time.time() + timeout
+    while (status := client.get(f"/runs/{run_id}").json())["status"] == "running" and time.time() < deadline:
+        time.sleep(0.2)
+    return status
+
+
 def test_runs_start_finish_and_list(client):
     r = client.post("/runs", json={"command": "run", "preset": "small"})
     assert r.status_code == 202, r.text
+    assert r.json()["status"] in ("running", "done") and r.json()["started_at"]
     run_id = r.json()["run_id"]
-    deadline = time.time() + 60
-    while (status := client.get(f"/runs/{run_id}").json())["status"] == "running" and time.time() < deadline:
-        time.sleep(0.2)
+    status = wait(client, run_id)
     assert status["status"] == "done", status
     assert status["questions_done"] == 1 and status["summary"]["n_questions"] == 1
+    assert status["command"] == "run" and status["name"] == "small"
+    assert status["seconds"] >= 0 and status["finished_at"] >= status["started_at"]
     assert run_id in [s["run_id"] for s in client.get("/runs").json()]
     audit = client.post("/runs", json={"command": "audit", "overrides": ["audit.k=1"]}).json()
-    while (status := client.get(f"/runs/{audit['run_id']}").json())["status"] == "running":
-        time.sleep(0.2)
+    status = wait(client, audit["run_id"])
     assert status["status"] == "done" and status["summary"]["k"] == 1
+    listed = client.get("/runs", params={"limit": 1}).json()
+    assert [s["run_id"] for s in listed] == [audit["run_id"]]  # newest first
+    assert [s["run_id"] for s in client.get("/runs", params={"kind": "run"}).json()] == [run_id]
+
+
+def test_a_run_failing_in_the_background_is_recorded_failed(client, tmp_path):
+    r = client.post("/runs", json={"command": "audit", "overrides": [f"data.path={tmp_path / 'missing.jsonl'}"]})
+    assert r.status_code == 202, r.text
+    status = wait(client, r.json()["run_id"])
+    assert status["status"] == "failed" and "missing.jsonl" in status["error"], status
+    assert [s["run_id"] for s in client.get("/runs", params={"status": "failed"}).json()] == [r.json()["run_id"]]
+
+
+def test_runs_lists_cli_runs_from_the_same_history(client, served_config):
+    from ragray.store.history import History
+
+    history = History(served_config.history.url)
+    run_id = history.start_run("score", "mine", served_config, "/tmp/scored")
+    history.finish_run(run_id, {"em": 0.5})
+    (listed,) = client.get("/runs", params={"kind": "score"}).json()
+    assert listed["run_id"] == run_id and listed["summary"] == {"em": 0.5} and listed["questions_done"] == 0
+    assert client.get(f"/runs/{run_id}").json()["status"] == "done"
+
+
+@pytest.mark.parametrize("params", [{"kind": "bogus"}, {"status": "ok"}, {"limit": 0}, {"offset": -1}])
+def test_bad_run_listing_parameters_are_422(client, params):
+    assert client.get("/runs", params=params).status_code == 422
+
+
+SMALL = {"generation": {"backend": "scripted"}, "metrics": {"embedding": False}, "retrieval": {"top_k": 2}}
+
+
+def test_presets_put_get_list_delete(client):
+    r = client.put("/presets/fast", json={"config": SMALL, "description": "two passages"})
+    assert r.status_code == 200, r.text
+    assert r.json()["source"] == "db" and r.json()["description"] == "two passages" and r.json()["path"] is None
+    assert client.get("/presets/fast").json()["retrieval"]["top_k"] == 2
+    assert [p["name"] for p in client.get("/presets").json()] == ["broken", "fast", "small"]
+    assert [p["name"] for p in client.get("/presets", params={"limit": 1, "offset": 1}).json()] == ["fast"]
+    again = client.put("/presets/fast", json={"config": {**SMALL, "retrieval": {"top_k": 3}}}).json()
+    assert again["description"] == "two passages" and again["updated_at"] > again["created_at"]
+    assert client.get("/presets/fast").json()["retrieval"]["top_k"] == 3
+    assert client.delete("/presets/fast").status_code == 204
+    assert client.get("/presets/fast").status_code == 404
+    gone = client.delete("/presets/fast")
+    assert gone.status_code == 404 and "no preset 'fast' in the database" in gone.json()["error"]
+
+
+def test_a_saved_preset_shadows_the_file_of_the_same_name_and_runs(client):
+    assert client.put("/presets/small", json={"config": {**SMALL, "name": "saved"}}).status_code == 200
+    listed = [p for p in client.get("/presets").json() if p["name"] == "small"]
+    assert len(listed) == 1 and listed[0]["source"] == "db"
+    assert client.get("/presets/small").json()["name"] == "saved"
+    run = client.post("/runs", json={"command": "audit", "preset": "small", "overrides": ["audit.k=1"]}).json()
+    status = wait(client, run["run_id"])
+    assert status["name"] == "saved" and status["status"] == "done", status  # the database preset ran:
+    assert status["summary"]["n_queries"] == 36  # the demo set (its data.path), not the file preset's corpus
+    assert client.delete("/presets/small").status_code == 204
+    assert client.get("/presets/small").json()["generation"]["backend"] == "scripted"  # the file again
+    assert client.delete("/presets/small").status_code == 404  # files are read-only
+
+
+@pytest.mark.parametrize("name, body, status, message", [
+    ("fast", {"config": {"retrieval": {"top_k": 0}}}, 400, "preset fast: retrieval.top_k must be >= 1, got 0"),
+    ("fast", {"config": {"retreival": {}}}, 400, "preset fast: retreival: unknown key"),
+    (".hidden", {"config": {}}, 400, "preset name must be 1-100 letters"),
+    ("fast", {"config": [1]}, 422, None),
+    ("fast", {"config": {}, "colour": "red"}, 422, None),
+])
+def test_bad_presets_are_rejected_with_the_reason(client, name, body, status, message):
+    r = client.put(f"/presets/{name}", json=body)
+    assert r.status_code == status, r.text
+    if message:
+        assert message in r.json()["error"]
+    assert client.get("/presets/fast").status_code == 404
+
+
+def test_cleanup_deletes_expired_ephemeral_indexes(client, served_config, tmp_path):
+    from ragray.store.history import History
+
+    history = History(served_config.history.url)
+    old, new = tmp_path / "idx-old", tmp_path / "idx-new"
+    for d in (old, new):
+        d.mkdir()
+        (d / "index.npy").write_bytes(b"x")
+    history.register_ephemeral("ns", old, 0)
+    history.register_ephemeral("ns", new, 3600)
+    r = client.post("/cleanup")
+    assert r.status_code == 200 and r.json() == {"expired_count": 1, "deleted_count": 1, "errors": []}
+    assert not old.exists() and new.is_dir()
+    assert client.post("/cleanup").json() == {"expired_count": 0, "deleted_count": 0, "errors": []}
 
 
 @pytest.mark.parametrize("body, message", [

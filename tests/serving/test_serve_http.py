@@ -48,7 +48,7 @@ def server(tmp_path_factory):
     from ragray.serving.app import start_server
 
     os.environ["RAGRAY_API_KEY"] = KEY  # replica processes inherit the environment Ray starts with
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
              _temp_dir="/tmp/rg-serve")
     port = _free_port()
     runs = tmp_path_factory.mktemp("runs")

@@ -1,0 +1,525 @@
+"""Run history, presets and ephemeral indexes in a SQL database (SQLAlchemy 2 Core).
+
+One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), holds three tables:
+
+    presets            name (key), config (resolved YAML), description, created_at, updated_at
+    runs               id (key), kind, name, status (running|done|failed), config (YAML), out,
+                       parent_id (a sweep's id for its trials), started_at, finished_at, seconds,
+                       summary (JSON), results (file names in ``out``), error
+    ephemeral_indexes  namespace, path, created_at, ttl_seconds, expires_at, deleted_at
+
+Tables are created when missing. Several processes write at once (Ray Tune trials, the Serve
+ingress, CLI runs): SQLite runs in WAL mode, with a busy timeout, and every write transaction takes
+the write lock up front (``BEGIN IMMEDIATE``), so writers queue instead of failing with "database
+is locked". Times are stored as naive UTC and returned timezone-aware.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, TypedDict
+
+import sqlalchemy as sa
+import yaml
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+)
+from sqlalchemy.pool import StaticPool
+
+from ragray.config import ExperimentConfig, validate_config
+from ragray.errors import BackendError, InputError
+
+__all__ = [
+    "History",
+    "PresetRecord",
+    "RunRecord",
+    "CleanupCounts",
+    "RUN_KINDS",
+    "RUN_STATUSES",
+    "new_run_id",
+    "check_preset_name",
+]
+
+RUN_KINDS = ("run", "interpret", "audit", "score", "sweep", "trial")
+RUN_STATUSES = ("running", "done", "failed")
+BUSY_TIMEOUT_S = 60.0  # how long a SQLite writer waits for the lock before giving up
+
+_MAX_INT = 2**63 - 1  # SQL BIGINT: larger limits/offsets cannot be sent to the database
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_NAME_RULE = "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+_meta = sa.MetaData()
+_presets = sa.Table(
+    "presets", _meta,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("description", sa.Text),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("updated_at", sa.DateTime, nullable=False),
+)
+_runs = sa.Table(
+    "runs", _meta,
+    sa.Column("id", sa.String(100), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False, index=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("out", sa.Text),
+    sa.Column("parent_id", sa.String(100), index=True),
+    sa.Column("started_at", sa.DateTime, nullable=False, index=True),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("seconds", sa.Float),
+    sa.Column("summary", sa.JSON),
+    sa.Column("results", sa.JSON),
+    sa.Column("error", sa.Text),
+)
+_ephemeral = sa.Table(
+    "ephemeral_indexes", _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String(255), nullable=False, index=True),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("ttl_seconds", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.DateTime, nullable=False, index=True),
+    sa.Column("deleted_at", sa.DateTime),
+)
+
+
+def check_preset_name(name: str) -> str:
+    """``name`` if it is a valid preset name, else :class:`InputError` saying what is allowed."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InputError(f"preset name must be {_NAME_RULE}, got {name!r}")
+    return name
+
+
+def new_run_id(kind: str) -> str:
+    """``<kind>-<UTC yyyymmdd-HHMMSS>-<6 hex>``: sortable by start time, unique across processes."""
+    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Stored naive UTC → aware UTC (the database keeps no zone)."""
+    return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _json_safe(value: Any) -> Any:
+    """JSON has no NaN/inf (Postgres rejects them): "unmeasured" is stored as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _choice(value: str | None, valid: Sequence[str], what: str) -> str | None:
+    if value is not None and value not in valid:
+        raise InputError(f"{what} must be one of {', '.join(valid)}, got {value!r}")
+    return value
+
+
+def _page(limit: int | None, offset: int) -> None:
+    if limit is not None and not 1 <= limit <= _MAX_INT:
+        raise InputError(f"limit must be >= 1 and <= {_MAX_INT}, got {limit}")
+    if not 0 <= offset <= _MAX_INT:
+        raise InputError(f"offset must be >= 0 and <= {_MAX_INT}, got {offset}")
+
+
+@dataclass(frozen=True)
+class PresetRecord:
+    """A saved preset: its resolved config as YAML, plus when it was saved."""
+
+    name: str
+    config_yaml: str = field(repr=False)
+    description: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def config(self) -> ExperimentConfig:
+        """The preset as a validated config (:class:`ConfigError` if it no longer validates)."""
+        return validate_config(yaml.safe_load(self.config_yaml) or {}, where=f"preset {self.name}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "created_at": _iso(self.created_at),
+                "updated_at": _iso(self.updated_at), "config": yaml.safe_load(self.config_yaml)}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One recorded run (or sweep, or trial)."""
+
+    id: str
+    kind: str
+    name: str
+    status: str
+    config_yaml: str = field(repr=False)
+    out: str | None
+    parent_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    seconds: float | None
+    summary: dict[str, Any] | None
+    results: list[str] | None
+    error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the config as a mapping."""
+        return {
+            "id": self.id, "kind": self.kind, "name": self.name, "status": self.status, "out": self.out,
+            "parent_id": self.parent_id, "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at), "seconds": self.seconds, "results": self.results,
+            "error": self.error, "summary": self.summary, "config": yaml.safe_load(self.config_yaml),
+        }
+
+
+class CleanupCounts(TypedDict):
+    """What :meth:`History.cleanup_expired` did (the seed's response body)."""
+
+    expired_count: int
+    deleted_count: int
+    errors: list[str]
+
+
+def _preset(row: Mapping[str, Any]) -> PresetRecord:
+    return PresetRecord(row["name"], row["config"], row["description"], _utc(row["created_at"]),
+                        _utc(row["updated_at"]))
+
+
+def _run(row: Mapping[str, Any]) -> RunRecord:
+    return RunRecord(
+        id=row["id"], kind=row["kind"], name=row["name"], status=row["status"], config_yaml=row["config"],
+        out=row["out"], parent_id=row["parent_id"], started_at=_utc(row["started_at"]),
+        finished_at=_utc(row["finished_at"]), seconds=row["seconds"], summary=row["summary"],
+        results=row["results"], error=row["error"],
+    )
+
+
+def _remove(path: Path) -> None:
+    """Delete a file or a directory tree; a path that is already gone is fine."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    except FileNotFoundError:  # removed meanwhile (another cleanup): done unless it is still there
+        if path.exists():
+            raise
+
+
+class History:
+    """Presets, runs and ephemeral indexes in the database at ``url`` (see the module docstring).
+
+    Relative SQLite paths are resolved against the current directory and their folder is created.
+    Bad URLs raise :class:`InputError` naming ``history.url``; database failures while working
+    raise :class:`BackendError`.
+    """
+
+    def __init__(self, url: str = "sqlite:///runs/ragray.sqlite") -> None:
+        self.engine = _engine(url)
+        self.url = self.engine.url.render_as_string(hide_password=True)
+        self._create_tables()
+
+    @classmethod
+    def from_config(cls, config: ExperimentConfig) -> History:
+        return cls(config.history.url)
+
+    def close(self) -> None:
+        """Release the connection pool (the object can still be used; it reconnects)."""
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"History({self.url!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._errors(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """One write transaction (SQLite: ``BEGIN IMMEDIATE``, so it waits for the lock up front)."""
+        with self._errors(), self.engine.connect() as conn:
+            conn.execution_options(ragray_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise BackendError(f"history database {self.url}: {exc}") from exc
+
+    def _create_tables(self) -> None:
+        # SQLite: the check-then-create runs under the write lock, so two processes starting at
+        # once cannot both create a table; other databases: retry once after a lost race.
+        for attempt in range(2):
+            try:
+                with self.engine.connect() as conn:
+                    conn.execution_options(ragray_write=True)
+                    with conn.begin():
+                        _meta.create_all(conn)
+                return
+            except SQLAlchemyError as exc:
+                if attempt == 0 and self.engine.dialect.name != "sqlite":
+                    continue
+                err = getattr(exc, "orig", None) or exc
+                if self.engine.dialect.name == "sqlite":
+                    raise InputError(f"history.url {self.url}: cannot open the SQLite database: {err}") from None
+                raise BackendError(f"history.url {self.url}: cannot use the database: {err}") from exc
+
+    # -- presets ----------------------------------------------------------------------------------
+
+    def save_preset(self, name: str, config: ExperimentConfig, description: str | None = None) -> PresetRecord:
+        """Insert or update preset ``name`` (its resolved config). ``description=None`` keeps the
+        saved description on update."""
+        check_preset_name(name)
+        text, now = config.to_yaml(), _now()
+        for attempt in range(2):  # an insert racing another process's insert becomes an update
+            try:
+                with self._write() as conn:
+                    found = conn.execute(sa.select(_presets.c.name).where(_presets.c.name == name)).first()
+                    if found is None:
+                        conn.execute(_presets.insert().values(name=name, config=text, description=description,
+                                                              created_at=now, updated_at=now))
+                    else:
+                        values: dict[str, Any] = {"config": text, "updated_at": now}
+                        if description is not None:
+                            values["description"] = description
+                        conn.execute(_presets.update().where(_presets.c.name == name).values(**values))
+                break
+            except BackendError as exc:
+                if attempt or not isinstance(exc.__cause__, IntegrityError):
+                    raise
+        return self.get_preset_record(name)
+
+    def get_preset_record(self, name: str) -> PresetRecord:
+        """The saved preset ``name`` with its description and times (:class:`KeyError` if absent)."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise KeyError(name)
+        with self._read() as conn:
+            row = conn.execute(sa.select(_presets).where(_presets.c.name == name)).mappings().first()
+        if row is None:
+            raise KeyError(name)
+        return _preset(row)
+
+    def get_preset(self, name: str) -> ExperimentConfig:
+        """The config saved as ``name`` (:class:`KeyError` if there is none)."""
+        return self.get_preset_record(name).config()
+
+    def list_presets(self, limit: int | None = 50, offset: int = 0) -> list[PresetRecord]:
+        """Presets by name; ``limit=None`` lists them all."""
+        _page(limit, offset)
+        query = sa.select(_presets).order_by(_presets.c.name).offset(offset).limit(limit)
+        with self._read() as conn:
+            return [_preset(r) for r in conn.execute(query).mappings()]
+
+    def delete_preset(self, name: str) -> bool:
+        """Delete preset ``name``; False if there was none."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            return False
+        with self._write() as conn:
+            return conn.execute(_presets.delete().where(_presets.c.name == name)).rowcount > 0
+
+    # -- runs -------------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        kind: str,
+        name: str,
+        config: ExperimentConfig,
+        out: str | Path | None,
+        parent_id: str | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> str:
+        """Record a run as ``running`` now; returns its id (``run_id``, or a new one)."""
+        _choice(kind, RUN_KINDS, "run kind")
+        run_id = run_id or new_run_id(kind)
+        if not _NAME.match(run_id):
+            raise InputError(f"run id must be {_NAME_RULE}, got {run_id!r}")
+        with self._write() as conn:
+            conn.execute(_runs.insert().values(
+                id=run_id, kind=kind, name=name, status="running", config=config.to_yaml(),
+                out=None if out is None else str(Path(out).resolve()), parent_id=parent_id, started_at=_now(),
+            ))
+        return run_id
+
+    def _end(self, run_id: str, status: str, **values: Any) -> None:
+        now = _now()
+        with self._write() as conn:
+            started = conn.execute(sa.select(_runs.c.started_at).where(_runs.c.id == run_id)).scalar()
+            if started is None:
+                raise KeyError(run_id)
+            conn.execute(_runs.update().where(_runs.c.id == run_id).values(
+                status=status, finished_at=now, seconds=(now - started).total_seconds(), **values))
+
+    def finish_run(self, run_id: str, summary: Mapping[str, Any] | None, results: Sequence[str] | None = None) -> None:
+        """Mark run ``run_id`` done with its summary (and the files it wrote); :class:`KeyError` if unknown."""
+        self._end(run_id, "done", summary=None if summary is None else _json_safe(summary),
+                  results=None if results is None else list(results), error=None)
+
+    def fail_run(self, run_id: str, error: str) -> None:
+        """Mark run ``run_id`` failed with ``error``; :class:`KeyError` if unknown."""
+        self._end(run_id, "failed", error=error)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run ``run_id`` (:class:`KeyError` if absent)."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(_runs).where(_runs.c.id == run_id)).mappings().first()
+        if row is None:
+            raise KeyError(run_id)
+        return _run(row)
+
+    def list_runs(
+        self,
+        limit: int | None = 50,
+        offset: int = 0,
+        kind: str | None = None,
+        status: str | None = None,
+        parent_id: str | None = None,
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally of one kind / status / parent sweep."""
+        _page(limit, offset)
+        query = sa.select(_runs).order_by(_runs.c.started_at.desc(), _runs.c.id.desc())
+        if _choice(kind, RUN_KINDS, "kind") is not None:
+            query = query.where(_runs.c.kind == kind)
+        if _choice(status, RUN_STATUSES, "status") is not None:
+            query = query.where(_runs.c.status == status)
+        if parent_id is not None:
+            query = query.where(_runs.c.parent_id == parent_id)
+        with self._read() as conn:
+            return [_run(r) for r in conn.execute(query.offset(offset).limit(limit)).mappings()]
+
+    # -- ephemeral indexes ------------------------------------------------------------------------
+
+    def register_ephemeral(self, namespace: str, path: str | Path, ttl_seconds: float) -> int:
+        """Track ``path`` (a file or directory) to be deleted ``ttl_seconds`` from now; returns its id."""
+        if not (isinstance(ttl_seconds, (int, float)) and math.isfinite(ttl_seconds) and ttl_seconds >= 0):
+            raise InputError(f"ttl_seconds must be a number >= 0, got {ttl_seconds!r}")
+        now = _now()
+        with self._write() as conn:
+            result = conn.execute(_ephemeral.insert().values(
+                namespace=namespace, path=str(Path(path).resolve()), created_at=now, ttl_seconds=float(ttl_seconds),
+                expires_at=now + timedelta(seconds=ttl_seconds),
+            ))
+            return int(result.inserted_primary_key[0])
+
+    def cleanup_expired(self, now: datetime | None = None) -> CleanupCounts:
+        """Delete every expired, not yet deleted path and mark it deleted.
+
+        ``expired_count``: entries past their expiry; ``deleted_count``: those removed now (a path
+        already gone counts as removed); ``errors``: "path: reason" for each that could not be
+        removed (it stays registered and is retried next time). Never raises for a path.
+        """
+        cutoff = _naive_utc(now) if now is not None else _now()
+        query = sa.select(_ephemeral.c.id, _ephemeral.c.path).where(
+            _ephemeral.c.deleted_at.is_(None), _ephemeral.c.expires_at <= cutoff).order_by(_ephemeral.c.id)
+        with self._read() as conn:
+            expired = conn.execute(query).all()
+        deleted, errors = 0, []
+        for entry_id, path in expired:
+            try:
+                _remove(Path(path))
+            except OSError as exc:
+                errors.append(f"{path}: {exc.strerror or exc}")
+                continue
+            with self._write() as conn:  # a concurrent cleanup may have claimed it: count it once
+                claimed = conn.execute(_ephemeral.update().where(
+                    _ephemeral.c.id == entry_id, _ephemeral.c.deleted_at.is_(None)).values(deleted_at=_now()))
+                deleted += claimed.rowcount
+        return CleanupCounts(expired_count=len(expired), deleted_count=deleted, errors=errors)
+
+
+# -- the engine ------------------------------------------------------------------------------------
+
+
+def _engine(text: str) -> sa.Engine:
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError, TypeError):
+        raise InputError(
+            f"history.url: not a valid SQLAlchemy URL: {text!r} (e.g. sqlite:///runs/ragray.sqlite)"
+        ) from None
+    shown = url.render_as_string(hide_password=True)
+    kwargs: dict[str, Any] = {}
+    sqlite = url.get_backend_name() == "sqlite"
+    if sqlite:
+        url, kwargs = _sqlite_options(url)
+    try:
+        engine = sa.create_engine(url, **kwargs)
+    except NoSuchModuleError:
+        raise InputError(
+            f"history.url: unknown database {url.drivername!r} in {shown!r} "
+            "(e.g. sqlite:///runs/ragray.sqlite or postgresql://user@host/db)"
+        ) from None
+    except ImportError as exc:
+        raise InputError(f"history.url {shown!r} needs its database driver: {exc}") from None
+    if sqlite:
+        _sqlite_events(engine)
+    return engine
+
+
+def _sqlite_options(url: URL) -> tuple[URL, dict[str, Any]]:
+    db = url.database
+    connect_args: dict[str, Any] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return url, {"poolclass": StaticPool, "connect_args": connect_args}  # one shared connection
+    path = Path(db).expanduser()
+    path = path if path.is_absolute() else Path.cwd() / path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"history.url: cannot create the folder of {path}: {exc.strerror or exc}") from None
+    return url.set(database=str(path)), {"connect_args": connect_args}
+
+
+def _sqlite_events(engine: sa.Engine) -> None:
+    """WAL (readers never block the writer), a busy timeout, and SQLAlchemy-issued BEGINs.
+
+    pysqlite's own transaction handling starts a transaction lazily at the first write; a
+    transaction that read first can then fail at once with "database is locked" instead of
+    waiting. SQLAlchemy's documented recipe takes over BEGIN; writes use BEGIN IMMEDIATE.
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            cursor.execute("PRAGMA journal_mode = WAL")  # persistent; in-memory databases answer 'memory'
+        finally:
+            cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("ragray_write") else "BEGIN")

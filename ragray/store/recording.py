@@ -1,0 +1,122 @@
+"""Recording a command in the run history: ``running``, then ``done`` with its summary or ``failed``.
+
+    with recorded_run(config, "run", out) as recording:
+        ...                                   # the command's own work
+        recording.summary = summary           # stored when the block ends without an error
+
+Recording follows ``config.history`` (``record``, ``url``). It never breaks the run: when the
+database cannot be opened or written, a warning is logged and the run goes on unrecorded.
+
+Nested blocks: a block for the same run directory as the enclosing one (a run started over HTTP,
+already recorded by the server) adds nothing and hands its summary to the enclosing record; a
+block for another directory (a sweep's trial) is recorded with the enclosing run as its parent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from ragray.config import ExperimentConfig
+from ragray.store.history import History
+
+__all__ = ["Recording", "recorded_run", "recording"]
+
+log = logging.getLogger(__name__)
+
+
+class Recording:
+    """The history entry of one run while it is going on.
+
+    ``id`` is None when nothing is recorded; set ``summary`` before the block ends.
+    """
+
+    def __init__(self, run_id: str | None, out: Path) -> None:
+        self.id = run_id
+        self.out = out
+        self.summary: dict[str, Any] | None = None
+
+
+_ACTIVE: ContextVar[Recording | None] = ContextVar("ragray_recording", default=None)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _files(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.is_file()) if out.is_dir() else []
+
+
+def _quietly(what: str, fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the history must never break the run
+        log.warning("run history: could not %s: %s", what, exc)
+
+
+@contextmanager
+def recording(history: History, run_id: str, out: str | Path, *, close: bool = False) -> Iterator[Recording]:
+    """End the already started record ``run_id`` as done (with ``Recording.summary`` and the files
+    in ``out``) or failed (with the error, which is re-raised)."""
+    rec = Recording(run_id, Path(out).resolve())
+    token = _ACTIVE.set(rec)
+    try:
+        yield rec
+    except BaseException as exc:  # also Ctrl-C: the record must not stay "running"
+        _quietly(f"record run {run_id} as failed", history.fail_run, run_id, _error_text(exc))
+        raise
+    else:
+        _quietly(f"record run {run_id} as done", history.finish_run, run_id, rec.summary, _files(rec.out))
+    finally:
+        _ACTIVE.reset(token)
+        if close:
+            history.close()
+
+
+@contextmanager
+def recorded_run(
+    config: ExperimentConfig,
+    kind: str,
+    out: str | Path,
+    *,
+    history: History | None = None,
+    parent_id: str | None = None,
+) -> Iterator[Recording]:
+    """Record the run in ``out`` as ``kind`` (see the module docstring).
+
+    ``history`` overrides ``config.history`` (and records even when ``history.record`` is false).
+    """
+    path = Path(out).resolve()
+    outer = _ACTIVE.get()
+    if outer is not None and outer.out == path:
+        yield outer
+        return
+    if outer is not None and parent_id is None:
+        parent_id = outer.id
+    if history is None and not config.history.record:
+        yield Recording(None, path)
+        return
+    own = history is None
+    try:
+        hist = history if history is not None else History(config.history.url)
+    except Exception as exc:  # noqa: BLE001 - the history must never break the run
+        log.warning("run history: not recording this %s: %s", kind, exc)
+        hist = None
+    run_id = None
+    if hist is not None:
+        try:
+            run_id = hist.start_run(kind, config.name, config, path, parent_id)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("run history: not recording this %s: %s", kind, exc)
+            if own:
+                hist.close()
+    if hist is None or run_id is None:
+        yield Recording(None, path)
+        return
+    with recording(hist, run_id, path, close=own) as rec:
+        yield rec

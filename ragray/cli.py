@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
     srv.add_argument("--no-ray", action="store_true",
                      help="serve the same API from this process with uvicorn, without Ray (for a quick look)")
+    sweep = sub.add_parser(
+        "sweep", help="configuration sweep on Ray Tune: one trial per configuration, a scored leaderboard"
+    )
+    sweep.add_argument("spec", help="sweep spec YAML (groups chunking/retrieval/rerank/generation, variants, search)")
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a base config value for every trial, e.g. --set data.limit=20 (repeatable)")
+    sweep.add_argument("--out", help="sweep directory (default: runs/sweep-<name>-<time>)")
+    sweep.add_argument("--address", help="Ray cluster for the trials (default: in-process Ray, or RAY_ADDRESS)")
+    sweep.add_argument("--resume", action="store_true", help="continue the interrupted sweep in --out")
     _add_history_commands(sub)
     return parser
 
@@ -488,6 +497,15 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ragray.commands.sweep import sweep_command
+
+    if args.resume and not args.out:
+        raise InputError("--resume needs --out: the sweep directory to continue")
+    result = sweep_command(args.spec, args.out, address=args.address, resume=args.resume, overrides=args.overrides)
+    return 0 if result.best is not None else 1
+
+
 def _cmd_cleanup(args: argparse.Namespace) -> int:
     history = _history(args)
     counts = history.cleanup_expired()
@@ -500,7 +518,7 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
             "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_runs, "presets": _cmd_presets,
-            "cleanup": _cmd_cleanup}
+            "cleanup": _cmd_cleanup, "sweep": _cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

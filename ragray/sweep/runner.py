@@ -13,6 +13,7 @@ stay finished) and a restarted trial resumes its own run directory question by q
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -33,11 +34,13 @@ from ragray.sweep.spec import SweepSpec, Trial, load_spec
 
 __all__ = ["SweepResult", "run_sweep"]
 
+# RAY_CHDIR_TO_TRIAL_DIR=0: trials keep the working directory (relative paths in configs work)
 for _key, _value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-                     "RAY_USAGE_STATS_ENABLED": "0"}.items():
+                     "RAY_USAGE_STATS_ENABLED": "0", "RAY_CHDIR_TO_TRIAL_DIR": "0"}.items():
     os.environ.setdefault(_key, _value)
 
 EXPERIMENT = "tune"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ def _numbers(summary: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeout_s: float) -> None:
+def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeout_s: float,
+               parent_id: str | None) -> None:
     """A Tune function trainable: run one trial (in a thread, to enforce the timeout)."""
     from ray import tune
 
@@ -73,8 +77,12 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
     box: dict[str, Any] = {}
 
     def work() -> None:
-        try:
-            box["result"] = run_trial(config, out)
+        from ragray.store.recording import recorded_run
+
+        try:  # recorded as a trial of the sweep; the run inside joins this record
+            with recorded_run(config, "trial", out, parent_id=parent_id) as rec:
+                box["result"] = run_trial(config, out)
+                rec.summary = box["result"]["summary"]
         except BaseException as exc:  # re-raised in the trial's own thread below
             box["error"] = exc
 
@@ -134,6 +142,22 @@ def _rows(trials: list[Trial], out: Path, errors: dict[str, str], spec: SweepSpe
     return rank_trials(rows)
 
 
+def _save_best_preset(spec: SweepSpec, best: Trial | None) -> None:
+    """The winner as preset ``<sweep name>-best`` in the history database (never fatal)."""
+    if best is None or not best.config.history.record:
+        return
+    try:
+        from ragray.store.history import History
+
+        history = History(best.config.history.url)
+        try:
+            history.save_preset(f"{spec.name}-best", best.config, f"best of sweep '{spec.name}': {best.label()}")
+        finally:
+            history.close()
+    except Exception as exc:  # noqa: BLE001 - the leaderboard files are the result; the preset is a copy
+        log.warning("sweep: could not save the best config as a preset: %s", exc)
+
+
 def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: str | None = None,
               resume: bool = False, overrides: tuple[str, ...] | list[str] = (), verbose: int = 1) -> SweepResult:
     """Expand the spec, run every trial on Ray Tune, write the leaderboard (module docstring)."""
@@ -149,36 +173,42 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         "scoring": {"objective": spec.objective, "weights": spec.score_metrics()},
     }, indent=1, default=str) + "\n")
 
-    _init_ray(address or spec.execution.address)
-    from ray import tune
+    from ragray.store.recording import recorded_run
 
-    ex = spec.execution
-    trainable = tune.with_resources(
-        tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
-                             timeout_s=ex.timeout_s),
-        {"cpu": ex.cpus_per_trial, "gpu": ex.gpus_per_trial},
-    )
-    path = out / EXPERIMENT
-    start = time.perf_counter()
-    if resume and tune.Tuner.can_restore(str(path)):
-        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        tuner = tune.Tuner(
-            trainable,
-            param_space={"trial_id": tune.grid_search([t.id for t in trials])},
-            tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, num_samples=1),
-            run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
-                                      failure_config=tune.FailureConfig(max_failures=0)),
+    with recorded_run(trials[0].config.model_copy(update={"name": spec.name}), "sweep", out) as record:
+        parent_id = record.id
+        _init_ray(address or spec.execution.address)
+        from ray import tune
+
+        ex = spec.execution
+        trainable = tune.with_resources(
+            tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
+                                 timeout_s=ex.timeout_s, parent_id=parent_id),
+            {"cpu": ex.cpus_per_trial, "gpu": ex.gpus_per_trial},
         )
-    grid = tuner.fit()
-    errors = {r.config["trial_id"]: _describe(r.error) for r in grid if r.error is not None and r.config}
-    rows = _rows(trials, out, errors, spec)
-    best = next((t for t in trials if rows and rows[0].get("rank") == 1 and t.id == rows[0]["trial_id"]), None)
-    files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
-                              {"objective": spec.objective, "weights": spec.score_metrics()},
-                              best.config.to_yaml() if best else None)
-    summary = {"name": spec.name, "n_trials": len(trials), "n_done": sum(r["status"] == "done" for r in rows),
-               "n_failed": sum(r["status"] != "done" for r in rows), "best": rows[0] if best else None,
-               "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        path = out / EXPERIMENT
+        start = time.perf_counter()
+        if resume and tune.Tuner.can_restore(str(path)):
+            tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
+        else:
+            tuner = tune.Tuner(
+                trainable,
+                param_space={"trial_id": tune.grid_search([t.id for t in trials])},
+                tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, num_samples=1),
+                run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
+                                          failure_config=tune.FailureConfig(max_failures=0)),
+            )
+        grid = tuner.fit()
+        errors = {r.config["trial_id"]: _describe(r.error) for r in grid if r.error is not None and r.config}
+        rows = _rows(trials, out, errors, spec)
+        best = next((t for t in trials if rows and rows[0].get("rank") == 1 and t.id == rows[0]["trial_id"]), None)
+        files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
+                                  {"objective": spec.objective, "weights": spec.score_metrics()},
+                                  best.config.to_yaml() if best else None)
+        summary = {"name": spec.name, "n_trials": len(trials), "n_done": sum(r["status"] == "done" for r in rows),
+                   "n_failed": sum(r["status"] != "done" for r in rows), "best": rows[0] if best else None,
+                   "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        record.summary = summary
+        _save_best_preset(spec, best)
     return SweepResult(out, rows, files)

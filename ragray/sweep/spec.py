@@ -154,8 +154,28 @@ def _caching_overrides(spec: SweepSpec) -> dict[str, Any]:
             "retrieval.dense.cache": c.embeddings}
 
 
+def _anchor_paths(raw: dict[str, Any]) -> dict[str, Any]:
+    """Relative data paths and a relative SQLite history made absolute (from this working dir).
+
+    Trials run in Ray workers whose working directory need not be this one (Tune moves each
+    trial into its own directory), so every trial config must name its files absolutely.
+    """
+    data = dict(raw.get("data") or {})
+    for key in ("path", "corpus", "queries", "ground_truth"):
+        value = data.get(key)
+        if isinstance(value, str) and value != "demo" and "://" not in value and Path(value).exists():
+            data[key] = str(Path(value).resolve())
+    history = dict(raw.get("history") or {})
+    url = history.get("url")
+    if isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////") \
+            and ":memory:" not in url:
+        history["url"] = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
+    return {**raw, "data": data, "history": history}
+
+
 def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
     """Every trial of the spec (grid, or the seeded random sample), each config validated."""
+    base = _anchor_paths(base)
     axes = spec.axes()
     keys = [k for k, _ in axes]
     grid = list(itertools.product(*(values for _, values in axes))) or [()]

@@ -81,3 +81,19 @@ def test_spec_file_problems(tmp_path):
         load_spec(tmp_path / "nope.yaml")
     with pytest.raises(InputError, match="a sweep spec is a mapping, got list"):
         load_spec(write(tmp_path, "- a\n- b\n"))
+
+
+@pytest.mark.parametrize("name", ["versions.yaml", "squad_small.yaml"])
+def test_example_sweeps_expand(name, monkeypatch):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    if name == "squad_small.yaml" and not (root.parent / "shared" / "data").is_dir():
+        pytest.skip("../shared/data is absent")
+    spec, trials = load_spec(root / "configs" / "sweeps" / name)
+    assert len(trials) >= 3 and len({t.id for t in trials}) == len(trials)
+    if name == "versions.yaml":
+        assert [t.variant for t in trials] == ["v1-flat", "v2-hnsw-hybrid", "v3-hybrid-rerank"]
+        assert trials[2].config.rerank.strategy == "bi_encoder" and trials[1].config.retrieval.dense.index == "hnsw"
+        assert spec.score_metrics()["f1"] == 2.0

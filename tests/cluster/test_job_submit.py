@@ -203,7 +203,11 @@ def test_run_job(head, dataset, tmp_path):
     unpacked = [d for d in packages.iterdir() if d.is_dir()]
     assert unpacked and all((d / "ragray" / "cli.py").is_file() for d in unpacked)
     for d in unpacked:
-        assert not any((d / big).exists() for big in (".git", "runs", "benchmarks/results")), d
+        assert not any((d / big).exists() for big in (".git", "benchmarks/results")), d
+        # runs/ was not uploaded: the only thing in it is the history database the job itself
+        # wrote (history.url defaults to ./runs/ragray.sqlite, relative to the job's working dir)
+        leftovers = {p.name for p in (d / "runs").iterdir()} if (d / "runs").is_dir() else set()
+        assert leftovers <= {"ragray.sqlite", "ragray.sqlite-wal", "ragray.sqlite-shm"}, leftovers
 
 
 @pytest.mark.timeout(420)

@@ -64,3 +64,22 @@ def make_pdf():
         return path
 
     return make
+
+
+@pytest.fixture(scope="session")
+def start_ray():
+    """``start_ray(temp_dir)``: an in-process Ray of 2 CPUs for one test module (ENV.md settings).
+
+    ``address="local"`` so a cluster some ``ray start`` recorded in /tmp/ray is never joined; a
+    short ``temp_dir`` per module (AF_UNIX paths); the module shuts it down with ``ray.shutdown()``.
+    """
+    import ray
+
+    def start(temp_dir: str) -> None:
+        for key, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+                           "RAY_USAGE_STATS_ENABLED": "0"}.items():
+            os.environ.setdefault(key, value)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 object_store_memory=200 * 2**20, _temp_dir=temp_dir)
+
+    return start

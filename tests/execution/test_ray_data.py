@@ -1,7 +1,6 @@
 """The Ray Data executor gives the local executor's results (real in-process Ray)."""
 
 import json
-import os
 
 import pyarrow.parquet as pq
 import pytest
@@ -23,13 +22,9 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def ray_session():
+def ray_session(start_ray):
     """One in-process Ray for this module, shut down after it (the vLLM tests run later)."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
-             _temp_dir="/tmp/rg-ray")
+    start_ray("/tmp/rg-ray")
     yield
     ray.shutdown()
 

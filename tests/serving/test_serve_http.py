@@ -42,14 +42,13 @@ def _config(port, runs, *extra):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, start_ray):
     from ray import serve
 
     from ragray.serving.app import start_server
 
     os.environ["RAGRAY_API_KEY"] = KEY  # replica processes inherit the environment Ray starts with
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20,
-             _temp_dir="/tmp/rg-serve")
+    start_ray("/tmp/rg-serve")
     port = _free_port()
     runs = tmp_path_factory.mktemp("runs")
     start_server(_config(port, runs), blocking=False)

@@ -36,12 +36,11 @@ execution: {{cpus_per_trial: 1, concurrency: 1}}
 
 
 @pytest.mark.timeout(1800)
-def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path):
+def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path, start_ray):
     data = shared_data / "squad_v11_dev.jsonl"
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(data=data, corpus=shared_data / "squad_v11_dev.corpus.jsonl"))
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=200 * 2**20, _temp_dir="/tmp/rg-sweep3")
+    start_ray("/tmp/rg-sweep3")
     try:
         result = run_sweep(spec, tmp_path / "out", verbose=0)
     finally:

@@ -38,9 +38,8 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=200 * 2**20, _temp_dir="/tmp/rg-sweep")
+def ray_session(start_ray):
+    start_ray("/tmp/rg-sweep")
     yield
     ray.shutdown()
 

@@ -12,10 +12,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from ragray.ablation.loop import InfluenceLoop
 from ragray.audit.explain import explain_audits
 from ragray.audit.integrity import audit_documents
-from ragray.config import ExperimentConfig
+from ragray.config import ExperimentConfig, format_validation_error
 from ragray.errors import ConfigError, InputError
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
@@ -136,8 +138,8 @@ class RagService:
         raw = fc.model_dump() | {k: v for k, v in update.items() if v is not None}
         try:
             return type(fc).model_validate(raw)
-        except Exception as exc:  # pydantic's message names the field
-            raise InputError(f"faithfulness options: {exc}") from None
+        except ValidationError as exc:
+            raise InputError(format_validation_error(exc, "faithfulness options")) from None
 
     def interpretation(self, req: s.InterpretationRequest, qid: str) -> s.InterpretationResponse:
         fc = self._faithfulness_config(req)

@@ -201,7 +201,8 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         grid = tuner.fit()
         errors = {r.config["trial_id"]: _describe(r.error) for r in grid if r.error is not None and r.config}
         rows = _rows(trials, out, errors, spec)
-        best = next((t for t in trials if rows and rows[0].get("rank") == 1 and t.id == rows[0]["trial_id"]), None)
+        winner = rows[0]["trial_id"] if rows and rows[0].get("rank") == 1 else None
+        best = next((t for t in trials if t.id == winner), None)
         files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
                                   {"objective": spec.objective, "weights": spec.score_metrics()},
                                   best.config.to_yaml() if best else None)

@@ -138,6 +138,16 @@ class HybridConfig(Section):
     alpha: float = Field(0.5, ge=0, le=1, description="weight of the dense score in alpha fusion")
 
 
+class ExpandConfig(Section):
+    """Context expansion (``retrieval.expand``, :mod:`ragray.retrieval.expand`)."""
+
+    window: int = Field(
+        0, ge=0, le=20,
+        description="neighbouring chunks of the same document added on each side of every final hit "
+                    "(hits that then overlap are merged); 0: off",
+    )
+
+
 class RetrievalConfig(Section):
     retriever: Annotated[str, _registered("ragray.retrieval", "RETRIEVERS")] = "bm25"
     top_k: int = Field(10, ge=1)
@@ -149,6 +159,7 @@ class RetrievalConfig(Section):
     bm25: BM25Config = Field(default_factory=BM25Config)
     dense: DenseConfig = Field(default_factory=DenseConfig)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
+    expand: ExpandConfig = Field(default_factory=ExpandConfig)
 
 
 

@@ -17,6 +17,9 @@ Every key starts with :data:`~ragray.cache.fingerprint.CACHE_FORMAT` and the
 - **one question's hits** = retrieval setup + its corpus (the global chunk set key, or for
   ``per_question`` scope the key of its own passages' chunk set) + the question text.
 
+``retrieval.expand`` is in no key either: expansion widens the final hits after the cache (a
+question's hits are cached unwidened), so configurations differing only in the window share them.
+
 Nothing of ``generation``, ``influence``, ``faithfulness``, ``metrics``, ``execution``, ``serve``,
 ``data.limit`` or the question id enters a key: none of them changes what is retrieved.
 ``device`` and ``batch_size`` are left out on purpose although float kernels may differ in the

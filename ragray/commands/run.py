@@ -79,6 +79,7 @@ def run_influence(
         summary = summarize_run(records, config, model_id=model_id)
         summary["skipped_rows"] = len(dataset.skipped)
         summary["resumed_questions"] = n_resumed
+        summary["cache"] = qr.stage.cache_stats.as_dict()  # this process's hits and misses
         summary["wall_seconds"] = time.perf_counter() - start
         run.write_json("summary", summary)
         recording.summary = summary

@@ -11,6 +11,9 @@ indexing; ``retrieval.min_score`` drops hits scoring below it at the final stage
 when a reranker is on). With a reranker, ``rerank.candidates`` first-stage hits are reranked and the
 best ``retrieval.top_k`` kept; hit ranks are always 1..n of the final order.
 
+Context expansion (``retrieval.expand.window``, :mod:`ragray.retrieval.expand`) widens the final
+hits with neighbouring chunks of their documents; it runs on the final hits, cached or not.
+
 Caching (``cache.*``, :mod:`ragray.cache`): the chunked global corpus, its index and every
 question's final hits are stored under fingerprints of everything they depend on, so the trials
 of a sweep share them and a trial that changes only ``generation.*`` (or anything else after
@@ -38,6 +41,7 @@ from ragray.errors import InputError
 from ragray.rerank import build_reranker
 from ragray.retrieval import build_retriever
 from ragray.retrieval.base import SearchIndex
+from ragray.retrieval.expand import DocumentChunks, expand_hits, index_documents
 from ragray.types import Dataset, Hit, Passage, Question
 
 __all__ = ["QuestionHits", "RetrievalStage", "passes_filters", "resolved_retrieval_config"]
@@ -179,6 +183,13 @@ class RetrievalStage:
 
     # --- running --------------------------------------------------------------------------
 
+    def _widen(self, result: QuestionHits, documents: Mapping[str, DocumentChunks]) -> QuestionHits:
+        """``result`` after context expansion (``retrieval.expand``; a no-op when off)."""
+        window = self.config.retrieval.expand.window
+        if not window:
+            return result
+        return QuestionHits(result.question, expand_hits(result.hits, dict(documents), window))
+
     def _finish(self, question: Question, hits: Sequence[Hit]) -> QuestionHits:
         cfg = self.config.retrieval
         if self.reranker is not None:
@@ -207,19 +218,24 @@ class RetrievalStage:
                 "BEIR); use retrieval.scope=global (--scope global)"
             )
         setup = self._setup_key()
+        expand = bool(self.config.retrieval.expand.window)
         bar = tqdm(dataset.questions, desc="retrieve", unit="q", disable=not progress)
         for q in bar:
             own = self.cache.chunks_key(q.passages, self.config.chunking, dataset.documents) if setup else None
             key = hits_key(setup, own, q.question) if setup and own else None
             cached = self.cache.hits(setup, key) if setup and key else None
+            corpus: tuple[Passage, ...] = ()
             if cached is not None:
-                yield QuestionHits(q, cached)
-                continue
-            index = self.retriever.index(self._corpus(q.passages, dataset.documents))
-            result = self._finish(q, index.search([q.question], self.first_stage_k)[0])
-            if setup and key:
-                self.cache.put_hits(setup, key, result.hits)
-            yield result
+                result = QuestionHits(q, cached)
+                if expand:
+                    corpus = self._corpus(q.passages, dataset.documents)
+            else:
+                corpus = self._corpus(q.passages, dataset.documents)
+                index = self.retriever.index(corpus)
+                result = self._finish(q, index.search([q.question], self.first_stage_k)[0])
+                if setup and key:
+                    self.cache.put_hits(setup, key, result.hits)
+            yield self._widen(result, index_documents(q.passages, corpus) if expand else {})
 
     def _run_global(self, dataset: Dataset, progress: bool) -> Iterator[QuestionHits]:
         """Cached questions are answered from the cache; the index is loaded or built only for
@@ -228,6 +244,8 @@ class RetrievalStage:
         chunks_key = self._chunks_key(source, dataset.documents)
         setup = self._setup_key() if chunks_key else None
         index: SearchIndex | None = None
+        documents: dict[str, DocumentChunks] | None = None
+        expand = bool(self.config.retrieval.expand.window)
         questions = dataset.questions
         bar = tqdm(total=len(questions), desc="retrieve", unit="q", disable=not progress)
         for start in range(0, len(questions), _GLOBAL_BATCH):
@@ -249,6 +267,8 @@ class RetrievalStage:
                     result = self._finish(q, searched[i])
                     if setup and key:
                         self.cache.put_hits(setup, key, result.hits)
-                yield result
+                if expand and documents is None:
+                    documents = index_documents(source, self._corpus(source, dataset.documents, chunks_key))
+                yield self._widen(result, documents or {})
                 bar.update(1)
         bar.close()

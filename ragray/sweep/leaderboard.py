@@ -24,10 +24,11 @@ COLUMNS = [
     "rank_agreement", "not_divergent", "used_context", "chunk_coverage", "chunk_cohesion",
     "mean_rho", "divergent_rate", "mean_dominance", "wasted_context",
     "n_questions", "n_measured", "n_errors", "latency_s", "tokens_per_question", "cost_usd_per_question",
-    "trial_seconds", "error", "out",
+    "trial_seconds", "cache_chunksets_hit", "cache_chunksets_miss", "cache_indexes_hit", "cache_indexes_miss",
+    "cache_retrievals_hit", "cache_retrievals_miss", "error", "out",
 ]
 _TEXT = {"trial_id", "label", "status", "error", "out"}
-_INT = {"rank", "n_questions", "n_measured", "n_errors"}
+_INT = {"rank", "n_questions", "n_measured", "n_errors", *(c for c in COLUMNS if c.startswith("cache_"))}
 
 
 def _table(rows: Sequence[dict[str, Any]]) -> pa.Table:

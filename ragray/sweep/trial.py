@@ -136,5 +136,6 @@ def run_trial(config: ExperimentConfig, out: str | Path) -> dict[str, Any]:
     for q in per_q:
         q.update({k: chunking[k] for k in ("chunk_coverage", "chunk_cohesion") if k in chunking})
     summary = trial_summary(per_q, result.summary, chunking)
+    summary.update({f"cache_{k}": v for k, v in (result.summary.get("cache") or {}).items()})
     summary["trial_seconds"] = time.perf_counter() - start
     return {"summary": summary, "questions": per_q, "out": str(out)}

@@ -94,6 +94,7 @@ def test_example_sweeps_expand(name, monkeypatch):
     spec, trials = load_spec(root / "configs" / "sweeps" / name)
     assert len(trials) >= 3 and len({t.id for t in trials}) == len(trials)
     if name == "versions.yaml":
-        assert [t.variant for t in trials] == ["v1-flat", "v2-hnsw-hybrid", "v3-hybrid-rerank"]
+        assert [t.variant for t in trials] == ["v1-flat", "v2-hnsw-hybrid", "v3-hybrid-rerank", "v4-expand"]
+        assert trials[3].config.retrieval.expand.window == 1 and trials[3].config.chunking.method == "sentences"
         assert trials[2].config.rerank.strategy == "bi_encoder" and trials[1].config.retrieval.dense.index == "hnsw"
         assert spec.score_metrics()["f1"] == 2.0

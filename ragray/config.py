@@ -507,6 +507,11 @@ class CacheConfig(Section):
     chunksets: bool = Field(True, description="chunked corpora, keyed by corpus + chunking config")
     indexes: bool = Field(True, description="built retrieval indexes, keyed by chunk set + retriever config")
     retrievals: bool = Field(True, description="final hits per question, keyed by everything retrieval depends on")
+    namespace: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$", max_length=128,
+        description="keep the per-question (per-sample) indexes under <dir>/ephemeral/<namespace>/ "
+                    "(a sweep with ephemeral.namespace sets one per trial and deletes or expires them)",
+    )
 
 
 class ExperimentConfig(Section):

@@ -4,6 +4,11 @@
 :mod:`ragray.cache.keys`, and *when* to consult the cache in
 :class:`~ragray.retrieval.stage.RetrievalStage`. Each kind has its own switch (``cache.chunksets``,
 ``cache.indexes``, ``cache.retrievals``); a switched-off kind is neither read, written nor counted.
+
+With ``cache.namespace`` the per-question indexes, otherwise never stored, are kept in their own
+store ``<root>/ephemeral/<namespace>/`` (:attr:`RetrievalCache.ephemeral_root`): a sweep gives every
+trial a namespace, registers the folder with a TTL in the run history and deletes it at the end
+(or ``ragray cleanup`` does when the TTL runs out). They count as ``indexes`` hits and misses.
 """
 
 from __future__ import annotations
@@ -55,16 +60,24 @@ class RetrievalCache:
         chunksets: bool = True,
         indexes: bool = True,
         retrievals: bool = True,
+        namespace: str | None = None,
     ) -> None:
         self.store = CacheStore(root)
         self.use_chunksets, self.use_indexes, self.use_retrievals = chunksets, indexes, retrievals
+        self.namespace = namespace
+        self.ephemeral = CacheStore(self.ephemeral_root) if namespace else None
         self._counts: Counter[str] = Counter()
+
+    @property
+    def ephemeral_root(self) -> Path | None:
+        """The namespace's folder of per-question indexes (``None`` without a namespace)."""
+        return self.store.root / "ephemeral" / self.namespace if self.namespace else None
 
     @classmethod
     def from_config(cls, config: CacheConfig) -> RetrievalCache:
         """The caches of a ``cache`` config section."""
         return cls(config.dir, chunksets=config.chunksets, indexes=config.indexes,
-                   retrievals=config.retrievals)
+                   retrievals=config.retrievals, namespace=config.namespace)
 
     @property
     def stats(self) -> CacheStats:
@@ -114,18 +127,21 @@ class RetrievalCache:
 
     # --- indexes --------------------------------------------------------------------------
 
-    def index(self, key: str | None, retriever: Retriever, passages: Sequence[Passage]) -> SearchIndex:
-        """The index ``key`` of ``passages`` from the cache, else ``retriever.index`` (then saved)."""
+    def index(self, key: str | None, retriever: Retriever, passages: Sequence[Passage],
+              store: CacheStore | None = None) -> SearchIndex:
+        """The index ``key`` of ``passages`` from the cache (``store``: another one, such as
+        :attr:`ephemeral`), else ``retriever.index`` (then saved)."""
         if key is None or not self.use_indexes:
             return retriever.index(passages)
-        loaded = self.store.load_folder("indexes", key, lambda d: retriever.load_index(d, passages))
+        store = store or self.store
+        loaded = store.load_folder("indexes", key, lambda d: retriever.load_index(d, passages))
         if loaded is not None:
             self._count("indexes", True)
             log.info("%s index %s… loaded from the cache", retriever.name, key[:12])
             return loaded
         self._count("indexes", False)
         index = retriever.index(passages)
-        if self.store.save_folder("indexes", key, index.save):
+        if store.save_folder("indexes", key, index.save):
             log.info("%s index %s… built and cached", retriever.name, key[:12])
         return index
 

@@ -19,9 +19,11 @@ question's final hits are stored under fingerprints of everything they depend on
 of a sweep share them and a trial that changes only ``generation.*`` (or anything else after
 retrieval) chunks, embeds, indexes, searches and reranks nothing. Per-question indexes are not
 cached: each covers a handful of passages, cheaper to rebuild than to write and read back, and a
-question's cached hits skip its index anyway. A retriever or reranker swapped in by hand
-(``stage.reranker = ...``) is not described by the config, so the stage then bypasses the index
-and result caches rather than serve hits of the configured components.
+question's cached hits skip its index anyway — unless ``cache.namespace`` names an ephemeral
+store for them (:mod:`ragray.cache.retrieval`; sweeps with ``ephemeral.namespace``). A retriever
+or reranker swapped in by hand (``stage.reranker = ...``) is not described by the config, so the
+stage then bypasses the index and result caches rather than serve hits of the configured
+components.
 """
 
 from __future__ import annotations
@@ -181,6 +183,15 @@ class RetrievalStage:
         log.info("index of %d passages with %s", len(corpus), self.config.retrieval.retriever)
         return self.cache.index(self._index_key(chunks_key), self.retriever, corpus)
 
+    def _question_index(self, question: Question, corpus: tuple[Passage, ...], documents: bool) -> SearchIndex:
+        """One question's index: built in memory, or with ``cache.namespace`` kept in (and
+        loaded from) the namespace's ephemeral store."""
+        ephemeral = self.cache.ephemeral
+        if ephemeral is None:
+            return self.retriever.index(corpus)
+        own = self.cache.chunks_key(question.passages, self.config.chunking, documents)
+        return self.cache.index(self._index_key(own), self.retriever, corpus, store=ephemeral)
+
     # --- running --------------------------------------------------------------------------
 
     def _widen(self, result: QuestionHits, documents: Mapping[str, DocumentChunks]) -> QuestionHits:
@@ -231,7 +242,7 @@ class RetrievalStage:
                     corpus = self._corpus(q.passages, dataset.documents)
             else:
                 corpus = self._corpus(q.passages, dataset.documents)
-                index = self.retriever.index(corpus)
+                index = self._question_index(q, corpus, dataset.documents)
                 result = self._finish(q, index.search([q.question], self.first_stage_k)[0])
                 if setup and key:
                     self.cache.put_hits(setup, key, result.hits)

@@ -422,15 +422,23 @@ class History:
     # -- ephemeral indexes ------------------------------------------------------------------------
 
     def register_ephemeral(self, namespace: str, path: str | Path, ttl_seconds: float) -> int:
-        """Track ``path`` (a file or directory) to be deleted ``ttl_seconds`` from now; returns its id."""
+        """Track ``path`` (a file or directory) to be deleted ``ttl_seconds`` from now; returns its id.
+
+        Registering a namespace's path again while it is tracked (a resumed sweep) restarts its TTL
+        rather than adding a second entry."""
         if not (isinstance(ttl_seconds, (int, float)) and math.isfinite(ttl_seconds) and ttl_seconds >= 0):
             raise InputError(f"ttl_seconds must be a number >= 0, got {ttl_seconds!r}")
-        now = _now()
+        now, where = _now(), str(Path(path).resolve())
+        values = {"created_at": now, "ttl_seconds": float(ttl_seconds),
+                  "expires_at": now + timedelta(seconds=ttl_seconds)}
         with self._write() as conn:
-            result = conn.execute(_ephemeral.insert().values(
-                namespace=namespace, path=str(Path(path).resolve()), created_at=now, ttl_seconds=float(ttl_seconds),
-                expires_at=now + timedelta(seconds=ttl_seconds),
-            ))
+            existing = conn.execute(sa.select(_ephemeral.c.id).where(
+                _ephemeral.c.namespace == namespace, _ephemeral.c.path == where,
+                _ephemeral.c.deleted_at.is_(None))).scalar()
+            if existing is not None:
+                conn.execute(_ephemeral.update().where(_ephemeral.c.id == existing).values(**values))
+                return int(existing)
+            result = conn.execute(_ephemeral.insert().values(namespace=namespace, path=where, **values))
             return int(result.inserted_primary_key[0])
 
     def cleanup_expired(self, now: datetime | None = None) -> CleanupCounts:
@@ -441,12 +449,20 @@ class History:
         removed (it stays registered and is retried next time). Never raises for a path.
         """
         cutoff = _naive_utc(now) if now is not None else _now()
+        return self._delete_where(_ephemeral.c.expires_at <= cutoff)
+
+    def delete_namespace(self, namespace: str) -> CleanupCounts:
+        """Delete the namespace's paths now, whatever their TTL (a sweep's cleanup at its end);
+        counted as in :meth:`cleanup_expired`, with ``expired_count`` = the entries found."""
+        return self._delete_where(_ephemeral.c.namespace == namespace)
+
+    def _delete_where(self, condition: Any) -> CleanupCounts:
         query = sa.select(_ephemeral.c.id, _ephemeral.c.path).where(
-            _ephemeral.c.deleted_at.is_(None), _ephemeral.c.expires_at <= cutoff).order_by(_ephemeral.c.id)
+            _ephemeral.c.deleted_at.is_(None), condition).order_by(_ephemeral.c.id)
         with self._read() as conn:
-            expired = conn.execute(query).all()
+            found = conn.execute(query).all()
         deleted, errors = 0, []
-        for entry_id, path in expired:
+        for entry_id, path in found:
             try:
                 _remove(Path(path))
             except OSError as exc:
@@ -456,7 +472,7 @@ class History:
                 claimed = conn.execute(_ephemeral.update().where(
                     _ephemeral.c.id == entry_id, _ephemeral.c.deleted_at.is_(None)).values(deleted_at=_now()))
                 deleted += claimed.rowcount
-        return CleanupCounts(expired_count=len(expired), deleted_count=deleted, errors=errors)
+        return CleanupCounts(expired_count=len(found), deleted_count=deleted, errors=errors)
 
 
 # -- the engine ------------------------------------------------------------------------------------

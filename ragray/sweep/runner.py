@@ -5,6 +5,10 @@ params), ``trials/<id>/`` (each trial's ordinary run directory plus ``trial.json
 metrics), ``tune/`` (Tune's storage path: results, TensorBoard logs, experiment state) and the
 leaderboard files (:mod:`ragray.sweep.leaderboard`).
 
+With ``ephemeral.namespace`` each trial's per-question indexes live in its own namespace,
+registered with a TTL before the trials start and deleted when the sweep finishes
+(``ephemeral.cleanup``; the counts go to ``summary.json``).
+
 A failing or timed-out trial is recorded as failed with its error; the others go on. An
 interrupted sweep continues with ``--resume``: Tune restores its experiment (finished trials
 stay finished) and a restarted trial resumes its own run directory question by question.
@@ -158,6 +162,36 @@ def _save_best_preset(spec: SweepSpec, best: Trial | None) -> None:
         log.warning("sweep: could not save the best config as a preset: %s", exc)
 
 
+def _ephemeral(spec: SweepSpec, trials: list[Trial], *, register: bool) -> dict[str, Any] | None:
+    """Register each trial's ephemeral index folder with the spec's TTL (``register``), or delete
+    them all (the end of a sweep with ``ephemeral.cleanup``). Never fatal: the TTL is the fallback."""
+    if not spec.ephemeral.namespace or not trials:
+        return None
+    from ragray.cache import RetrievalCache
+    from ragray.store.history import History
+
+    try:
+        history = History(trials[0].config.history.url)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results do not depend on it
+        log.warning("sweep: ephemeral indexes not tracked (history database: %s)", exc)
+        return None
+    counts: dict[str, Any] = {"namespaces": 0, "expired_count": 0, "deleted_count": 0, "errors": []}
+    try:
+        for t in trials:
+            cache = RetrievalCache.from_config(t.config.cache)
+            if register:
+                history.register_ephemeral(cache.namespace, cache.ephemeral_root, spec.ephemeral.ttl_s)
+            else:
+                done = history.delete_namespace(cache.namespace)
+                for key in ("expired_count", "deleted_count"):
+                    counts[key] += done[key]
+                counts["errors"] += done["errors"]
+            counts["namespaces"] += 1
+    finally:
+        history.close()
+    return counts
+
+
 def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: str | None = None,
               resume: bool = False, overrides: tuple[str, ...] | list[str] = (), verbose: int = 1) -> SweepResult:
     """Expand the spec, run every trial on Ray Tune, write the leaderboard (module docstring)."""
@@ -177,6 +211,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
 
     with recorded_run(trials[0].config.model_copy(update={"name": spec.name}), "sweep", out) as record:
         parent_id = record.id
+        _ephemeral(spec, trials, register=True)
         _init_ray(address or spec.execution.address)
         from ray import tune
 
@@ -209,6 +244,8 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         summary = {"name": spec.name, "n_trials": len(trials), "n_done": sum(r["status"] == "done" for r in rows),
                    "n_failed": sum(r["status"] != "done" for r in rows), "best": rows[0] if best else None,
                    "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
+        if spec.ephemeral.cleanup:
+            summary["ephemeral_cleanup"] = _ephemeral(spec, trials, register=False)
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         record.summary = summary
         _save_best_preset(spec, best)

@@ -62,9 +62,15 @@ class Caching(_Model):
 
 
 class Ephemeral(_Model):
-    """Per-sample (per-question) indexes built by trials, kept under a namespace."""
+    """Per-sample (per-question) indexes built by trials, kept under a namespace.
 
-    namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    With a ``namespace`` every trial keeps the indexes of its questions' own corpora in
+    ``<cache.dir>/ephemeral/<namespace>_<trial id>/`` (``cache.namespace``), registered in the run
+    history with ``ttl_s``. ``cleanup: true`` deletes them when the sweep finishes; otherwise (and
+    after an interrupted sweep) ``ragray cleanup`` / ``POST /cleanup`` deletes them once expired.
+    """
+
+    namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$", max_length=96)
     cleanup: bool = Field(True, description="delete them when the sweep ends")
     ttl_s: float = Field(86400.0, gt=0, description="otherwise `ragray cleanup` deletes them after this")
 
@@ -191,6 +197,8 @@ def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
     for variant, point in combos:
         values = {**_caching_overrides(spec), **(variant.set if variant else {}), **dict(zip(keys, point))}
         params = {**({"variant": variant.name} if variant else {}), **dict(zip(keys, point))}
+        if spec.ephemeral.namespace:  # the trial's own per-sample indexes: "{namespace}_{trial id}"
+            values["cache.namespace"] = f"{spec.ephemeral.namespace}_{_trial_id(params)}"
         raw = apply_overrides(base, (), values)
         raw["name"] = f"{spec.name}-{_trial_id(params)}"
         try:

@@ -298,6 +298,29 @@ def test_cleanup_lists_errors_and_retries_later(history, tmp_path, monkeypatch):
     assert not stuck.exists()
 
 
+def test_delete_namespace_removes_its_paths_now_whatever_their_ttl(history, tmp_path):
+    mine, other = tmp_path / "sweep_t1", tmp_path / "other_t1"
+    for d in (mine, other):
+        (d / "indexes").mkdir(parents=True)
+    history.register_ephemeral("sweep_t1", mine, 3600)
+    history.register_ephemeral("other_t1", other, 3600)
+    assert history.delete_namespace("sweep_t1") == {"expired_count": 1, "deleted_count": 1, "errors": []}
+    assert not mine.exists() and other.is_dir()
+    assert history.delete_namespace("sweep_t1") == {"expired_count": 0, "deleted_count": 0, "errors": []}
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    assert history.cleanup_expired(now=later) == {"expired_count": 1, "deleted_count": 1, "errors": []}
+
+
+def test_registering_a_tracked_path_again_restarts_its_ttl(history, tmp_path):
+    d = tmp_path / "ns_t"
+    d.mkdir()
+    first = history.register_ephemeral("ns_t", d, 0)
+    assert history.register_ephemeral("ns_t", d, 3600) == first  # a resumed sweep: one entry, new TTL
+    assert history.cleanup_expired() == {"expired_count": 0, "deleted_count": 0, "errors": []}
+    assert history.delete_namespace("ns_t")["expired_count"] == 1 and not d.exists()
+    assert history.register_ephemeral("ns_t", d, 0) != first  # deleted entries are not revived
+
+
 def test_ttl_must_be_a_non_negative_number(history, tmp_path):
     for ttl in (-1, float("nan"), "10"):
         with pytest.raises(InputError, match="ttl_seconds must be a number >= 0"):

@@ -98,3 +98,13 @@ def test_example_sweeps_expand(name, monkeypatch):
         assert trials[3].config.retrieval.expand.window == 1 and trials[3].config.chunking.method == "sentences"
         assert trials[2].config.rerank.strategy == "bi_encoder" and trials[1].config.retrieval.dense.index == "hnsw"
         assert spec.score_metrics()["f1"] == 2.0
+
+
+def test_ephemeral_namespace_is_one_per_trial(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nretrieval: {top_k: [1, 2]}\nephemeral: {namespace: ns1, ttl_s: 60}\n")
+    spec, trials = load_spec(path)
+    assert [t.config.cache.namespace for t in trials] == [f"ns1_{t.id}" for t in trials]
+    path.write_text("name: s\nephemeral: {namespace: 'bad/ns'}\n")
+    with pytest.raises(ConfigError, match="ephemeral.namespace"):
+        load_spec(path)

@@ -136,3 +136,37 @@ def test_an_interrupted_sweep_resumes(ray_session, spec, tmp_path):
         assert sorted(ids) == ["q0", "q1", "q2"], trial_dir  # no question run twice
     for trial_id, mtime in first.items():  # trials finished before the kill were not run again
         assert (out / "trials" / trial_id / "trial.json").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("cleanup", [True, False])
+def test_ephemeral_namespaces_hold_each_trials_per_sample_indexes(ray_session, spec, tmp_path, cleanup):
+    from datetime import datetime, timedelta, timezone
+
+    from ragray.store.history import History
+
+    cache, url = tmp_path / "cache", f"sqlite:///{tmp_path / 'h.sqlite'}"
+    path = spec(f"retrieval: {{top_k: [1, 2]}}\ngeneration: {{template: plain}}\nset: [data.path={tmp_path / 'birds.jsonl'}, "
+                f"generation.backend=scripted, metrics.embedding=false, cache.dir={cache}, history.url={url}]\n"
+                f"ephemeral: {{namespace: birds-ns, cleanup: {str(cleanup).lower()}, ttl_s: 600}}\n")
+    result = run_sweep(path, tmp_path / "out", verbose=0)
+    assert [r["status"] for r in result.rows] == ["done", "done"]
+    folders = {r["trial_id"]: cache / "ephemeral" / f"birds-ns_{r['trial_id']}" for r in result.rows}
+    for row in result.rows:  # three questions, each its own corpus: three indexes built per trial
+        assert row["cache_indexes_miss"] == 3 and row["cache_retrievals_miss"] == 3
+    summary = json.loads((result.out / "summary.json").read_text())
+    history = History(url)
+    if cleanup:
+        assert not any(f.exists() for f in folders.values())
+        assert summary["ephemeral_cleanup"] == {"namespaces": 2, "expired_count": 2, "deleted_count": 2,
+                                                "errors": []}
+        assert history.cleanup_expired(now=datetime.now(timezone.utc) + timedelta(days=1))["expired_count"] == 0
+    else:
+        for folder in folders.values():  # the BM25 index files of each question, in the manifest format
+            assert len(list((folder / "indexes").glob("*/manifest.json"))) == 3
+        assert "ephemeral_cleanup" not in summary
+        assert history.cleanup_expired()["expired_count"] == 0  # TTL not reached
+        later = datetime.now(timezone.utc) + timedelta(seconds=601)
+        assert history.cleanup_expired(now=later) == {"expired_count": 2, "deleted_count": 2, "errors": []}
+        assert not any(f.exists() for f in folders.values())
+    history.close()

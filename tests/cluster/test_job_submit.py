@@ -1,4 +1,4 @@
-"""`ray job submit --working-dir . -- ragray run|interpret ...` against a real `ray start --head`.
+"""`ray job submit --working-dir . -- ragray run|interpret|sweep ...` against a real `ray start --head`.
 
 The head is a separate `ray start --head --block` process on 127.0.0.1, with every port chosen
 free (so it cannot collide with another cluster on the machine) and its own short --temp-dir
@@ -225,6 +225,29 @@ def test_interpret_job(head, dataset, tmp_path):
     assert {c["case"] for c in cases} == {"A"}  # dropping the ANSWER passage changes the answer
     for name in ("units", "arms"):
         assert rows(out / f"{name}.parquet"), name
+
+
+@pytest.mark.timeout(420)
+def test_sweep_job(head, dataset, tmp_path):
+    """`ray job submit -- ragray sweep SPEC`: Tune's trials run on the cluster, the leaderboard is written."""
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"""
+name: jobsweep
+set: [data.path={dataset}, generation.backend=scripted, metrics.embedding=false,
+      history.url=sqlite:///{tmp_path / 'history.sqlite'}]
+retrieval: {{top_k: [1, 4]}}
+execution: {{cpus_per_trial: 0.5, concurrency: 2}}
+""")
+    out = tmp_path / "sweep"
+    job_id = f"ragray-sweep-{uuid.uuid4().hex[:8]}"
+    done = submit(head, job_id, ["ragray", "sweep", str(spec), "--out", str(out)])
+    logs = check_succeeded(head, job_id, done)
+    assert "ragray sweep: 2/2 trials done" in logs, logs[-3000:]
+    board = rows(out / "leaderboard.parquet")
+    assert [r["status"] for r in board] == ["done", "done"]
+    # top_k=4 holds every question's ANSWER passage; top_k=1 misses it for most questions
+    assert board[0]["label"] == "retrieval.top_k=4" and board[0]["f1"] == 1.0 > board[1]["f1"]
+    assert (out / "best_config.yaml").is_file() and any((out / "tune").rglob("result.json"))
 
 
 @pytest.mark.timeout(420)

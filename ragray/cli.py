@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragray import __version__
 from ragray.errors import (
@@ -22,11 +22,6 @@ from ragray.errors import (
     MissingDependencyError,
     RagrayError,
 )
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from ragray.store.history import History
 
 __all__ = ["main", "build_parser"]
 
@@ -421,81 +416,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _history(args: argparse.Namespace) -> History:
-    from ragray.config import load_config
-    from ragray.store.history import History
-
-    return History(load_config(args.config, args.overrides).history.url)
-
-
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(f"{v!s:<{w}}" for v, w in zip(row, widths)).rstrip())
-
-
-def _cmd_runs(args: argparse.Namespace) -> int:
-    import json
-
-    history = _history(args)
-    if args.action == "show":
-        try:
-            record = history.get_run(args.run_id)
-        except KeyError:
-            raise InputError(f"no run '{args.run_id}' in {history.url}") from None
-        print(json.dumps(record.as_dict(), indent=2, default=str))
-        return 0
-    records = history.list_runs(args.limit, args.offset, kind=args.kind, status=args.status)
-    if not records:
-        print(f"no runs recorded in {history.url}" + (" (with these filters)" if args.kind or args.status else ""))
-        return 0
-    _table(["ID", "KIND", "NAME", "STATUS", "STARTED (UTC)", "SECONDS", "OUT"],
-           [[r.id, r.kind, r.name, r.status, _when(r.started_at), _fmt(r.seconds, ".1f"), r.out or "-"]
-            for r in records])
-    return 0
-
-
-def _cmd_presets(args: argparse.Namespace) -> int:
-    import yaml
-
-    if args.action == "save":
-        from ragray.config import load_config
-        from ragray.store.history import History
-
-        config = load_config(args.config, args.overrides)
-        history = History(config.history.url)
-        history.save_preset(args.name, config, args.description)
-        print(f"ragray presets: saved '{args.name}' in {history.url}")
-        return 0
-    history = _history(args)
-    if args.action == "get":
-        try:
-            print(history.get_preset_record(args.name).config_yaml, end="")
-        except KeyError:
-            raise InputError(f"no preset '{args.name}' in {history.url}") from None
-    elif args.action == "delete":
-        if not history.delete_preset(args.name):
-            raise InputError(f"no preset '{args.name}' in {history.url}")
-        print(f"ragray presets: deleted '{args.name}' from {history.url}")
-    else:
-        records = history.list_presets(args.limit, args.offset)
-        if not records:
-            print(f"no presets saved in {history.url}")
-            return 0
-        rows = []
-        for r in records:
-            raw = yaml.safe_load(r.config_yaml) or {}
-            gen = raw.get("generation") or {}
-            rows.append([r.name, _when(r.updated_at), (raw.get("retrieval") or {}).get("retriever", "-"),
-                         f"{gen.get('backend', '-')}:{gen.get('model', '-')}", r.description or ""])
-        _table(["NAME", "UPDATED (UTC)", "RETRIEVER", "GENERATOR", "DESCRIPTION"], rows)
-    return 0
-
-
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from ragray.commands.sweep import sweep_command
 
@@ -505,19 +425,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if result.best is not None else 1
 
 
-def _cmd_cleanup(args: argparse.Namespace) -> int:
-    history = _history(args)
-    counts = history.cleanup_expired()
-    print(f"ragray cleanup: {counts['expired_count']} expired, {counts['deleted_count']} deleted, "
-          f"{len(counts['errors'])} errors ({history.url})")
-    for error in counts["errors"]:
-        print(f"  could not delete {error}", file=sys.stderr)
-    return 1 if counts["errors"] else 0
+def _cmd_history(args: argparse.Namespace) -> int:
+    from ragray.commands.history import HISTORY_COMMANDS
+
+    return HISTORY_COMMANDS[args.command](args)
 
 
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
-            "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_runs, "presets": _cmd_presets,
-            "cleanup": _cmd_cleanup, "sweep": _cmd_sweep}
+            "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_history, "presets": _cmd_history,
+            "cleanup": _cmd_history, "sweep": _cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,6 +88,7 @@ def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
     assert "| 1 | retrieval.top_k=2" in (result.out / "leaderboard.md").read_text()
     # Tune's own results live in the storage path (TensorBoard / dashboard readable)
     assert any((result.out / "tune").rglob("result.json"))
+    assert len(list((result.out / "tune").rglob("events.out.tfevents.*"))) == 6  # one TensorBoard log per trial
     # the exported best config re-runs with `ragray run` to the same answers
     again = run_influence(load_config(result.out / "best_config.yaml"), tmp_path / "again", progress=False)
     best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())["summary"]

@@ -157,7 +157,8 @@ class RetrievalStage:
         chunks = self.cache.chunks(key, compute) if key is not None else compute()
         return self._filtered(chunks)
 
-    def _union(self, dataset: Dataset) -> tuple[Passage, ...]:
+    def sources(self, dataset: Dataset) -> tuple[Passage, ...]:
+        """The unchunked passages retrieval draws on: the global corpus, or every question's own."""
         if self.config.retrieval.scope == "global":
             return dataset.global_corpus()
         seen: dict[str, Passage] = {}
@@ -168,12 +169,12 @@ class RetrievalStage:
 
     def chunks(self, dataset: Dataset) -> tuple[Passage, ...]:
         """The chunked passages retrieval searches: the global corpus, or every question's own."""
-        source = self._union(dataset)
+        source = self.sources(dataset)
         return self._corpus(source, dataset.documents, self._chunks_key(source, dataset.documents))
 
     def global_index(self, dataset: Dataset) -> SearchIndex:
         """The configured retriever's index over :meth:`chunks` (from the index cache if there)."""
-        source = self._union(dataset)
+        source = self.sources(dataset)
         return self._index_over(source, dataset.documents, self._chunks_key(source, dataset.documents))
 
     def _index_over(

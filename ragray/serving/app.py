@@ -62,6 +62,9 @@ class RetrieverDeployment:
     def search(self, question: str, retriever: str, k: int) -> list:
         return self.search_.search(question, retriever, k)
 
+    def expand(self, hits: list) -> list:
+        return self.search_.expand(hits)
+
 
 @serve.deployment(name="Reranker")
 class RerankerDeployment:

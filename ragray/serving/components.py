@@ -17,6 +17,7 @@ from ragray.generation import Generator, build_generator
 from ragray.generation.base import ChatPrompt, Generation
 from ragray.rerank import build_reranker
 from ragray.retrieval import RETRIEVERS, build_retriever
+from ragray.retrieval.expand import expand_hits, index_documents
 from ragray.retrieval.stage import RetrievalStage
 from ragray.types import Hit
 
@@ -27,6 +28,7 @@ class CorpusSearch:
     """Indexes the served corpus (``data`` of the config, chunked) once per retriever name.
 
     The configured retriever is indexed at start-up; another registered one on first use.
+    With ``retrieval.expand.window`` the final hits are widened by :meth:`expand`.
     """
 
     def __init__(self, config: ExperimentConfig) -> None:
@@ -34,7 +36,10 @@ class CorpusSearch:
 
         self.config = config
         stage = RetrievalStage(config.model_copy(update={"rerank": RerankConfig()}))
-        self.chunks = stage.chunks(load_dataset(config.data))
+        dataset = load_dataset(config.data)
+        self.chunks = stage.chunks(dataset)
+        self.window = config.retrieval.expand.window
+        self._documents = index_documents(stage.sources(dataset), self.chunks) if self.window else {}
         self._indexes: dict[str, Any] = {config.retrieval.retriever: stage.retriever.index(self.chunks)}
         self._lock = threading.Lock()
 
@@ -44,6 +49,10 @@ class CorpusSearch:
 
     def size(self) -> int:
         return len(self.chunks)
+
+    def expand(self, hits: Sequence[Hit]) -> list[Hit]:
+        """``hits`` widened with their neighbouring chunks (``retrieval.expand.window``; 0: as they are)."""
+        return list(expand_hits(hits, self._documents, self.window))
 
     def search(self, question: str, retriever: str, k: int) -> list[Hit]:
         if retriever not in RETRIEVERS:
@@ -122,6 +131,9 @@ class RemoteSearch(_Remote):
 
     def search(self, question: str, retriever: str, k: int) -> list[Hit]:
         return self._call("search", question, retriever, k)
+
+    def expand(self, hits: Sequence[Hit]) -> list[Hit]:
+        return self._call("expand", list(hits))
 
 
 class RemoteRerank(_Remote):

@@ -84,6 +84,8 @@ class RagService:
         hits = list(hits)[:k]
         if cfg.retrieval.min_score is not None:
             hits = [h for h in hits if h.score >= cfg.retrieval.min_score]
+        if cfg.retrieval.expand.window and hits:
+            hits = self.search.expand(hits)
         return retriever, rerank, hits
 
     def retrieve(self, req: s.RetrieveRequest) -> s.RetrieveResponse:

@@ -296,3 +296,18 @@ def test_a_full_deployment_queue_is_503_not_a_hang(served_config, monkeypatch):
     with TestClient(local_app(served_config), raise_server_exceptions=False) as c:
         r = c.post("/retrieve", json={"question": "x"})
     assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_retrieve_widens_hits_with_context_expansion(served_config):
+    config = served_config.model_copy(update={
+        "chunking": served_config.chunking.model_copy(update={"method": "words", "size": 4, "overlap": 0}),
+        "retrieval": served_config.retrieval.model_copy(update={
+            "expand": served_config.retrieval.expand.model_copy(update={"window": 1})}),
+    })
+    with TestClient(local_app(config)) as c:
+        r = c.post("/retrieve", json={"question": "night ferry to Corran pier", "top_k_docs": 2})
+    assert r.status_code == 200, r.text
+    # the two best chunks are the ferry document's first two; widened by one, they merge into it all
+    (hit,) = r.json()["hits"]
+    assert hit["passage_id"] == "ferry#c0-2" and hit["rank"] == 1
+    assert hit["text"] == "The night ferry to Corran leaves from pier nine. ANSWER=tern"

@@ -117,6 +117,12 @@ class SweepSpec(_Model):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"variant names must be unique; repeated: {sorted(dup)}")
+        swept = {key for key, _ in self.axes()}
+        for v in self.variants:
+            both = sorted(swept & set(v.set))
+            if both:
+                raise ValueError(f"variant '{v.name}' sets {', '.join(both)}, which the grid also sweeps; "
+                                 "set each key in one place")
         return self
 
     def score_metrics(self) -> dict[str, float]:

@@ -108,3 +108,26 @@ def test_ephemeral_namespace_is_one_per_trial(tmp_path):
     path.write_text("name: s\nephemeral: {namespace: 'bad/ns'}\n")
     with pytest.raises(ConfigError, match="ephemeral.namespace"):
         load_spec(path)
+
+
+def test_a_key_set_by_a_variant_and_swept_by_the_grid_is_an_error(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nretrieval: {retriever: [bm25, dense]}\n"
+                    "variants: [{name: v1, set: {retrieval.retriever: hybrid}}]\n")
+    with pytest.raises(ConfigError, match="variant 'v1' sets retrieval.retriever, which the grid also sweeps"):
+        load_spec(path)
+
+
+def test_the_spec_documented_in_tune_readme_is_valid(tmp_path):
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    block = re.search(r"```yaml\n(.*?)```", (root / "tune" / "README.md").read_text(), re.S).group(1)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "default.yaml").write_text((root / "configs" / "default.yaml").read_text())
+    path = tmp_path / "sweeps" / "documented.yaml"
+    path.write_text(block)
+    spec, trials = load_spec(path)
+    assert len(trials) == 2 * 2 * 2 * 2 * 2 * 2 * 2  # variants x method x size x retriever x window x rerank x template
+    assert {t.variant for t in trials} == {"exact", "hnsw"} and spec.score_metrics()["f1"] == 2.0

@@ -161,6 +161,13 @@ class RetrievalConfig(Section):
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     expand: ExpandConfig = Field(default_factory=ExpandConfig)
 
+    @model_validator(mode="after")
+    def _given_needs_per_question(self) -> RetrievalConfig:
+        if self.retriever == "given" and self.scope != "per_question":
+            raise ValueError("retriever 'given' keeps each question's own passage order; "
+                             "it needs scope per_question")
+        return self
+
 
 
 class RerankConfig(Section):

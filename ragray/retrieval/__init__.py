@@ -1,7 +1,7 @@
-"""Retrievers: BM25, dense (sentence-transformers + FAISS) and hybrid fusion."""
+"""Retrievers: BM25, dense (sentence-transformers + FAISS), hybrid fusion, and the given order."""
 
 from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex, hits_from_scores
-from ragray.retrieval import bm25, dense, hybrid  # noqa: F401  (register the retrievers)
+from ragray.retrieval import bm25, dense, given, hybrid  # noqa: F401  (register the retrievers)
 
 __all__ = ["RETRIEVERS", "Retriever", "SearchIndex", "hits_from_scores", "build_retriever"]
 

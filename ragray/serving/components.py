@@ -21,7 +21,13 @@ from ragray.retrieval.expand import expand_hits, index_documents
 from ragray.retrieval.stage import RetrievalStage
 from ragray.types import Hit
 
-__all__ = ["CorpusSearch", "RerankStep", "LockedGenerator", "RemoteSearch", "RemoteRerank", "RemoteGenerator"]
+__all__ = ["CorpusSearch", "RerankStep", "LockedGenerator", "RemoteSearch", "RemoteRerank", "RemoteGenerator",
+           "served_retrievers"]
+
+
+def served_retrievers() -> list[str]:
+    """Retrievers a served corpus can search (``given`` needs a question's own ranked passages)."""
+    return [name for name in RETRIEVERS.names() if name != "given"]
 
 
 class CorpusSearch:
@@ -45,7 +51,7 @@ class CorpusSearch:
 
     @property
     def retrievers(self) -> list[str]:
-        return RETRIEVERS.names()
+        return served_retrievers()
 
     def size(self) -> int:
         return len(self.chunks)
@@ -55,8 +61,8 @@ class CorpusSearch:
         return list(expand_hits(hits, self._documents, self.window))
 
     def search(self, question: str, retriever: str, k: int) -> list[Hit]:
-        if retriever not in RETRIEVERS:
-            raise InputError(f"unknown retriever '{retriever}'; valid: {', '.join(RETRIEVERS.names())}")
+        if retriever not in served_retrievers():
+            raise InputError(f"unknown retriever '{retriever}'; valid: {', '.join(served_retrievers())}")
         with self._lock:  # one build per name, even under concurrent first requests
             if retriever not in self._indexes:
                 cfg = self.config.retrieval.model_copy(update={"retriever": retriever})
@@ -124,7 +130,7 @@ class _Remote:
 class RemoteSearch(_Remote):
     @property
     def retrievers(self) -> list[str]:
-        return RETRIEVERS.names()
+        return served_retrievers()
 
     def size(self) -> int:
         return self._call("size")

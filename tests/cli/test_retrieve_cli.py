@@ -77,7 +77,7 @@ def test_bad_arguments_exit_2_with_argparse_message(argv, message, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["retrieve", "--retriever", "tfidf"], r"retrieval.retriever: unknown retriever 'tfidf'; valid: bm25, dense, hybrid"),
+        (["retrieve", "--retriever", "tfidf"], r"retrieval.retriever: unknown retriever 'tfidf'; valid: bm25, dense, given, hybrid"),
         (["retrieve", "--dataset", "nowhere.jsonl"], r"dataset not found: nowhere\.jsonl"),
         (["retrieve", "--set", "retrieval.bm25.k1=-1"], r"retrieval\.bm25\.k1 must be >= 0, got -1"),
         (["retrieve", "missing.yaml"], r"config file not found: missing\.yaml"),

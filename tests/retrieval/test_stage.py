@@ -95,3 +95,16 @@ def test_corpus_only_dataset_rejects_per_question_scope():
     ds = Dataset("c", (Question("q", "x"),), corpus=(HARBOUR,))
     with pytest.raises(InputError, match="no per-question passages.*--scope global"):
         list(stage().run(ds, progress=False))
+
+
+def test_given_retriever_keeps_the_dataset_order_and_scores():
+    from ragray.config import load_config as load
+    from ragray.errors import ConfigError
+
+    scored = Passage("s", "scored by another system", meta={"score": 7.5})
+    ds = Dataset("g", (Question("q", "Who logs ferry arrivals?", passages=(GARDEN, scored, HARBOUR)),))
+    (out,) = stage("retrieval.retriever=given", "retrieval.top_k=2").run(ds, progress=False)
+    assert ids(out) == ["g", "s"] and [h.rank for h in out.hits] == [1, 2]
+    assert [h.score for h in out.hits] == [1.0, 7.5]  # 1/rank unless the passage carries a score
+    with pytest.raises(ConfigError, match="needs scope per_question"):
+        load(None, ["retrieval.retriever=given", "retrieval.scope=global"])

@@ -60,7 +60,7 @@ rerank: {strategy: [none, bi_encoder]}
 
 @pytest.mark.parametrize("text, message", [
     ("retrieval: {top_k: [3, 0]}", "sweep trial [retrieval.top_k=0]: retrieval.top_k must be >= 1, got 0"),
-    ("retrieval: {retriever: [bm25, colbert]}", "unknown retriever 'colbert'; valid: bm25, dense, hybrid"),
+    ("retrieval: {retriever: [bm25, colbert]}", "unknown retriever 'colbert'; valid: bm25, dense, given, hybrid"),
     ("chunking: {sise: 100}", "chunking.sise"),
     ("generaton: {max_tokens: 8}", "generaton"),
     ("search: {strategy: bayes}", "search.strategy"),

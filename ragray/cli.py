@@ -142,6 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
     srv.add_argument("--no-ray", action="store_true",
                      help="serve the same API from this process with uvicorn, without Ray (for a quick look)")
+    sim = sub.add_parser(
+        "simulate", help="a run directory of known ground truth from a seeded scenario, no model (simulation mode)"
+    )
+    _add_config(sim, "experiment YAML for the flag thresholds and metrics (default: built-in defaults)",
+                "influence.divergence_threshold=0.5")
+    sim.add_argument("--questions", type=_positive_int, default=50, help="simulated questions (default 50)")
+    sim.add_argument("--k", type=_int_at_least(2), default=10, help="passages per question (default 10)")
+    sim.add_argument("--scenario", default="mixed",
+                     choices=["aligned", "random", "inverted", "dominant", "ignored", "mixed"],
+                     help="how influence relates to the retrieval rank (default mixed: one per question)")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("--out", help="run directory (default: runs/simulate-<scenario>-<time>)")
+    sim.add_argument("--no-progress", action="store_true", help="hide progress bars")
     sweep = sub.add_parser(
         "sweep", help="configuration sweep on Ray Tune: one trial per configuration, a scored leaderboard"
     )
@@ -277,9 +290,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config, out = _resumable_run(args, "run")
     result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
-    lo, hi = s["mean_spearman_ci95"]
     print(f"ragray run: {s['n_questions']} questions ({result.n_resumed} resumed), "
           f"{s['model']} via {s['backend']}, {s['retriever']} top-{s['top_k']} -> {result.out}")
+    _print_influence_summary(s)
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from ragray.config import load_config
+    from ragray.simulate import simulate
+    from ragray.store.rundir import default_run_dir
+
+    base = load_config(args.config, args.overrides)
+    out = args.out or default_run_dir("simulate", args.scenario)
+    result = simulate(out, n_questions=args.questions, k=args.k, scenario=args.scenario, seed=args.seed,
+                      base=base, progress=not args.no_progress)
+    s = result.summary
+    mix = ", ".join(f"{k} {v}" for k, v in s["simulated"]["questions_per_scenario"].items())
+    print(f"ragray simulate: {s['n_questions']} simulated questions ({mix}), k={args.k}, seed {args.seed}, "
+          f"no model -> {result.out}")
+    _print_influence_summary(s)
+    return 0
+
+
+def _print_influence_summary(s: dict[str, Any]) -> None:
+    lo, hi = s["mean_spearman_ci95"]
     rows = [
         ("measured questions", f"{s['n_measured']} / {s['n_questions']}  {s['states']}"),
         ("mean Spearman rho", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
@@ -297,7 +332,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
-    return 0
 
 
 def _p(value: object) -> str:
@@ -433,7 +467,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
             "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_history, "presets": _cmd_history,
-            "cleanup": _cmd_history, "sweep": _cmd_sweep}
+            "cleanup": _cmd_history, "sweep": _cmd_sweep, "simulate": _cmd_simulate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

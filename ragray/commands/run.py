@@ -80,6 +80,10 @@ def run_influence(
         summary["skipped_rows"] = len(dataset.skipped)
         summary["resumed_questions"] = n_resumed
         summary["cache"] = qr.stage.cache_stats.as_dict()  # this process's hits and misses
+        if config.generation.backend == "simulated":
+            from ragray.simulate import simulation_marker
+
+            summary["simulated"] = simulation_marker(config.generation.model)
         summary["wall_seconds"] = time.perf_counter() - start
         run.write_json("summary", summary)
         recording.summary = summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
-from ragray.generation import openai_compat, scripted, transformers_backend, vllm_backend  # noqa: F401,E402
+from ragray.generation import openai_compat, scripted, simulated, transformers_backend, vllm_backend  # noqa: F401,E402
 
 if TYPE_CHECKING:
     from ragray.config import GenerationConfig

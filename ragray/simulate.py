@@ -1,0 +1,158 @@
+"""Simulation mode (SPEC §4): a run directory of known ground truth, without any model.
+
+``ragray simulate --scenario S`` draws, per question, the drop-one influence of each of its ``k``
+passages from a seeded scenario, writes a dataset and a design file, and runs the ordinary
+influence loop (:func:`ragray.commands.run.run_influence`) over them with the ``given`` retriever
+(the dataset order is the retrieval ranking) and the ``simulated`` generator
+(:mod:`ragray.generation.simulated`), whose answers make the measured influence equal the designed
+one (to 1/``WIDTH``). The output therefore has exactly the schema of a real run — the same tables,
+summary, report and history record — and reports, dashboards and failure-mode detectors can be
+checked against what was designed. It is marked simulated: ``generation.backend: simulated`` in
+``config.yaml``, ``"simulated"`` in ``summary.json`` (scenario, seed, questions per scenario), and
+``simulation.json`` (the design: every question's scenario and designed influence).
+
+Scenarios (influence by retrieval rank 1..k):
+
+- ``aligned``: falling from 0.9 to 0.05 with a little noise — the model uses what ranks high
+  (ρ ≈ 1; no flag);
+- ``inverted``: the same, reversed — the model relies on the lowest-ranked passages (ρ ≈ −1:
+  ``divergent``, ``inverted``, ``buried_evidence``);
+- ``random``: independent uniform values — ranking and use unrelated (ρ ≈ 0, mostly ``divergent``);
+- ``dominant``: one passage at a random rank carries 0.9, the others 0.02–0.05
+  (``single_passage_dominance``; ``buried_evidence`` when it sits in the lower half);
+- ``ignored``: nothing changes the answer (``context_ignored``, unmeasured);
+- ``mixed``: each question draws one of the five.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragray.config import ExperimentConfig, apply_overrides, validate_config
+from ragray.errors import InputError
+
+__all__ = ["SCENARIOS", "WIDTH", "design", "simulate", "simulation_config", "simulation_marker"]
+
+#: words of a simulated baseline answer: influence resolution 1/WIDTH
+WIDTH = 100
+
+
+def _aligned(rng: np.random.Generator, k: int) -> np.ndarray:
+    return np.clip(np.linspace(0.9, 0.05, k) + rng.normal(0, 0.02, k), 0.02, 1.0)
+
+
+def _inverted(rng: np.random.Generator, k: int) -> np.ndarray:
+    return _aligned(rng, k)[::-1]
+
+
+def _random(rng: np.random.Generator, k: int) -> np.ndarray:
+    return rng.uniform(0.05, 0.9, k)
+
+
+def _dominant(rng: np.random.Generator, k: int) -> np.ndarray:
+    values = rng.uniform(0.02, 0.05, k)
+    values[rng.integers(k)] = 0.9
+    return values
+
+
+def _ignored(rng: np.random.Generator, k: int) -> np.ndarray:
+    return np.zeros(k)
+
+
+SCENARIOS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
+    "aligned": _aligned, "inverted": _inverted, "random": _random, "dominant": _dominant, "ignored": _ignored,
+}
+CHOICES = (*SCENARIOS, "mixed")
+
+
+def design(n_questions: int, k: int, scenario: str, seed: int) -> dict[str, Any]:
+    """The design of a simulated run: per question its scenario, passages, influence and slots."""
+    if scenario not in CHOICES:
+        raise InputError(f"--scenario: unknown '{scenario}'; valid: {', '.join(CHOICES)}")
+    if n_questions < 1 or k < 2:
+        raise InputError(f"simulation needs --questions >= 1 and --k >= 2, got {n_questions} and {k}")
+    rng = np.random.default_rng(seed)
+    questions = {}
+    for n in range(n_questions):
+        name = scenario if scenario != "mixed" else str(rng.choice(list(SCENARIOS)))
+        slots_per = np.rint(SCENARIOS[name](rng, k) * WIDTH).astype(int)
+        qid = f"sim{n:04d}"
+        questions[qid] = {
+            "scenario": name,
+            "passage_ids": [f"p{r}" for r in range(1, k + 1)],  # p1 is retrieval rank 1
+            "influence": [int(m) / WIDTH for m in slots_per],
+            "slots": [sorted(int(s) for s in rng.choice(WIDTH, size=int(m), replace=False)) for m in slots_per],
+        }
+    return {"scenario": scenario, "seed": seed, "k": k, "width": WIDTH, "questions": questions}
+
+
+_FILLER = ("This simulated passage stands in for retrieved evidence; its influence on the answer "
+           "was drawn from the {scenario} scenario.")
+
+
+def _rows(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    baseline = " ".join(f"w{i}" for i in range(plan["width"]))
+    rows = []
+    for qid, q in plan["questions"].items():
+        n = len(q["passage_ids"])
+        rows.append({
+            "id": qid,
+            "question": f"Simulated question {qid}: which passages does the answer use?",
+            "answers": [baseline],
+            "passages": [{"id": f"{qid}-{pid}", "title": f"{qid} {pid}",
+                          "text": f"Simulated passage {qid}/{pid}: " + _FILLER.format(scenario=q["scenario"]),
+                          "score": round(1.0 - r / n, 6)}
+                         for r, pid in enumerate(q["passage_ids"])],
+        })
+    return rows
+
+
+def simulation_config(out: Path, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """``base`` (defaults) pointed at the simulation's files, with the simulated backend."""
+    raw = (base or ExperimentConfig()).model_dump(mode="json")
+    values = {
+        "data.path": str(out / "simulation.jsonl"), "data.format": "auto", "data.limit": None,
+        "chunking.method": "none", "retrieval.retriever": "given", "retrieval.scope": "per_question",
+        "retrieval.expand.window": 0, "rerank.strategy": "none",
+        "generation.backend": "simulated", "generation.model": str(out / "simulation.json"),
+        "influence.similarity": "rouge_l",
+        "metrics.embedding": False, "execution.executor": "local", "cache.retrievals": False,
+    }
+    return validate_config(apply_overrides(raw, (), values))
+
+
+def simulate(out: str | Path, *, n_questions: int = 50, k: int = 10, scenario: str = "mixed", seed: int = 0,
+             base: ExperimentConfig | None = None, progress: bool = True) -> Any:
+    """Write the design and dataset into ``out``, run the influence loop on them, mark the run."""
+    from ragray.commands.run import run_influence
+
+    plan = design(n_questions, k, scenario, seed)
+    out = Path(out)
+    if (out / "summary.json").exists() or (out / "progress.jsonl").exists():
+        raise InputError(f"{out} already holds a run; choose a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "simulation.json").write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
+    with open(out / "simulation.jsonl", "w", encoding="utf-8") as fh:
+        for row in _rows(plan):
+            fh.write(json.dumps(row) + "\n")
+    config = simulation_config(out.resolve(), base)
+    config = config.model_copy(update={"name": f"simulated-{scenario}"})
+    return run_influence(config, out, progress=progress)
+
+
+def simulation_marker(design_path: str | Path) -> dict[str, Any] | bool:
+    """What ``summary.json`` says of a simulated run (``True`` when the design is unreadable)."""
+    try:
+        plan = json.loads(Path(design_path).read_text(encoding="utf-8"))
+        return {"scenario": plan["scenario"], "seed": plan["seed"], "k": plan["k"], "width": plan["width"],
+                "questions_per_scenario": dict(Counter(q["scenario"] for q in plan["questions"].values()))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+
+

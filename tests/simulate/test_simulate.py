@@ -1,0 +1,135 @@
+"""Simulation mode: every scenario is flagged as designed, with exactly a real run's schema."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.cli import main
+from ragray.config import load_config
+from ragray.errors import InputError
+from ragray.simulate import WIDTH, design, simulate
+from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
+
+K = 10
+
+
+def run(tmp_path, scenario, n=30, seed=3, overrides=()):
+    out = tmp_path / scenario
+    simulate(out, n_questions=n, k=K, scenario=scenario, seed=seed, base=load_config(None, list(overrides)),
+             progress=False)
+    plan = json.loads((out / "simulation.json").read_text())
+    questions = {q["question_id"]: q for q in pq.read_table(out / "questions.parquet").to_pylist()}
+    passages = pq.read_table(out / "passages.parquet").to_pylist()
+    return out, plan, questions, passages
+
+
+def expected_flags(influence, cfg):
+    """The flags a question of known influence must carry (SPEC §9), computed independently."""
+    infl = np.asarray(influence)
+    if np.all(infl == 0):
+        return {"context_ignored"}
+    from scipy.stats import rankdata, spearmanr
+
+    rho = spearmanr(np.arange(1, len(infl) + 1), rankdata(-infl)).statistic
+    flags = set()
+    if rho < cfg.divergence_threshold:
+        flags.add("divergent")
+    if rho < 0:
+        flags.add("inverted")
+    if infl[0] <= cfg.epsilon < infl.max():
+        flags.add("top1_ignored")
+    if infl.max() / infl.sum() >= cfg.dominance_threshold:
+        flags.add("single_passage_dominance")
+    if int(np.argmax(infl)) + 1 > cfg.buried_fraction * len(infl):
+        flags.add("buried_evidence")
+    return flags
+
+
+def check_as_designed(plan, questions, passages, cfg):
+    for qid, q in plan["questions"].items():
+        measured = [p["influence"] for p in sorted((p for p in passages if p["question_id"] == qid),
+                                                   key=lambda p: p["retrieval_rank"])]
+        assert measured == pytest.approx(q["influence"], abs=1e-9), qid  # the loop measures the design
+        assert set(questions[qid]["flags"]) == expected_flags(q["influence"], cfg), (qid, q["scenario"])
+
+
+@pytest.mark.parametrize("scenario", ["aligned", "inverted", "random", "dominant", "ignored", "mixed"])
+def test_each_scenario_is_measured_and_flagged_as_designed(tmp_path, scenario):
+    out, plan, questions, passages = run(tmp_path, scenario)
+    cfg = load_config(None).influence
+    check_as_designed(plan, questions, passages, cfg)
+    qs = list(questions.values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["simulated"]["scenario"] == scenario and summary["n_questions"] == 30
+    if scenario == "aligned":
+        assert all(q["spearman_rho"] > 0.95 and q["flags"] == [] for q in qs)
+    elif scenario == "inverted":
+        assert all(q["spearman_rho"] < -0.95 for q in qs)
+        assert all({"divergent", "inverted", "buried_evidence"} <= set(q["flags"]) for q in qs)
+        assert summary["divergent_rate"] == 1.0 and summary["flag_counts"]["inverted"] == 30
+    elif scenario == "random":
+        assert abs(summary["mean_spearman"]) < 0.3 and summary["divergent_rate"] >= 0.7
+    elif scenario == "dominant":
+        assert all("single_passage_dominance" in q["flags"] and q["dominance"] > 0.5 for q in qs)
+        assert all("top1_ignored" not in q["flags"] for q in qs)
+    elif scenario == "ignored":
+        assert all(q["state"] == "context_ignored" and q["flags"] == ["context_ignored"] for q in qs)
+        assert summary["n_measured"] == 0 and summary["mean_spearman"] is None
+    else:
+        mix = summary["simulated"]["questions_per_scenario"]
+        assert sum(mix.values()) == 30 and len(mix) >= 4
+
+
+def test_the_output_has_exactly_a_real_runs_schema_and_is_marked(tmp_path):
+    out, _, _, _ = run(tmp_path, "mixed", n=5)
+    for name, schema in (("questions", QUESTIONS_SCHEMA), ("passages", PASSAGES_SCHEMA), ("calls", CALLS_SCHEMA)):
+        assert pq.read_schema(out / f"{name}.parquet").equals(schema, check_metadata=False), name
+        assert (out / f"{name}.csv").is_file()
+    config = load_config(out / "config.yaml")
+    assert config.generation.backend == "simulated" and config.retrieval.retriever == "given"
+    calls = pq.read_table(out / "calls.parquet").to_pylist()
+    assert len(calls) == 5 * (1 + K) and {c["error"] for c in calls} == {None}
+
+
+def test_log_prob_mode_measures_the_same_influence(tmp_path):
+    _, plan, questions, passages = run(tmp_path, "random", n=6, overrides=["influence.mode=logprob"])
+    check_as_designed(plan, questions, passages, load_config(None).influence)
+
+
+def test_thresholds_come_from_the_config(tmp_path):
+    _, plan, questions, passages = run(tmp_path, "random", n=10, overrides=["influence.divergence_threshold=-0.5"])
+    cfg = load_config(None, ["influence.divergence_threshold=-0.5"]).influence
+    check_as_designed(plan, questions, passages, cfg)
+
+
+def test_designs_are_seeded_and_quantized():
+    a, b, c = design(8, 5, "mixed", 1), design(8, 5, "mixed", 1), design(8, 5, "mixed", 2)
+    assert a == b and a != c
+    for q in a["questions"].values():
+        assert [len(s) for s in q["slots"]] == [round(v * WIDTH) for v in q["influence"]]
+        assert all(0 <= slot < WIDTH for s in q["slots"] for slot in s)
+    with pytest.raises(InputError, match="unknown 'upside_down'"):
+        design(3, 5, "upside_down", 0)
+    with pytest.raises(InputError, match="--k >= 2"):
+        design(3, 1, "aligned", 0)
+
+
+def test_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run history goes to ./runs/ragray.sqlite
+    out = tmp_path / "sim"
+    assert main(["simulate", "--scenario", "inverted", "--questions", "3", "--k", "4", "--out", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "ragray simulate: 3 simulated questions (inverted 3), k=4" in printed and "inverted 3" in printed
+    assert main(["simulate", "--out", str(out), "--no-progress"]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--scenario", "sideways"])
+    with pytest.raises(SystemExit):
+        main(["simulate", "--k", "1"])
+    from ragray.store.history import History
+
+    (record,) = History(f"sqlite:///{tmp_path / 'runs' / 'ragray.sqlite'}").list_runs()
+    assert record.kind == "run" and record.name == "simulated-inverted" and record.summary["simulated"]

@@ -25,6 +25,7 @@ from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
 from ragray.generation import Generator, build_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
+from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
@@ -125,5 +126,6 @@ def run_audit(
         report["summary"]["wall_seconds"] = time.perf_counter() - start
         run.write_json("audit_report", report)
         run.write_table("audit", entries, AUDIT_SCHEMA)
+        write_report(run.path)
         recording.summary = report["summary"]
     return AuditRun(run.path, report)

@@ -27,6 +27,7 @@ from ragray.faithfulness.summary import summarize_faithfulness
 from ragray.generation import Generator, build_generator
 from ragray.generation.prompts import get_template
 from ragray.metrics.similarity import all_measures
+from ragray.report.report import write_report
 from ragray.retrieval.stage import QuestionHits
 from ragray.store.recording import recorded_run
 
@@ -83,5 +84,6 @@ def run_interpret(
         summary["resumed_questions"] = qr.n_resumed
         summary["wall_seconds"] = time.perf_counter() - start
         qr.run.write_json("summary", summary)
+        write_report(qr.run.path)
         recording.summary = summary
     return RunResult(qr.run.path, summary, qr.n_resumed)

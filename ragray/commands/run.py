@@ -21,6 +21,7 @@ from ragray.generation.prompts import get_template
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import get_similarity
 from ragray.metrics.summary import summarize_run
+from ragray.report.report import write_report
 from ragray.retrieval.stage import QuestionHits
 from ragray.store.recording import recorded_run
 from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
@@ -86,5 +87,6 @@ def run_influence(
             summary["simulated"] = simulation_marker(config.generation.model)
         summary["wall_seconds"] = time.perf_counter() - start
         run.write_json("summary", summary)
+        write_report(run.path)
         recording.summary = summary
     return RunResult(run.path, summary, n_resumed)

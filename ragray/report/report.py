@@ -1,0 +1,284 @@
+"""``report.html``: the self-contained report every run directory gets (opens offline from disk).
+
+- ``run`` / ``simulate``: summary cards (mean ρ with its 95% CI, divergent rate, dominance,
+  flags, answer quality, errors), then the plots — ρ histogram against the divergence threshold,
+  retrieval rank vs influence rank over all questions, mean influence by retrieval rank and where
+  the most influential passage sits, dominance histogram — and the per-question table with flag
+  filters and a drill-down per question (passages with retrieval rank, influence and influence
+  rank; the answer of every ablation).
+- ``interpret``: case shares per K with Wilson intervals, controls, deletion curves
+  (most-first vs least-first), and the per-question cases.
+- ``audit``: pass rate, scores and coverage, score histogram against the pass mark, per-query table.
+
+Numbers shown are also in ``data-key``/``data-value`` attributes, so tests check the page
+against ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragray.report import svg
+from ragray.report.page import badge, card, cards, esc, fmt, page, table
+from ragray.report.rundata import RunData, load_run
+
+__all__ = ["render_report", "write_report", "FILTER_SCRIPT"]
+
+log = logging.getLogger(__name__)
+
+FILTER_SCRIPT = """
+document.querySelectorAll('[data-filter-for]').forEach(function (box) {
+  var target = document.getElementById(box.getAttribute('data-filter-for'));
+  function apply() {
+    var on = Array.from(box.querySelectorAll('input:checked')).map(function (i) { return i.value; });
+    var shown = 0;
+    target.querySelectorAll('tbody > tr[data-flags]').forEach(function (tr) {
+      var flags = tr.getAttribute('data-flags').split(' ');
+      var ok = on.every(function (f) { return flags.indexOf(f) >= 0; });
+      tr.style.display = ok ? '' : 'none';
+      if (ok) shown++;
+    });
+    var count = box.querySelector('.shown'); if (count) count.textContent = shown;
+  }
+  box.addEventListener('change', apply); apply();
+});
+"""
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _header(data: RunData, title: str) -> str:
+    cfg = data.config
+    gen, ret = cfg.get("generation") or {}, cfg.get("retrieval") or {}
+    sim = badge("simulated", "simulated") if data.simulated else ""
+    bits = [f"{data.kind}", f"model {gen.get('model', '–')} via {gen.get('backend', '–')}",
+            f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}", f"dataset {(cfg.get('data') or {}).get('path', '–')}"]
+    return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
+            f"<div class=sub muted>{esc(str(data.path))}</div>")
+
+
+# -- run (influence) ---------------------------------------------------------------------------
+
+
+def _influence_summary(s: dict[str, Any]) -> str:
+    ci = s.get("mean_spearman_ci95") or [None, None]
+    flags = s.get("flag_counts") or {}
+    quality = s.get("quality") or {}
+    items = [
+        card("questions", s.get("n_questions"), key="n_questions"),
+        card("measured", s.get("n_measured"), key="n_measured", note=", ".join(f"{k} {v}" for k, v in
+                                                                              (s.get("states") or {}).items())),
+        card("mean Spearman ρ", s.get("mean_spearman"), key="mean_spearman",
+             note=f"95% CI {fmt(ci[0])} .. {fmt(ci[1])}"),
+        card("median ρ", s.get("median_spearman"), key="median_spearman"),
+        card("divergent rate", s.get("divergent_rate"), key="divergent_rate",
+             note=f"ρ < {fmt(s.get('divergence_threshold'), 'g')}"),
+        card("mean dominance", s.get("mean_dominance"), key="mean_dominance"),
+        card("exact match", s.get("baseline_exact_match"), key="baseline_exact_match"),
+        card("F1", quality.get("f1"), key="quality.f1"),
+        card("errors", s.get("errors"), key="errors", note=f"{s.get('n_failed_calls', 0)} failed calls"),
+        card("calls", s.get("n_calls"), key="n_calls", note=f"{fmt(s.get('calls_per_second'), '.2f')} / s"),
+    ]
+    flag_cards = [card(f.replace("_", " "), n, key=f"flag_counts.{f}") for f, n in flags.items()]
+    return "<h2>Summary</h2>" + cards(items) + "<h3>Flags</h3>" + cards(flag_cards)
+
+
+def _influence_charts(data: RunData) -> str:
+    s = data.summary
+    qs, ps = data.table("questions"), data.table("passages")
+    rhos = [q["spearman_rho"] for q in qs if q.get("state") == "measured" and q.get("spearman_rho") is not None]
+    doms = [q["dominance"] for q in qs if q.get("state") == "measured" and q.get("dominance") is not None]
+    measured = {q["question_id"] for q in qs if q.get("state") == "measured"}
+    k = max((p["retrieval_rank"] for p in ps), default=0)
+    pairs: Counter[tuple[float, float]] = Counter()
+    by_rank: dict[int, list[float]] = defaultdict(list)
+    top_at: Counter[int] = Counter()
+    per_q: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in ps:
+        if p["question_id"] in measured and p.get("influence_rank") is not None:
+            pairs[(p["retrieval_rank"], round(p["influence_rank"] * 2) / 2)] += 1
+            by_rank[p["retrieval_rank"]].append(p["influence"])
+            per_q[p["question_id"]].append(p)
+    for rows in per_q.values():
+        best = max(rows, key=lambda p: (p["influence"], -p["retrieval_rank"]))
+        top_at[best["retrieval_rank"]] += 1
+    ranks = list(range(1, k + 1))
+    n_meas = max(1, len(per_q))
+    charts = [
+        svg.histogram(rhos, title="Spearman ρ per question", xlabel="ρ (retrieval rank vs influence rank)",
+                      lo=-1, hi=1, bins=10, marker=s.get("divergence_threshold"), marker_label="divergent below"),
+        svg.bubbles(pairs, k, title="Retrieval rank vs influence rank", xlabel="retrieval rank",
+                    ylabel="influence rank") if k else "",
+        svg.bars([str(r) for r in ranks], [
+            svg.Series("mean influence", ranks, [_mean(by_rank[r]) for r in ranks]),
+            svg.Series("most influential here", ranks, [top_at[r] / n_meas for r in ranks]),
+        ], title="Influence by retrieval rank", xlabel="retrieval rank", ylabel="mean influence / share"),
+        svg.histogram(doms, title="Dominance per question", xlabel="max influence / total influence",
+                      lo=0, hi=1, bins=10),
+    ]
+    return "<h2>Plots</h2><div class=charts>" + "".join(charts) + "</div>"
+
+
+def _flag_filter(table_id: str, flags: Sequence[str], n: int) -> str:
+    boxes = "".join(f'<label><input type=checkbox value="{esc(f)}"> {esc(f)}</label>' for f in flags)
+    return (f'<div class=filters data-filter-for="{table_id}">show only questions flagged: {boxes}'
+            f' <span class=muted>(<span class=shown>{n}</span> of {n} shown)</span></div>')
+
+
+def _question_detail(q: dict[str, Any], passages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> str:
+    drops = {tuple(c.get("removed_passage_ids") or ()): c for c in calls if c.get("arm") == "drop"}
+    rows = []
+    for p in sorted(passages, key=lambda p: p["retrieval_rank"]):
+        call = drops.get((p["passage_id"],)) or {}
+        rows.append([
+            fmt(p["retrieval_rank"]), esc(p["passage_id"]) + (" " + badge("gold", "ok") if p.get("is_gold") else ""),
+            f'<span data-key="influence" data-value="{esc(p.get("influence"))}">{fmt(p.get("influence"))}</span>',
+            fmt(p.get("influence_rank"), "g"), f'<div class=answer>{esc(call.get("answer"))}</div>',
+            fmt(call.get("similarity")),
+        ])
+    passages_table = table(["retrieval rank", "passage", "influence", "influence rank", "answer without it",
+                            "similarity"], rows, numeric=(0, 2, 3, 5))
+    return (f'<details data-question="{esc(q["question_id"])}"><summary>passages and ablations</summary>'
+            f'<div class=sub>gold: {esc(", ".join(q.get("gold_answers") or []))}</div>{passages_table}</details>')
+
+
+def _influence_questions(data: RunData) -> str:
+    qs, ps, calls = data.table("questions"), data.table("passages"), data.table("calls")
+    by_q: dict[str, list] = defaultdict(list)
+    calls_by_q: dict[str, list] = defaultdict(list)
+    for p in ps:
+        by_q[p["question_id"]].append(p)
+    for c in calls:
+        calls_by_q[c["question_id"]].append(c)
+    flags = sorted({f for q in qs for f in q.get("flags") or []})
+    rows = []
+    for q in qs:
+        fl = q.get("flags") or []
+        cells = "".join(f"<td{' class=num' if i in (2, 3) else ''}>{c}</td>" for i, c in enumerate([
+            esc(q["question_id"]),
+            f'<div class=passage>{esc(q.get("question"))}</div>' + _question_detail(q, by_q[q["question_id"]],
+                                                                                 calls_by_q[q["question_id"]]),
+            fmt(q.get("spearman_rho")), fmt(q.get("dominance")),
+            esc(q.get("state")), "".join(badge(f) for f in fl) + (badge("error") if q.get("error") else ""),
+            f'<div class=answer>{esc(q.get("baseline_answer"))}</div>',
+        ]))
+        rows.append(f'<tr data-qid="{esc(q["question_id"])}" data-flags="{esc(" ".join(fl))}">{cells}</tr>')
+    return ("<h2>Questions</h2>" + _flag_filter("questions", flags, len(qs))
+            + table(["id", "question", "ρ", "dominance", "state", "flags", "baseline answer"], rows,
+                    attrs=' id="questions"', numeric=(2, 3)))
+
+
+# -- interpret ---------------------------------------------------------------------------------
+
+
+def _interpret_sections(data: RunData) -> str:
+    s = data.summary
+    per_k = s.get("per_k") or {}
+    labels = list(per_k)
+    series, errors = [], []
+    for case in ("A", "B", "C", "inconclusive"):
+        vals = [(per_k[k]["cases"].get(case) or {}) for k in labels]
+        series.append(svg.Series(case, list(range(len(labels))), [v.get("share") for v in vals]))
+        errors.append([(v["low"], v["high"]) if v.get("low") is not None else None for v in vals])
+    rows = []
+    for k in labels:
+        c = per_k[k]["cases"]
+        rows.append([esc(k)] + [f'<span data-key="per_k.{esc(k)}.cases.{case}.share" data-value="{esc(c[case]["share"])}">'
+                                f'{c[case]["count"]} ({fmt(c[case]["share"], ".0%")})</span>'
+                                for case in ("A", "B", "C", "inconclusive")]
+                    + [fmt(per_k[k].get("sim_most_mean")), fmt((per_k[k].get("random_mean") or {}).get("mean")),
+                       fmt(per_k[k].get("sim_least_mean"))])
+    curves = data.table("curves")
+    lines = []
+    for order in sorted({c["order"] for c in curves}):
+        pts: dict[float, list[float]] = defaultdict(list)
+        for c in curves:
+            if c["order"] == order and c.get("similarity") is not None:
+                pts[c["fraction"]].append(c["similarity"])
+        xs = sorted(pts)
+        lines.append(svg.Series(f"{order} first", xs, [_mean(pts[x]) for x in xs]))
+    head = cards([card("questions", s.get("n_questions"), key="n_questions"),
+                  card("failed", s.get("n_failed"), key="n_failed"),
+                  card("explainer", s.get("explainer")), card("level", s.get("level")),
+                  card("similarity", s.get("similarity")), card("T (unchanged)", s.get("threshold_t"), key="threshold_t")])
+    charts = [svg.bars(labels, series, title="Case shares per K (95% Wilson)", xlabel="K", ylabel="share",
+                       ymax=1.0, errors=errors),
+              svg.lines(lines, title="Deletion curves (mean over questions)", xlabel="fraction of units removed",
+                        ylabel="similarity to the baseline answer", xlim=(0, 1))]
+    qrows = []
+    by_q: dict[str, dict[str, str]] = defaultdict(dict)
+    for c in data.table("cases"):
+        by_q[c["question_id"]][c["k_label"]] = c["case"]
+    for q in data.table("questions"):
+        got = by_q.get(q["question_id"], {})
+        qrows.append([esc(q["question_id"]), f'<div class=passage>{esc(q.get("question"))}</div>',
+                      " ".join(badge(f"{k}: {v}", f"case-{v}") for k, v in got.items()),
+                      fmt(q.get("parametric")), fmt(q.get("position_sensitive")), fmt(q.get("auc_most")),
+                      fmt(q.get("auc_least")), f'<div class=answer>{esc(q.get("baseline_answer"))}</div>'])
+    return ("<h2>Summary</h2>" + head
+            + table(["K", "A", "B", "C", "inconclusive", "sim most", "random mean", "sim least"], rows,
+                    numeric=(5, 6, 7))
+            + "<h2>Plots</h2><div class=charts>" + "".join(charts) + "</div>"
+            + "<h2>Questions</h2>" + table(["id", "question", "cases", "parametric", "position sensitive",
+                                             "AUC most", "AUC least", "baseline answer"], qrows, numeric=(5, 6)))
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def _audit_sections(data: RunData) -> str:
+    s = data.summary
+    entries = data.table("audit")
+    head = cards([
+        card("queries", s.get("n_queries"), key="n_queries"), card("pass rate", s.get("pass_rate"), key="pass_rate",
+                                                                    note=f"score ≥ {s.get('pass_score')}"),
+        card("passed", s.get("n_pass"), key="n_pass"), card("failed", s.get("n_fail"), key="n_fail"),
+        card("mean score", s.get("mean_score"), key="mean_score", spec=".1f"),
+        card("mean coverage %", s.get("mean_coverage"), key="mean_coverage", spec=".1f"),
+        card("hit@k", s.get("hit_at_k"), key="hit_at_k"), card("MRR", s.get("mrr"), key="mrr"),
+    ])
+    scores = [e["score"] for e in entries if e.get("score") is not None]
+    chart = svg.histogram(scores, title="Audit score per query", xlabel="score", lo=0, hi=100, bins=10,
+                          marker=s.get("pass_score"), marker_label="pass")
+    rows = [[esc(e["query_id"]), f'<div class=passage>{esc(e.get("query"))}</div>',
+             badge(str(e.get("status")).lower(), str(e.get("status")).lower()), fmt(e.get("score"), ".0f"),
+             fmt(e.get("coverage"), ".1f"), fmt(e.get("precision")), fmt(e.get("recall")),
+             esc(", ".join(e.get("missing") or []))] for e in entries]
+    return ("<h2>Summary</h2>" + head + "<h2>Plots</h2><div class=charts>" + chart + "</div><h2>Queries</h2>"
+            + table(["id", "query", "status", "score", "coverage %", "precision", "recall", "missing"], rows,
+                    numeric=(3, 4, 5, 6)))
+
+
+def render_report(data: RunData) -> str:
+    """The report page of a loaded run."""
+    title = f"ragray {data.kind} report: {data.name}"
+    if data.kind == "run":
+        body = _influence_summary(data.summary) + _influence_charts(data) + _influence_questions(data)
+    elif data.kind == "interpret":
+        body = _interpret_sections(data)
+    elif data.kind == "audit":
+        body = _audit_sections(data)
+    else:
+        body = "<p>No report layout for this kind of run.</p>"
+    return page(title, _header(data, title) + body, script=FILTER_SCRIPT)
+
+
+def write_report(run_dir: str | Path) -> Path | None:
+    """Write ``report.html`` into ``run_dir`` (never fatal: a failure is logged, the results stand)."""
+    try:
+        data = load_run(run_dir)
+        path = Path(run_dir) / "report.html"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(render_report(data), encoding="utf-8")
+        tmp.replace(path)
+        return path
+    except Exception as exc:  # noqa: BLE001 - the report is a view of results already written
+        log.warning("could not write report.html in %s: %s", run_dir, exc)
+        return None

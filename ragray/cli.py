@@ -155,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--out", help="run directory (default: runs/simulate-<scenario>-<time>)")
     sim.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    dash = sub.add_parser(
+        "dashboard", help="web page of runs: reports, flags, question drill-down, compare, CSV upload (no internet)"
+    )
+    dash.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR",
+                      help="folder of run directories to show (default: runs); uploads go to RUNS_DIR/uploads")
+    dash.add_argument("--history", metavar="URL",
+                      help="run history database (default: history.url of the built-in config, runs/ragray.sqlite)")
+    dash.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    dash.add_argument("--port", type=_positive_int, default=8265 + 2, help="port (default 8267)")
     sweep = sub.add_parser(
         "sweep", help="configuration sweep on Ray Tune: one trial per configuration, a scored leaderboard"
     )
@@ -450,6 +459,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ragray._imports import require
+    from ragray.config import ExperimentConfig
+
+    uvicorn = require("uvicorn", extra="dashboard", feature="ragray dashboard")
+    require("fastapi", extra="dashboard", feature="ragray dashboard")
+    if not Path(args.runs_dir).is_dir():
+        raise InputError(f"RUNS_DIR: no such folder: {args.runs_dir}")
+    history = args.history or ExperimentConfig().history.url
+    from ragray.dashboard.app import make_dashboard
+
+    app = make_dashboard(args.runs_dir, history)
+    print(f"ragray dashboard: {args.runs_dir} (history {history}) on http://{args.host}:{args.port}/  (Ctrl-C stops)")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from ragray.commands.sweep import sweep_command
 
@@ -467,7 +495,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
             "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_history, "presets": _cmd_history,
-            "cleanup": _cmd_history, "sweep": _cmd_sweep, "simulate": _cmd_simulate}
+            "cleanup": _cmd_history, "sweep": _cmd_sweep, "simulate": _cmd_simulate,
+            "dashboard": _cmd_dashboard}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,7 +40,7 @@ from ragray.errors import InputError
 __all__ = ["SCENARIOS", "WIDTH", "design", "simulate", "simulation_config", "simulation_marker"]
 
 #: words of a simulated baseline answer: influence resolution 1/WIDTH
-WIDTH = 100
+WIDTH = 40
 
 
 def _aligned(rng: np.random.Generator, k: int) -> np.ndarray:

@@ -40,7 +40,8 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 details > summary { cursor: pointer; } .passage { max-width: 520px; }
 .answer { max-width: 360px; max-height: 4.6em; overflow: auto; }
 .filters { margin: 8px 0; display: flex; gap: 8px; flex-wrap: wrap; align-items: center; }
-.filters label { font-size: .85rem; } code { font-size: .85em; }
+.filters label { font-size: .85rem; } code { font-size: .85em; } .small { font-size: .75rem; }
+.error-message { color: #991b1b; background: #fee2e2; padding: 6px 10px; border-radius: 6px; }
 """
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from ragray.report import svg
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.rundata import RunData, load_run
 
-__all__ = ["render_report", "write_report", "FILTER_SCRIPT"]
+__all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _header(data: RunData, title: str) -> str:
+def header(data: RunData, title: str) -> str:
     cfg = data.config
     gen, ret = cfg.get("generation") or {}, cfg.get("retrieval") or {}
     sim = badge("simulated", "simulated") if data.simulated else ""
@@ -132,7 +132,7 @@ def _flag_filter(table_id: str, flags: Sequence[str], n: int) -> str:
             f' <span class=muted>(<span class=shown>{n}</span> of {n} shown)</span></div>')
 
 
-def _question_detail(q: dict[str, Any], passages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> str:
+def question_detail(q: dict[str, Any], passages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> str:
     drops = {tuple(c.get("removed_passage_ids") or ()): c for c in calls if c.get("arm") == "drop"}
     rows = []
     for p in sorted(passages, key=lambda p: p["retrieval_rank"]):
@@ -149,7 +149,7 @@ def _question_detail(q: dict[str, Any], passages: list[dict[str, Any]], calls: l
             f'<div class=sub>gold: {esc(", ".join(q.get("gold_answers") or []))}</div>{passages_table}</details>')
 
 
-def _influence_questions(data: RunData) -> str:
+def _influence_questions(data: RunData, link: Callable[[str], str] | None = None) -> str:
     qs, ps, calls = data.table("questions"), data.table("passages"), data.table("calls")
     by_q: dict[str, list] = defaultdict(list)
     calls_by_q: dict[str, list] = defaultdict(list)
@@ -161,9 +161,10 @@ def _influence_questions(data: RunData) -> str:
     rows = []
     for q in qs:
         fl = q.get("flags") or []
+        qid = esc(q["question_id"])
         cells = "".join(f"<td{' class=num' if i in (2, 3) else ''}>{c}</td>" for i, c in enumerate([
-            esc(q["question_id"]),
-            f'<div class=passage>{esc(q.get("question"))}</div>' + _question_detail(q, by_q[q["question_id"]],
+            f'<a href="{esc(link(q["question_id"]))}">{qid}</a>' if link else qid,
+            f'<div class=passage>{esc(q.get("question"))}</div>' + question_detail(q, by_q[q["question_id"]],
                                                                                  calls_by_q[q["question_id"]]),
             fmt(q.get("spearman_rho")), fmt(q.get("dominance")),
             esc(q.get("state")), "".join(badge(f) for f in fl) + (badge("error") if q.get("error") else ""),
@@ -256,18 +257,21 @@ def _audit_sections(data: RunData) -> str:
                     numeric=(3, 4, 5, 6)))
 
 
+def report_body(data: RunData, link: Callable[[str], str] | None = None) -> str:
+    """The report's sections for a loaded run (``link``: a question id's drill-down URL)."""
+    if data.kind == "run":
+        return _influence_summary(data.summary) + _influence_charts(data) + _influence_questions(data, link)
+    if data.kind == "interpret":
+        return _interpret_sections(data)
+    if data.kind == "audit":
+        return _audit_sections(data)
+    return "<p>No report layout for this kind of run.</p>"
+
+
 def render_report(data: RunData) -> str:
     """The report page of a loaded run."""
     title = f"ragray {data.kind} report: {data.name}"
-    if data.kind == "run":
-        body = _influence_summary(data.summary) + _influence_charts(data) + _influence_questions(data)
-    elif data.kind == "interpret":
-        body = _interpret_sections(data)
-    elif data.kind == "audit":
-        body = _audit_sections(data)
-    else:
-        body = "<p>No report layout for this kind of run.</p>"
-    return page(title, _header(data, title) + body, script=FILTER_SCRIPT)
+    return page(title, header(data, title) + report_body(data), script=FILTER_SCRIPT)
 
 
 def write_report(run_dir: str | Path) -> Path | None:

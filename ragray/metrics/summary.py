@@ -54,6 +54,8 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
     measured = [q for q in questions if q["state"] == "measured"]
     rhos = [q["spearman_rho"] for q in measured]
     mean_rho, lo, hi = mean_ci(rhos)
+    if lo is not None and hi is not None:  # a mean of values in [-1, 1] lies there: clip the t-interval
+        lo, hi = max(-1.0, lo), min(1.0, hi)
     calls = [c for r in records for c in r["calls"]]
     ok_calls = [c for c in calls if c["error"] is None]
     seconds = sum(q["seconds"] for q in questions)

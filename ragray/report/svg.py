@@ -54,10 +54,10 @@ class _Frame:
     """Axes mapping data to pixels, with the axis lines, ticks and labels drawn once."""
 
     def __init__(self, title: str, xlim: tuple[float, float], ylim: tuple[float, float], xlabel: str,
-                 ylabel: str, kind: str, width: int = _W, height: int = _H) -> None:
+                 ylabel: str, kind: str, width: int = _W, height: int = _H, legend: bool = False) -> None:
         self.w, self.h = width, height
         self.x0, self.x1 = _M["left"], width - _M["right"]
-        self.y0, self.y1 = height - _M["bottom"], _M["top"]
+        self.y0, self.y1 = height - _M["bottom"], _M["top"] + (16 if legend else 0)  # room for a legend row
         self.xlim, self.ylim = xlim, ylim
         self.parts = [
             (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-kind="{kind}" '
@@ -96,8 +96,8 @@ class _Frame:
         x = self.x0 + 8
         for i, name in enumerate(names):
             color = PALETTE[i % len(PALETTE)]
-            self.parts.append(f'<rect x="{x}" y="{self.y1 + 2}" width="10" height="10" fill="{color}"/>'
-                              f'<text x="{x + 14}" y="{self.y1 + 11}" class="tick">{_esc(name)}</text>')
+            self.parts.append(f'<rect x="{x}" y="{self.y1 - 15}" width="10" height="10" fill="{color}"/>'
+                              f'<text x="{x + 14}" y="{self.y1 - 6}" class="tick">{_esc(name)}</text>')
             x += 22 + 7 * len(name)
 
     def empty(self, message: str) -> str:
@@ -145,7 +145,7 @@ def bars(labels: Sequence[str], groups: Sequence[Series], *, title: str, xlabel:
     ``errors[s][i]`` an optional (low, high) interval drawn as a whisker."""
     values = [v for g in groups for v in g.y if v is not None]
     top = ymax if ymax is not None else max([*values, *(e[1] for es in errors or [] for e in es if e)], default=1)
-    f = _Frame(title, (0, len(labels)), (0, top or 1), xlabel, ylabel, "bars")
+    f = _Frame(title, (0, len(labels)), (0, top or 1), xlabel, ylabel, "bars", legend=len(groups) > 1)
     if not labels:
         return f.empty("no data")
     f.yticks(_ticks(0, top or 1))
@@ -175,7 +175,7 @@ def lines(series: Sequence[Series], *, title: str, xlabel: str, ylabel: str,
           xlim: tuple[float, float] | None = None, ylim: tuple[float, float] = (0.0, 1.0)) -> str:
     """One polyline with points per series."""
     xs = [x for s in series for x in s.x]
-    f = _Frame(title, xlim or ((min(xs), max(xs)) if xs else (0, 1)), ylim, xlabel, ylabel, "lines")
+    f = _Frame(title, xlim or ((min(xs), max(xs)) if xs else (0, 1)), ylim, xlabel, ylabel, "lines", legend=True)
     if not xs:
         return f.empty("no curve")
     f.yticks(_ticks(*ylim))

@@ -206,5 +206,10 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         except KeyError:
             raise HTTPException(404, f"no run '{run_id}'") from None
 
+    from ragray.dashboard.app import dashboard_router
+
+    # the dashboard over the runs POST /runs writes (and the history), behind the same key
+    app.include_router(dashboard_router(config.serve.runs_dir, config.history.url, prefix="/dashboard"),
+                       include_in_schema=False)
     app.add_middleware(BodyLimit, limit=config.serve.max_request_bytes)
     return app

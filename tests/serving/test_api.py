@@ -172,6 +172,18 @@ def test_runs_start_finish_and_list(client):
     assert [s["run_id"] for s in client.get("/runs", params={"kind": "run"}).json()] == [run_id]
 
 
+def test_the_dashboard_is_mounted_and_shows_runs_started_over_http(client):
+    run_id = client.post("/runs", json={"command": "run", "preset": "small"}).json()["run_id"]
+    assert wait(client, run_id)["status"] == "done"
+    index = client.get("/dashboard/")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+    assert f'data-run="{run_id}"' in index.text
+    page = client.get(f"/dashboard/runs/{run_id}")
+    assert page.status_code == 200 and 'data-key="n_questions" data-value="1"' in page.text
+    assert "/dashboard" not in str(client.get("/openapi.json").json()["paths"])  # not part of the API schema
+    assert client.get("/dashboard/runs/nope").status_code == 404
+
+
 def test_a_run_failing_in_the_background_is_recorded_failed(client, tmp_path):
     r = client.post("/runs", json={"command": "audit", "overrides": [f"data.path={tmp_path / 'missing.jsonl'}"]})
     assert r.status_code == 202, r.text

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragray import __version__
+from ragray.console import print_pairs, print_table
 from ragray.errors import (
     BackendError,
     ConfigError,
@@ -264,9 +265,9 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
         print(f"  skipped {result.n_skipped_rows} bad rows (listed in metrics.json)")
     if m.get("n_scored"):
         k = m["k"]
-        print(f"  {'hit@1':>8} {'hit@5':>8} {f'hit@{k}':>8} {'MRR':>8} {'nDCG@10':>8}   (n={m['n_scored']})")
-        print(f"  {m['hit_at_1']:8.3f} {m['hit_at_5']:8.3f} {m['hit_at_k']:8.3f} "
-              f"{m['mrr']:8.3f} {m['ndcg_at_10']:8.3f}")
+        print_table(["hit@1", "hit@5", f"hit@{k}", "MRR", "nDCG@10", "n"],
+                    [[f"{m['hit_at_1']:.3f}", f"{m['hit_at_5']:.3f}", f"{m['hit_at_k']:.3f}", f"{m['mrr']:.3f}",
+                      f"{m['ndcg_at_10']:.3f}", m["n_scored"]]], numeric=range(6))
     else:
         print("  no gold passage ids: retrieval metrics not computed")
     if m.get("diversity") is not None:
@@ -338,9 +339,7 @@ def _print_influence_summary(s: dict[str, Any]) -> None:
         ("calls", f"{s['n_calls']} ({s['n_failed_calls']} failed), {_fmt(s['calls_per_second'], '.2f')} calls/s"),
         ("errors", str(s["errors"])),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
+    print_pairs(rows)
 
 
 def _p(value: object) -> str:
@@ -355,15 +354,15 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
     print(f"ragray interpret: {s['n_questions']} questions ({result.n_resumed} resumed, {s['n_failed']} failed), "
           f"{s['model']}, {s['level']} level{' (hierarchical)' if s['hierarchical'] else ''}, "
           f"explainer {s['explainer']}, {s['mode']} mode, R={s['random_repeats']} -> {result.out}")
-    print(f"  {'K':<10} {'A':>5} {'B':>5} {'C':>5} {'inc.':>5}  {'sim most':>8} {'random':>8} {'least':>8}"
-          f"  {'Wilcoxon p':>10} {'McNemar p':>9}")
+    rows = []
     for label, k in s["per_k"].items():
         c = {name: v["count"] for name, v in k["cases"].items()}
         mv = k["most_vs_random"]
-        rand = (k["random_mean"] or {}).get("mean")
-        print(f"  {label:<10} {c['A']:>5} {c['B']:>5} {c['C']:>5} {c['inconclusive']:>5}  {_fmt(k['sim_most_mean']):>8} "
-              f"{_fmt(rand):>8} {_fmt(k['sim_least_mean']):>8}  {_p(mv['paired']['wilcoxon']['p_value']):>10} "
-              f"{_p(mv['mcnemar']['p_value']):>9}")
+        rows.append([label, c["A"], c["B"], c["C"], c["inconclusive"], _fmt(k["sim_most_mean"]),
+                     _fmt((k["random_mean"] or {}).get("mean")), _fmt(k["sim_least_mean"]),
+                     _p(mv["paired"]["wilcoxon"]["p_value"]), _p(mv["mcnemar"]["p_value"])])
+    print_table(["K", "A", "B", "C", "inc.", "sim most", "random", "least", "Wilcoxon p", "McNemar p"], rows,
+                numeric=range(1, 10))
     ctl, cost = s["controls"], s["cost"]
     print(f"  controls: parametric {_fmt(ctl['parametric_rate'])}, position-sensitive "
           f"{_fmt(ctl['position_sensitive_rate'])}, sim without question {_fmt(ctl['del_q_sim_mean'])}")
@@ -405,9 +404,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
               "all are in audit_report.json)")
     print(f"ragray audit: {s['n_pass']}/{s['n_scored']} PASS (pass rate {_fmt(s['pass_rate'])}), "
           f"{s['n_unscored']} unscored, {config.retrieval.retriever} top-{s['k']} documents -> {result.out}")
-    print(f"  mean score {_fmt(s['mean_score'], '.1f')}, coverage {_fmt(s['mean_coverage'], '.1f')}%, "
-          f"noise {_fmt(s['mean_noise_ratio'], '.1f')}%, precision {_fmt(s['mean_precision'], '.2f')}, "
-          f"recall {_fmt(s['mean_recall'], '.2f')}")
+    print_pairs([("mean score", _fmt(s["mean_score"], ".1f")), ("coverage %", _fmt(s["mean_coverage"], ".1f")),
+                 ("noise %", _fmt(s["mean_noise_ratio"], ".1f")), ("precision", _fmt(s["mean_precision"], ".2f")),
+                 ("recall", _fmt(s["mean_recall"], ".2f"))])
     return result.exit_code
 
 
@@ -432,9 +431,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         ("label noise ratio", _fmt(s["label_noise_ratio"])),
         ("latency s / cost USD", f"{_fmt(s['latency_s'], '.2f')} / {_fmt(s['cost_usd_total'], '.4f')}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
+    print_pairs(rows)
     return 0
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 import yaml
 
 from ragray.config import load_config
+from ragray.console import print_table
 from ragray.errors import InputError
 from ragray.store.history import History
 
@@ -30,9 +31,7 @@ def _when(value: datetime | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(f"{v!s:<{w}}" for v, w in zip(row, widths)).rstrip())
+    print_table(header, rows)
 
 
 def runs_command(args: argparse.Namespace) -> int:

@@ -1,0 +1,59 @@
+"""Console summaries as rich tables: readable at a glance in a terminal, plain text in logs.
+
+Colour and box lines only when stdout is a terminal; piped or captured output gets the same
+table as plain aligned columns, one line per row (never wrapped), trailing blanks stripped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["console", "print_pairs", "print_table"]
+
+
+def console() -> Console:
+    """A console on the current ``sys.stdout`` (so test capture and redirection see the output)."""
+    tty = sys.stdout.isatty()
+    width = None if tty else 100_000  # logs and pipes: never wrap a row
+    return Console(file=sys.stdout, width=width, highlight=False, soft_wrap=False, no_color=not tty,
+                   emoji=False, legacy_windows=False)
+
+
+def _table(title: str | None, headers: Sequence[str], numeric: Iterable[int] = (), show_header: bool = True) -> Table:
+    tty = sys.stdout.isatty()
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if tty else None,
+              show_header=show_header, header_style="bold" if tty else "", pad_edge=False, expand=False)
+    nums = set(numeric)
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="right" if i in nums else "left", overflow="fold")
+    return t
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, title: str | None = None,
+                numeric: Iterable[int] = ()) -> None:
+    """One table: a header row, then ``rows`` (cells printed with ``str``; ``None`` as "-")."""
+    t = _table(title, headers, numeric)
+    for row in rows:
+        t.add_row(*("-" if c is None else str(c) for c in row))
+    _emit(t)
+
+
+def _emit(table: Table) -> None:
+    """Print ``table`` with trailing blanks stripped from every line (column padding)."""
+    c = console()
+    with c.capture() as captured:
+        c.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def print_pairs(pairs: Iterable[tuple[str, object]], *, title: str | None = None) -> None:
+    """A two-column "what: value" table (a run's summary)."""
+    t = _table(title, ["", ""], show_header=False)
+    for key, value in pairs:
+        t.add_row(key, "-" if value is None else str(value))
+    _emit(t)

@@ -88,7 +88,8 @@ def page(browser, request):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = context.new_page()
     external = []
-    pg.on("request", lambda r: external.append(r.url) if not r.url.startswith(("http://127.0.0.1", "data:")) else None)
+    pg.on("request", lambda r: external.append(r.url)
+          if not r.url.startswith(("http://127.0.0.1", "data:", "file://")) else None)
     yield pg
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
@@ -195,3 +196,15 @@ def test_upload_a_csv_of_another_tools_results(page, server, tmp_path):
     page.set_input_files("#upload-file", str(bad))
     page.locator("#upload-form button").click()
     assert "line 2: retrieval_rank is not a number: 'first'" in page.locator(".error-message").inner_text()
+
+
+def test_report_html_opens_from_disk_with_no_network(page, runs):
+    """The run directory's own report.html, as a file: every section and number, nothing fetched."""
+    run_dir = runs / "real-smollm2"
+    page.goto((run_dir / "report.html").as_uri())
+    assert page.locator("h2").all_inner_texts() == ["Summary", "Plots", "Questions"]
+    summary = check_flags_match_files(page, run_dir)
+    assert shown_value(page, "mean_spearman") == summary["mean_spearman"]
+    assert page.locator("svg.chart").count() == 4
+    page.locator("#questions details summary").first.click()  # the drill-down opens in place
+    assert page.locator("#questions details[open] table tbody tr").count() == 3

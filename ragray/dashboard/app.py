@@ -84,7 +84,10 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     def run(run_id: str) -> HTMLResponse:
         entry, data = load(run_id)
-        return html(views.run_page(entry, data, url))
+        trials = {}
+        if data.kind == "sweep":  # the leaderboard links each trial's run directory to its page
+            trials = {e.path.name: e.id for e in catalog.entries() if e.path and e.path.parent == entry.path / "trials"}
+        return html(views.run_page(entry, data, url, trials))
 
     @router.get("/runs/{run_id}/questions/{qid}", response_class=HTMLResponse)
     def question(run_id: str, qid: str) -> HTMLResponse:

@@ -64,7 +64,7 @@ def index_page(entries: list[Entry], url: Url, message: str = "") -> str:
     return page("ragray dashboard", body)
 
 
-def run_page(entry: Entry, data: RunData, url: Url) -> str:
+def run_page(entry: Entry, data: RunData, url: Url, trial_ids: dict[str, str] | None = None) -> str:
     title = f"{data.kind}: {data.name}"
     link = (lambda qid: url("question", entry.id, qid)) if data.kind == "run" else None
     files = " · ".join(f'<a href="{url("file", entry.id, name)}">{esc(name)}</a>'
@@ -72,18 +72,23 @@ def run_page(entry: Entry, data: RunData, url: Url) -> str:
                        if (data.path / name).is_file())
     body = _nav(url) + header(data, title) + f"<div class=sub>files: {files}</div>"
     if data.kind == "sweep":
-        body += _sweep_body(data, url)
+        body += _sweep_body(data, url, trial_ids or {})
     else:
         body += report_body(data, link)
     return page(title, body, script=FILTER_SCRIPT)
 
 
-def _sweep_body(data: RunData, url: Url) -> str:
-    rows = [[fmt(r.get("rank")), esc(r.get("label")), fmt(r.get("score")), fmt(r.get("f1")), fmt(r.get("mrr")),
+def _sweep_body(data: RunData, url: Url, trial_ids: dict[str, str]) -> str:
+    """The leaderboard; a trial's label links to its run page (``trial_ids``: trial id -> run id)."""
+    def label(r: dict[str, Any]) -> str:
+        run_id = trial_ids.get(str(r.get("trial_id")))
+        return f'<a href="{url("run", run_id)}">{esc(r.get("label"))}</a>' if run_id else esc(r.get("label"))
+
+    rows = [[fmt(r.get("rank")), label(r), fmt(r.get("score")), fmt(r.get("f1")), fmt(r.get("mrr")),
              fmt(r.get("mean_rho")), fmt(r.get("divergent_rate")), fmt(r.get("latency_s"), ".2f"),
              badge(r.get("status") or "–", "ok" if r.get("status") == "done" else "fail")]
             for r in data.table("leaderboard")]
-    return ("<h2>Leaderboard</h2><p class=sub>each trial is also listed as a run: open two to compare</p>"
+    return ("<h2>Leaderboard</h2><p class=sub>open a trial, or compare two from the list of runs</p>"
             + table(["rank", "configuration", "score", "F1", "MRR", "ρ", "divergent", "s/question", "status"], rows,
                     numeric=(0, 2, 3, 4, 5, 6, 7)))
 

@@ -1,0 +1,75 @@
+"""The dashboard app in-process (no browser): catalog, sweep trials, compare, uploads, errors."""
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ragray.config import load_config
+from ragray.dashboard.app import make_dashboard
+from ragray.dashboard.upload import parse_passages_csv
+from ragray.errors import InputError
+from ragray.simulate import simulate
+from ragray.sweep.leaderboard import write_leaderboard
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    sweep = tmp_path / "sweep-x"
+    base = load_config(None, [f"history.url=sqlite:///{tmp_path / 'h.sqlite'}"])
+    for tid, scenario in (("t1", "aligned"), ("t2", "inverted")):
+        simulate(sweep / "trials" / tid, n_questions=4, k=4, scenario=scenario, seed=1, base=base, progress=False)
+    rows = [{"rank": 1, "trial_id": "t1", "label": "aligned-trial", "status": "done", "score": 0.9},
+            {"rank": 2, "trial_id": "t2", "label": "inverted-trial", "status": "done", "score": 0.1}]
+    write_leaderboard(sweep, rows, "sweep x", {"objective": "quality", "weights": {}}, None)
+    return tmp_path
+
+
+def test_a_sweep_links_its_trials_and_two_trials_compare(runs):
+    c = TestClient(make_dashboard(runs, None))
+    index = c.get("/").text
+    kinds = dict(re.findall(r'<tr data-run="([^"]+)" data-kind="([^"]+)">', index))
+    assert sorted(kinds.values()) == ["run", "run", "sweep"]
+    sweep_id = next(i for i, k in kinds.items() if k == "sweep")
+    page = c.get(f"/runs/{sweep_id}").text
+    links = dict((label, href) for href, label in re.findall(r'<a href="/runs/([^"]+)">(\w+-trial)</a>', page))
+    assert set(links) == {"aligned-trial", "inverted-trial"}
+    compare = c.get("/compare", params={"a": links["aligned-trial"], "b": links["inverted-trial"]}).text
+    assert re.search(r'data-metric="flag_counts.inverted".*?data-side=a data-value="0".*?data-side=b data-value="4"',
+                     compare, re.S)
+    api = c.get("/api/runs").json()
+    assert {r["kind"] for r in api} == {"run", "sweep"} and all(r["openable"] for r in api)
+
+
+def test_missing_runs_and_questions_are_404_pages(runs):
+    c = TestClient(make_dashboard(runs, None))
+    assert c.get("/runs/nope").status_code == 404
+    run_id = re.findall(r'<tr data-run="([^"]+)" data-kind="run">', c.get("/").text)[0]
+    assert c.get(f"/runs/{run_id}/questions/sim0000").status_code == 200
+    r = c.get(f"/runs/{run_id}/questions/nope")
+    assert r.status_code == 404 and "no question 'nope'" in r.text.replace("&#x27;", "'")
+    assert c.get(f"/runs/{run_id}/files/config.yaml").status_code == 404  # only the listed result files
+    assert c.get(f"/runs/{run_id}/files/summary.json").json()["simulated"]["scenario"] in ("aligned", "inverted")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("question_id,passage_id,retrieval_rank\nq,p,1\n", "line 1: missing column(s) influence"),
+    ("question_id,passage_id,retrieval_rank,influence\n", "header but no rows"),
+    ("question_id,passage_id,retrieval_rank,influence\nq,p,1,x\n", "line 2: influence is not a number: 'x'"),
+    ("question_id,passage_id,retrieval_rank,influence\nq,p,1,-1\n", "line 2: influence must be >= 0"),
+    ("question_id,passage_id,retrieval_rank,influence\nq,p,0,1\n", "line 2: retrieval_rank must be an integer >= 1"),
+    ("question_id,passage_id,retrieval_rank,influence\nq,p,1,1\nq,p,2,1\n", "line 3: passage 'p' of question 'q' appears twice"),
+    ("question_id,passage_id,retrieval_rank,influence\nq,p,1,1\nq,r,1,1\n", "line 3: question 'q' has retrieval_rank 1 twice"),
+    ("question_id,passage_id,retrieval_rank,influence,is_gold\nq,p,1,1,maybe\n", "line 2: is_gold must be"),
+    ("question_id,passage_id,retrieval_rank,influence\n,p,1,1\n", "line 2: question_id and passage_id must not be empty"),
+])
+def test_bad_csv_rows_are_refused_with_the_line(text, message):
+    with pytest.raises(InputError) as err:
+        parse_passages_csv(text)
+    assert message in str(err.value)
+
+
+def test_uploads_that_are_not_text_are_refused(runs):
+    c = TestClient(make_dashboard(runs, None))
+    r = c.post("/upload", files={"file": ("x.csv", b"\xff\xfe\x00binary", "text/csv")})
+    assert r.status_code == 400 and "not UTF-8 text" in r.text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from ragray.generation.kv_prefix import (
     PrefillStep,
     common_prefix_len,
@@ -63,3 +65,25 @@ def test_supports_prefix_reuse_only_for_global_attention() -> None:
     assert not supports_prefix_reuse(cfg(layer_types=["full_attention", "sliding_attention"]))
     assert not supports_prefix_reuse(cfg(sliding_window=4096))
     assert supports_prefix_reuse(cfg(sliding_window=4096, use_sliding_window=False))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("q_len", [1, 37, 300])
+def test_gqa_attention_equals_the_repeated_heads_to_the_bit(dtype, q_len) -> None:
+    """Masked calls (decoding steps, prefills after a reused prefix) skip the head repeat exactly."""
+    torch = pytest.importorskip("torch")
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from ragray.generation.kv_prefix import gqa_sdpa_attention
+
+    g = torch.Generator().manual_seed(q_len)
+    dt = getattr(torch, dtype)
+    k_len = 512
+    q = torch.randn(2, 9, q_len, 64, generator=g).to(dt)
+    k, v = (torch.randn(2, 3, k_len, 64, generator=g).to(dt) for _ in range(2))
+    mask = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)[None, None].repeat(2, 1, 1, 1)
+    mask[1, :, :, :40] = False  # left padding of the second row
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    ours, _ = gqa_sdpa_attention(module, q, k, v, mask, scaling=0.125)
+    ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.125)
+    assert torch.equal(ours, ref)

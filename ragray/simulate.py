@@ -139,8 +139,7 @@ def simulate(out: str | Path, *, n_questions: int = 50, k: int = 10, scenario: s
     out.mkdir(parents=True, exist_ok=True)
     (out / "simulation.json").write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
     with open(out / "simulation.jsonl", "w", encoding="utf-8") as fh:
-        for row in _rows(plan):
-            fh.write(json.dumps(row) + "\n")
+        fh.writelines(json.dumps(row) + "\n" for row in _rows(plan))
     config = simulation_config(out.resolve(), base)
     config = config.model_copy(update={"name": f"simulated-{scenario}"})
     return run_influence(config, out, progress=progress)

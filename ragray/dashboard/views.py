@@ -143,7 +143,7 @@ def _metrics(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
 
 def compare_page(a: tuple[Entry, RunData], b: tuple[Entry, RunData], url: Url) -> str:
     (ea, da), (eb, db) = a, b
-    ma, mb = _metrics(da.summary), dict((k, v) for _, k, v in _metrics(db.summary))
+    ma, mb = _metrics(da.summary), {k: v for _, k, v in _metrics(db.summary)}
     rows = []
     for label, key, va in ma:
         vb = mb.get(key)
@@ -163,8 +163,10 @@ def compare_page(a: tuple[Entry, RunData], b: tuple[Entry, RunData], url: Url) -
         qrows.append(f'<tr data-qid="{esc(qid)}"><td><a href="{url("question", ea.id, qid)}">{esc(qid)}</a></td>'
                      f'<td class=num>{fmt(qa[qid].get("spearman_rho"))}</td><td class=num>{fmt(qb[qid].get("spearman_rho"))}</td>'
                      f'<td>{"".join(badge(f) for f in sorted(fa))}</td><td>{"".join(badge(f) for f in sorted(fb))}</td></tr>')
-    rho = lambda d: [q["spearman_rho"] for q in d.table("questions")  # noqa: E731
-                     if q.get("state") == "measured" and q.get("spearman_rho") is not None]
+    def rho(d: RunData) -> list[float]:
+        return [q["spearman_rho"] for q in d.table("questions")
+                if q.get("state") == "measured" and q.get("spearman_rho") is not None]
+
     charts = [svg.histogram(rho(da), title=f"ρ: {da.name}", xlabel="ρ", lo=-1, hi=1),
               svg.histogram(rho(db), title=f"ρ: {db.name}", xlabel="ρ", lo=-1, hi=1)]
     body = (_nav(url) + f'<h1>Compare</h1><div class=sub>A: <a href="{url("run", ea.id)}">{esc(da.name)}</a> '

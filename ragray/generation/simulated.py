@@ -26,7 +26,7 @@ from ragray.config import GenerationConfig
 from ragray.errors import ConfigError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 
-__all__ = ["SimulatedGenerator", "QUESTION_PATTERN", "PASSAGE_PATTERN"]
+__all__ = ["PASSAGE_PATTERN", "QUESTION_PATTERN", "SimulatedGenerator"]
 
 QUESTION_PATTERN = re.compile(r"Simulated question ([\w.-]+):")
 PASSAGE_PATTERN = re.compile(r"Simulated passage ([\w.-]+)/([\w.-]+):")

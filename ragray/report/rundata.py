@@ -19,7 +19,7 @@ import yaml
 
 from ragray.errors import InputError
 
-__all__ = ["RunData", "load_run", "clean"]
+__all__ = ["RunData", "clean", "load_run"]
 
 _TABLES = ("questions", "passages", "calls", "units", "arms", "cases", "curves", "audit", "leaderboard", "scores",
            "hits")

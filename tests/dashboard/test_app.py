@@ -73,3 +73,40 @@ def test_uploads_that_are_not_text_are_refused(runs):
     c = TestClient(make_dashboard(runs, None))
     r = c.post("/upload", files={"file": ("x.csv", b"\xff\xfe\x00binary", "text/csv")})
     assert r.status_code == 400 and "not UTF-8 text" in r.text
+
+
+def test_cli_refuses_a_missing_runs_folder(tmp_path, capsys):
+    from ragray.cli import main
+
+    assert main(["dashboard", str(tmp_path / "nope")]) == 2
+    assert "RUNS_DIR: no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_cli_serves_the_dashboard(runs):
+    """`ragray dashboard RUNS_DIR --port P` in a subprocess answers on the port."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "ragray.cli", "dashboard", str(runs), "--port", str(port),
+                             "--history", f"sqlite:///{runs / 'h.sqlite'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() else "timeout"
+                time.sleep(0.3)
+        assert body.count('data-kind="run"') == 2 and 'data-kind="sweep"' in body
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -53,7 +53,7 @@ class Catalog:
     def __init__(self, runs_dir: str | Path, history_url: str | None = None) -> None:
         self.runs_dir = Path(runs_dir)
         self.history_url = history_url
-        self._cache: dict[tuple[str, float], RunData] = {}
+        self._cache: dict[tuple[str, float, tuple[str, ...] | None], RunData] = {}
 
     def _scan(self) -> list[Path]:
         found: list[Path] = []
@@ -104,7 +104,7 @@ class Catalog:
             if path in by_path:
                 continue
             try:
-                data = self.load_path(path)
+                data = self.load_path(path, tables=())  # the list needs the summary only
             except InputError:
                 continue
             started = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
@@ -122,12 +122,12 @@ class Catalog:
                 return entry
         raise KeyError(run_id)
 
-    def load_path(self, path: Path) -> RunData:
-        """The run at ``path``, cached until one of its files changes."""
+    def load_path(self, path: Path, tables: tuple[str, ...] | None = None) -> RunData:
+        """The run at ``path`` (only ``tables``; default all), cached until one of its files changes."""
         stamp = max((p.stat().st_mtime for p in path.iterdir() if p.is_file()), default=0.0)
-        key = (str(path), stamp)
+        key = (str(path), stamp, tables)
         if key not in self._cache:
-            self._cache[key] = load_run(path)
+            self._cache[key] = load_run(path) if tables is None else load_run(path, tables)
         return self._cache[key]
 
     def load(self, run_id: str) -> tuple[Entry, RunData]:

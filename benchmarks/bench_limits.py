@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import machine_info  # noqa: E402
+from benchmarks.machine import machine_info, save_result  # noqa: E402
 
 
 def _best(fn: Callable[[], Any], repeat: int = 5) -> float:
@@ -148,9 +148,7 @@ def main() -> None:
         result["ragray_achieved"] = {"source": args.generation, "generation_commit": gen["machine"].get("commit"),
                                      "sections": achieved(gen, params, result["matmul"])}
         print(json.dumps(result["ragray_achieved"], indent=1))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import SHARED_DATA, machine_info  # noqa: E402
+from benchmarks.machine import SHARED_DATA, machine_info, save_result  # noqa: E402
 from ragray.commands.run import run_influence  # noqa: E402
 from ragray.config import load_config  # noqa: E402
 
@@ -84,9 +84,7 @@ def main() -> None:
                 print(name, json.dumps(row), flush=True)
         finally:
             ray.shutdown()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -51,3 +51,13 @@ def machine_info(packages: tuple[str, ...] = ()) -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": versions,
     }
+
+
+def save_result(path: str | Path, result: dict[str, Any]) -> Path:
+    """Write a benchmark's result JSON (indented, parents created); returns the path."""
+    import json
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return out

@@ -142,6 +142,29 @@ def agreement(section: dict[str, Any], naive: dict[str, Any] | None) -> float | 
     return round(sum(a == b for a, b in pairs) / len(pairs), 4)
 
 
+def influence_agreement(reference: dict[str, Any], fast: dict[str, Any], per_question: int) -> dict[str, Any]:
+    """Drop-one influence ranks from two sections' answers (baseline first, then the ablations of
+    each question), compared per question: Spearman ρ and top-1 agreement (ragray's ROUGE-L)."""
+    from scipy.stats import spearmanr
+
+    from ragray.metrics.similarity import get_similarity
+
+    sim = get_similarity("rouge_l")
+
+    def influence(answers: list[str]) -> list[float]:
+        return [1.0 - sim(answers[0], a) for a in answers[1:]]
+
+    rhos, top1 = [], []
+    for start in range(0, len(reference["answers"]), per_question):
+        a = influence(reference["answers"][start : start + per_question])
+        b = influence(fast["answers"][start : start + per_question])
+        if len(set(a)) > 1 and len(set(b)) > 1:
+            rhos.append(float(spearmanr(a, b).statistic))
+        top1.append(a.index(max(a)) == b.index(max(b)))
+    return {"questions": len(top1), "mean_spearman": round(sum(rhos) / len(rhos), 4) if rhos else None,
+            "spearman_per_question": [round(r, 4) for r in rhos], "top1_agreement": round(sum(top1) / len(top1), 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=10)
@@ -214,6 +237,9 @@ def main() -> None:
     result["summary"] = {
         name: {k: s[k] for k in keys if k in s} for name, s in sections.items()
     }
+    if "answers" in sections.get("ragray_fp32", {}) and "answers" in sections.get("ragray_bf16", {}):
+        result["summary"]["influence_ranks_bf16_vs_fp32"] = influence_agreement(
+            sections["ragray_fp32"], sections["ragray_bf16"], result["workload"]["prompts_per_question"])
     print(json.dumps(result["summary"], indent=1))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

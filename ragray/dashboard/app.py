@@ -26,7 +26,7 @@ from fastapi import APIRouter, FastAPI, File, HTTPException, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 
 from ragray.dashboard import views
-from ragray.dashboard.catalog import Catalog, _dir_id
+from ragray.dashboard.catalog import Catalog, dir_id
 from ragray.dashboard.upload import import_csv
 from ragray.errors import InputError
 
@@ -115,7 +115,7 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
             out = import_csv(text, Path(runs_dir) / "uploads", file.filename or "upload.csv")
         except InputError as exc:
             return html(views.index_page(catalog.entries(), url, f"upload {file.filename}: {exc}"), 400)
-        return RedirectResponse(url("run", _dir_id(out)), status_code=303)
+        return RedirectResponse(url("run", dir_id(out)), status_code=303)
 
     @router.get("/runs/{run_id}/files/{name}")
     def files(run_id: str, name: str) -> FileResponse:

@@ -18,7 +18,7 @@ from typing import Any
 from ragray.errors import InputError
 from ragray.report.rundata import RunData, load_run
 
-__all__ = ["Catalog", "Entry"]
+__all__ = ["Catalog", "Entry", "dir_id"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ class Entry:
         return self.path is not None and self.path.is_dir() and any((self.path / m).is_file() for m in _MARKERS)
 
 
-def _dir_id(path: Path) -> str:
+def dir_id(path: Path) -> str:
+    """The id of a run directory that is not in the history (stable: a hash of its path)."""
     return "dir-" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
 
 
@@ -109,7 +110,7 @@ class Catalog:
                 continue
             started = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
             source = "upload" if path.name.startswith("upload-") else "folder"
-            entry = Entry(_dir_id(path), data.name, data.kind, "done", path, started, None, source, data.summary)
+            entry = Entry(dir_id(path), data.name, data.kind, "done", path, started, None, source, data.summary)
             by_path[path] = entry
             out.append(entry)
         out.sort(key=lambda e: e.started.astimezone(timezone.utc).replace(tzinfo=None) if e.started else datetime.min,

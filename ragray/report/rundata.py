@@ -58,19 +58,15 @@ class RunData:
         return self.tables.get(name, [])
 
 
+#: the kind of a run directory by the first of these tables it holds
+_KINDS = (("leaderboard", "sweep"), ("cases", "interpret"), ("audit", "audit"), ("passages", "run"),
+          ("scores", "score"), ("hits", "retrieve"))
+
+
 def _kind(path: Path) -> str:
-    if (path / "leaderboard.parquet").is_file():
-        return "sweep"
-    if (path / "cases.parquet").is_file():
-        return "interpret"
-    if (path / "audit.parquet").is_file():
-        return "audit"
-    if (path / "passages.parquet").is_file():
-        return "run"
-    if (path / "scores.parquet").is_file():
-        return "score"
-    if (path / "hits.parquet").is_file():
-        return "retrieve"
+    for table, kind in _KINDS:
+        if (path / f"{table}.parquet").is_file():
+            return kind
     raise InputError(f"{path}: not a finished ragray run directory (no results tables found)")
 
 

@@ -114,11 +114,14 @@ def run_ragray(questions: list[list[ChatPrompt]], config: GenerationConfig) -> d
     try:
         gen.generate([WARMUP])
         texts: list[str] = []
+        completion = 0
         began = time.perf_counter()
         for prompts in questions:
-            texts += [g.text for g in gen.generate(prompts)]
+            generations = gen.generate(prompts)
+            texts += [g.text for g in generations]
+            completion += sum(g.completion_tokens or 0 for g in generations)
         seconds = time.perf_counter() - began
-        extra: dict[str, Any] = {"config": config.model_dump(mode="json")}
+        extra: dict[str, Any] = {"config": config.model_dump(mode="json"), "completion_tokens": completion}
         if isinstance(gen, TransformersGenerator):  # how many prompt tokens prefix reuse skips
             ids = [gen.prompt_token_ids(prompts) for prompts in questions]
             total = sum(len(t) for q in ids for t in q)

@@ -109,8 +109,10 @@ def model_forward(torch: Any) -> dict[str, Any]:
     return out
 
 
-def achieved(generation: dict[str, Any], params: int, peaks: dict[str, Any]) -> dict[str, Any]:
-    """ragray's useful FLOP/s per generation section, against the bf16 peaks."""
+def achieved(generation: dict[str, Any], params: int, peaks: dict[str, Any],
+             forward: dict[str, Any] | None = None) -> dict[str, Any]:
+    """ragray's useful FLOP/s per generation section, against the bf16 peaks and (``forward``, the
+    :func:`model_forward` figures) the model's own bf16 batched forward at 1461 tokens."""
     out = {}
     for name, sec in generation.get("sections", {}).items():
         tokens = sec.get("prefill_tokens_with_reuse")
@@ -125,6 +127,9 @@ def achieved(generation: dict[str, Any], params: int, peaks: dict[str, Any]) -> 
             "of_bf16_sustained_model_gemms": round(useful / peaks["bfloat16"]["sustained_model_gemms_gflops"], 3),
             "completion_tokens_assumed_max": sec.get("completion_tokens") is None,
         }
+        model = (forward or {}).get("bfloat16", {}).get("prefill", {}).get("1461", {}).get("gflops")
+        if model:
+            out[name]["of_model_bf16_forward"] = round(useful / model, 3)
     return out
 
 
@@ -146,7 +151,8 @@ def main() -> None:
         gen = json.loads(Path(args.generation).read_text())
         params = result["model_forward"]["bfloat16"]["parameters"]
         result["ragray_achieved"] = {"source": args.generation, "generation_commit": gen["machine"].get("commit"),
-                                     "sections": achieved(gen, params, result["matmul"])}
+                                     "sections": achieved(gen, params, result["matmul"],
+                                                          result["model_forward"])}
         print(json.dumps(result["ragray_achieved"], indent=1))
     save_result(args.out, result)
 

@@ -1,6 +1,7 @@
 """Scaling of `ragray run`: throughput vs number of questions, and vs Ray Data generator actors.
 
-    python benchmarks/bench_scaling.py [--questions 2 4] [--dtype bfloat16] [--out benchmarks/results/scaling.json]
+    python benchmarks/bench_scaling.py [--questions 2 4] [--dtype bfloat16] [--cluster-nodes 1 2 3]
+        [--cluster-questions 6] [--out benchmarks/results/scaling.json]
 
 Workload: the first N HotpotQA distractor-dev questions, BM25 top-10 per question, SmolLM2-135M,
 32 new tokens; each question is the baseline plus 10 drop-one ablations (11 calls). Every variant
@@ -13,6 +14,10 @@ model load and Ray start-up reported separately where they can be told apart.
   actors of 1 CPU each (one torch thread each). On a 2-core machine the actors split the same two
   cores, so this measures Ray's overhead and the cost of splitting, not scale-out; the multi-node
   behaviour is tested (placement, failures) in tests/execution/test_multinode.py.
+- **cluster** (``--cluster-nodes``): a ``ray.cluster_utils.Cluster`` per size n: a head with 0 CPUs
+  and n worker nodes of 1 CPU, the driver connected to it; Ray Data with n actors of 1 CPU (one
+  torch thread each) over ``--cluster-questions`` questions. Efficiency = calls/s(n) / (n x
+  calls/s(1)). The nodes are processes on this machine: past its physical cores they share them.
 """
 
 from __future__ import annotations
@@ -52,10 +57,43 @@ def one_run(n: int, dtype: str, root: Path, name: str, threads: int | None = Non
             "threads": threads, "loadavg_1m_after": round(os.getloadavg()[0], 2)}
 
 
+def cluster_runs(nodes: list[int], n: int, dtype: str, root: Path) -> dict[str, Any]:
+    """One ``ray.cluster_utils.Cluster`` per size: head (0 CPUs) + ``size`` one-CPU worker nodes."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    # every actor up before the first row: otherwise the first one ready takes the early questions
+    context = ray.data.DataContext.get_current()
+    context.wait_for_min_actors_s = 600
+    rows: dict[str, Any] = {}
+    for size in nodes:
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": 200 * 2**20})
+        try:
+            for _ in range(size):
+                cluster.add_node(num_cpus=1, object_store_memory=200 * 2**20)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, log_to_driver=False)
+            row = one_run(n, dtype, root, f"cluster-{size}", threads=1,
+                          executor="ray", actors=size, num_cpus=1)
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+        row["nodes"] = size
+        rows[f"{size}_nodes"] = row
+        print("cluster", json.dumps(row), flush=True)
+    single = rows.get("1_nodes", {}).get("calls_per_s_wall")
+    for row in rows.values():
+        row["efficiency_vs_1_node"] = round(row["calls_per_s_wall"] / (row["nodes"] * single), 3) if single else None
+    return {"physical_cores": os.cpu_count(), "questions": n, "runs": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--cluster-nodes", type=int, nargs="*", default=[1, 2, 3])
+    ap.add_argument("--cluster-questions", type=int, default=6)
     ap.add_argument("--out", default="benchmarks/results/scaling.json")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -84,6 +122,10 @@ def main() -> None:
                 print(name, json.dumps(row), flush=True)
         finally:
             ray.shutdown()
+        if args.cluster_nodes:
+            os.environ.setdefault("RAY_TMPDIR", "/tmp/rg-bench")  # short socket paths, own address file
+            os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)
+            result["cluster"] = cluster_runs(args.cluster_nodes, args.cluster_questions, args.dtype, root)
     save_result(args.out, result)
 
 

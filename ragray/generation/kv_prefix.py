@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
+    "CONTINUATION",
     "GQA_ATTENTION",
     "PrefillStep",
     "cache_layers",
@@ -217,6 +218,39 @@ def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: in
 
 
 GQA_ATTENTION = "ragray_sdpa_gqa"
+# Keyword a prefill passes through the model to the attention function: "this batch-1 forward
+# continues a cached prefix with a plain causal block" (no padding, no other masking).
+CONTINUATION = "ragray_continuation"
+# Padded-causal pays when (R+S)^2/2 positions at the causal kernel's cost beat S x (R+S) at the
+# masked kernel's: measured on torch 2.13 CPU (flash), S x this ratio must exceed R + S.
+_PADDED_CAUSAL_RATIO = {"bfloat16": 2.5, "float16": 2.5}
+_PADDED_CAUSAL_RATIO_DEFAULT = 2.0
+
+
+def continuation_attention(query: Any, key: Any, value: Any, scale: float | None) -> Any | None:
+    """Attention of ``S`` new queries over ``R`` cached + ``S`` new keys (batch 1, each query sees
+    every cached key and the new keys up to itself), as a causal call over ``R`` zero queries
+    followed by the real ones; ``None`` when the masked kernel is cheaper.
+
+    SDPA's ``is_causal`` aligns the triangle top-left, so with ``R`` leading rows it is exactly the
+    continuation mask, and the CPU flash kernel skips the blocks above the diagonal: for the
+    ablations that drop an early passage (R small, S long) the masked kernel computes the whole
+    ``S x (R+S)`` rectangle, twice the needed work. Row by row the kernel does the same products
+    in the same order, so the real rows equal the masked call's output (to the bit on torch 2.13
+    CPU in bf16, tested); the zero rows are cut off.
+    """
+    import torch
+
+    n_new, n_keys = query.shape[-2], key.shape[-2]
+    cached = n_keys - n_new
+    ratio = _PADDED_CAUSAL_RATIO.get(str(query.dtype).removeprefix("torch."), _PADDED_CAUSAL_RATIO_DEFAULT)
+    if query.shape[0] != 1 or cached <= 0 or n_keys >= ratio * n_new:
+        return None
+    padded = torch.cat([query.new_zeros((1, query.shape[1], cached, query.shape[3])), query], dim=2)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        padded, key, value, is_causal=True, scale=scale, enable_gqa=query.shape[1] != key.shape[1]
+    )
+    return out[:, :, cached:]
 
 
 def gqa_sdpa_attention(
@@ -233,10 +267,17 @@ def gqa_sdpa_attention(
     700 cached, bf16). Both compute the same products in the same order (outputs equal to the bit
     on torch 2.13 CPU, fp32 and bf16, tested). Splitting masked prefills into query chunks gained
     nothing measurable here.
+
+    A prefill that passes ``ragray_continuation=True`` (:data:`CONTINUATION`) may instead run as
+    :func:`continuation_attention`'s padded causal call, where that is cheaper.
     """
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if kwargs.pop(CONTINUATION, False) and not kwargs.get("dropout", 0.0):
+        out = continuation_attention(query, key, value, kwargs.get("scaling"))
+        if out is not None:
+            return out.transpose(1, 2).contiguous(), None
     if (
         attention_mask is None
         or attention_mask.dtype != torch.bool

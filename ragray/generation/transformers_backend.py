@@ -29,6 +29,8 @@ from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.kv_prefix import (
+    CONTINUATION,
+    GQA_ATTENTION,
     PrefillStep,
     cache_layers,
     make_cache,
@@ -76,6 +78,8 @@ class TransformersGenerator(Generator):
         if config.transformers.prefix_reuse and not self.prefix_reuse:
             log.warning("%s has non-global attention layers: prefix reuse and batching are off", path)
         self._eos = self._eos_ids()
+        # ragray's attention function reads the continuation hint; any other would not expect it
+        self._continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         params = inspect.signature(model.forward).parameters
         self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
@@ -160,6 +164,8 @@ class TransformersGenerator(Generator):
         cache = make_cache(source, reuse, len(ids)) if reuse else self._new_cache()
         positions = torch.arange(reuse, len(ids), device=self.device)
         kwargs = {self._keep_arg: keep} if self._keep_arg else {}
+        if reuse and self._continuation:  # the attention may run this as a padded causal call
+            kwargs[CONTINUATION] = True
         out = self._model(
             input_ids=torch.tensor([ids[reuse:]], device=self.device),
             position_ids=positions[None],

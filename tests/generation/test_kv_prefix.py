@@ -87,3 +87,44 @@ def test_gqa_attention_equals_the_repeated_heads_to_the_bit(dtype, q_len) -> Non
     ours, _ = gqa_sdpa_attention(module, q, k, v, mask, scaling=0.125)
     ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.125)
     assert torch.equal(ours, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("cached", "new"), [(40, 600), (300, 400), (1, 64)])
+def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new) -> None:
+    """A prefill after a reused prefix, run as one causal call over zero rows + the new queries,
+    gives the masked call's rows (bit-equal in bf16 on this torch; fp32 to rounding)."""
+    torch = pytest.importorskip("torch")
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from ragray.generation.kv_prefix import CONTINUATION, continuation_attention, gqa_sdpa_attention
+
+    g = torch.Generator().manual_seed(cached + new)
+    dt = getattr(torch, dtype)
+    q = torch.randn(1, 9, new, 64, generator=g).to(dt)
+    k, v = (torch.randn(1, 3, cached + new, 64, generator=g).to(dt) for _ in range(2))
+    mask = torch.ones(new, cached + new, dtype=torch.bool).tril(diagonal=cached)[None, None]
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    assert continuation_attention(q, k, v, 0.125) is not None  # these shapes take the padded path
+    ours, _ = gqa_sdpa_attention(module, q, k, v, mask, scaling=0.125, **{CONTINUATION: True})
+    ref, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.125)
+    assert ours.shape == ref.shape
+    if dt == torch.bfloat16:
+        assert torch.equal(ours, ref)
+    else:
+        torch.testing.assert_close(ours, ref, rtol=0, atol=1e-6)
+
+
+def test_continuation_falls_back_to_the_mask_where_it_does_not_pay() -> None:
+    torch = pytest.importorskip("torch")
+    from ragray.generation.kv_prefix import continuation_attention
+
+    def shapes(batch: int, cached: int, new: int, dt=torch.bfloat16):
+        return (torch.zeros(batch, 9, new, 64, dtype=dt), torch.zeros(batch, 3, cached + new, 64, dtype=dt),
+                torch.zeros(batch, 3, cached + new, 64, dtype=dt), None)
+
+    assert continuation_attention(*shapes(1, 0, 100)) is None  # nothing cached: a plain causal prefill
+    assert continuation_attention(*shapes(2, 10, 100)) is None  # batches carry padding masks
+    assert continuation_attention(*shapes(1, 1000, 100)) is None  # the zero rows would cost more
+    assert continuation_attention(*shapes(1, 100, 100)) is not None  # 200 < 2.5 x 100 (bf16)
+    assert continuation_attention(*shapes(1, 100, 100, torch.float32)) is None  # fp32: 200 >= 2 x 100

@@ -109,16 +109,28 @@ def test_prefix_reuse_gives_the_plain_scores(gen, plain) -> None:
 
 
 @pytest.mark.slow
-def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data) -> None:
+def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypatch) -> None:
     # a HotpotQA question with its first 5 passages (~700 tokens): baseline and 3 drop-one ablations
     with (shared_data / "hotpotqa_distractor_dev.jsonl").open(encoding="utf-8") as fh:
         row = next(r for r in map(json.loads, fh) if len(r["passages"]) == 10)
     ps = [Passage(p["id"], p["text"], title=p["title"]) for p in row["passages"][:5]]
     prompts = [TEMPLATE.build(row["question"], ps)]
     prompts += [TEMPLATE.build(row["question"], ps[:i] + ps[i + 1 :]) for i in (0, 2, 4)]
+    from ragray.generation import kv_prefix
+
+    padded = []
+
+    def spy(*args, **kwargs):
+        out = continuation(*args, **kwargs)
+        padded.append(out is not None)
+        return out
+
+    continuation = kv_prefix.continuation_attention
+    monkeypatch.setattr(kv_prefix, "continuation_attention", spy)
     ours, ref = gen.generate(prompts), plain.generate(prompts)
     assert ours[0].prompt_tokens > 500
     assert [g.text for g in ours] == [g.text for g in ref]
+    assert any(padded) and not all(padded)  # both attention paths ran (drop first / drop last)
 
 
 @pytest.mark.slow

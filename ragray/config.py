@@ -187,6 +187,11 @@ class TransformersConfig(Section):
     prefix_reuse: bool = Field(
         True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"
     )
+    draft_tokens: int = Field(
+        4, ge=0, le=16,
+        description="greedy decoding: tokens guessed per step (from sibling answers and the prompt) "
+                    "and verified in the same forward pass; exact greedy output, fewer steps. 0: off",
+    )
     threads: int | None = Field(
         None, ge=1,
         description="CPU threads of the model; null: every core this process may use (Ray would "

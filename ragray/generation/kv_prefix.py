@@ -225,6 +225,8 @@ CONTINUATION = "ragray_continuation"
 # masked kernel's: measured on torch 2.13 CPU (flash), S x this ratio must exceed R + S.
 _PADDED_CAUSAL_RATIO = {"bfloat16": 2.5, "float16": 2.5}
 _PADDED_CAUSAL_RATIO_DEFAULT = 2.0
+# Masked calls with at most this many queries per row fold the query heads of a KV head into rows.
+_FOLD_MAX_QUERIES = 16
 
 
 def continuation_attention(query: Any, key: Any, value: Any, scale: float | None) -> Any | None:
@@ -268,6 +270,12 @@ def gqa_sdpa_attention(
     on torch 2.13 CPU, fp32 and bf16, tested). Splitting masked prefills into query chunks gained
     nothing measurable here.
 
+    Masked calls of 2 to 16 queries per row (decoding steps that verify drafted tokens) fold the
+    ``groups`` query heads of each KV head into ``groups x queries`` rows of a plain call: the
+    kernel then reads each cached key/value once per KV head instead of once per query head
+    (4.98 -> 2.70 ms for 11 rows x 5 queries over 1460 keys, bf16; bit-equal, tested). A single
+    query per row keeps the GQA call: the kernel has a faster path for it.
+
     A prefill that passes ``ragray_continuation=True`` (:data:`CONTINUATION`) may instead run as
     :func:`continuation_attention`'s padded causal call, where that is cheaper.
     """
@@ -286,14 +294,21 @@ def gqa_sdpa_attention(
         or kwargs.get("position_bias") is not None
     ):
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attention_mask[:, :, :, : key.shape[-2]],
-        scale=kwargs.get("scaling"),
-        enable_gqa=True,
-    )
+    mask = attention_mask[:, :, :, : key.shape[-2]]
+    batch, heads, n_query, dim = query.shape
+    groups = heads // key.shape[1]
+    if 1 < n_query <= _FOLD_MAX_QUERIES and mask.shape[1] == 1:
+        # a few queries per row (decoding with drafts): the query heads of one KV head become rows
+        # of one call, so each cached key/value is read once instead of once per query head
+        folded = query.reshape(batch, key.shape[1], groups * n_query, dim)
+        mask = mask.expand(batch, groups, n_query, mask.shape[-1]).reshape(batch, 1, groups * n_query, -1)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            folded, key, value, attn_mask=mask, scale=kwargs.get("scaling")
+        ).view(batch, heads, n_query, dim)
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
+        )
     return out.transpose(1, 2).contiguous(), None
 
 

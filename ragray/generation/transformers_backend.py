@@ -28,6 +28,7 @@ from ragray.encoders import resolve_device
 from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+from ragray.generation.drafts import DraftSource, accepted_count
 from ragray.generation.kv_prefix import (
     CONTINUATION,
     GQA_ATTENTION,
@@ -78,9 +79,13 @@ class TransformersGenerator(Generator):
         if config.transformers.prefix_reuse and not self.prefix_reuse:
             log.warning("%s has non-global attention layers: prefix reuse and batching are off", path)
         self._eos = self._eos_ids()
+        # guessed tokens are verified against greedy predictions, with a custom mask on stacked caches
+        self._drafting = bool(config.transformers.draft_tokens and config.temperature == 0 and self._global_attention)
         # ragray's attention function reads the continuation hint; any other would not expect it
         self._continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         params = inspect.signature(model.forward).parameters
+        # decoding forward passes and the tokens they produced, over this generator's life
+        self.decode_stats = {"passes": 0, "tokens": 0}
         self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
         self.max_positions: int | None = int(limit) if limit else None
@@ -219,6 +224,7 @@ class TransformersGenerator(Generator):
                 mask, positions, tokens = mask[index], positions[index], tokens[index]
                 rows = [rows[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            self.decode_stats["passes"] += 1
             out = self._model(
                 input_ids=tokens[:, None],
                 attention_mask=mask,
@@ -229,6 +235,58 @@ class TransformersGenerator(Generator):
             )
             logits = out.logits[:, -1, :]
             positions = positions + 1
+
+    def _decode_drafted(self, cache: Any, mask: Any, lengths: list[int], first: Any, budgets: list[int],
+                        drafts: DraftSource) -> list[list[int]]:
+        """Greedy decoding of a batch in steps of 1 + k tokens per row: the row's last token and
+        ``k`` guessed ones (:class:`DraftSource`), all run in one forward pass.
+
+        Each row keeps its guesses up to the first that differs from the model's greedy prediction
+        before it, plus that prediction: the tokens one-token steps would give, in fewer steps.
+        Every step appends ``1 + k`` cache columns to every row; the columns of rejected guesses
+        (and of other rows' longer guesses) are masked out for the rest of the decoding, exactly
+        as left padding is. The step's own block is causal.
+        """
+        torch = self._torch
+        outputs: list[list[int]] = [[t] for t in first.argmax(dim=-1).tolist()]
+        positions = torch.tensor(lengths, device=self.device)  # position of each row's last token
+        valid = mask.bool()
+        rows = list(range(len(lengths)))
+        while True:
+            keep = [j for j, slot in enumerate(rows)
+                    if outputs[slot][-1] not in self._eos and len(outputs[slot]) < budgets[slot]]
+            if not keep:
+                return outputs
+            if len(keep) < len(rows):
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                valid, positions = valid[index], positions[index]
+                rows = [rows[j] for j in keep]
+            guesses = [drafts.propose(slot, outputs, budgets[slot] - len(outputs[slot]) - 1) for slot in rows]
+            width = 1 + max(map(len, guesses))
+            tokens = torch.tensor([[outputs[slot][-1], *g, *[outputs[slot][-1]] * (width - 1 - len(g))]
+                                   for slot, g in zip(rows, guesses)], device=self.device)
+            block = torch.ones((width, width), dtype=torch.bool, device=self.device).tril()
+            attend = torch.cat([valid[:, None, :].expand(-1, width, -1), block.expand(len(rows), -1, -1)], dim=2)
+            self.decode_stats["passes"] += 1
+            out = self._model(
+                input_ids=tokens,
+                attention_mask=attend[:, None],
+                position_ids=positions[:, None] + torch.arange(width, device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            predicted = out.logits.argmax(dim=-1).tolist()
+            kept = torch.zeros((len(rows), width), dtype=torch.bool, device=self.device)
+            for j, (slot, guess) in enumerate(zip(rows, guesses)):
+                n = accepted_count(guess, predicted[j])
+                kept[j, : n + 1] = True  # the last token and the confirmed guesses are now context
+                for token in predicted[j][: n + 1]:
+                    outputs[slot].append(token)
+                    if token in self._eos or len(outputs[slot]) >= budgets[slot]:
+                        break
+                positions[j] += n + 1
+            valid = torch.cat([valid, kept], dim=1)
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -267,16 +325,25 @@ class TransformersGenerator(Generator):
         prefilled = time.perf_counter()
         lengths = [len(token_ids[s.index]) for s in group]
         room = [budgets[s.index] for s in group]
-        cache, mask = self._batch(caches, lengths, max(room))
+        # a drafted step appends 1 + draft_tokens columns to every row, and there are at most
+        # max(room) steps: cache room for all of them (growing would copy the whole cache)
+        columns = max(room) * (1 + self.config.transformers.draft_tokens if self._drafting else 1)
+        cache, mask = self._batch(caches, lengths, columns)
         del caches  # the batch holds copies; only `previous` stays for the next group
-        generators = [self._generator(step.index) for step in group]
-        outputs = self._decode(cache, mask, lengths, self._torch.cat(firsts), room, generators)
+        first = self._torch.cat(firsts)
+        if self._drafting:
+            drafts = DraftSource([token_ids[s.index] for s in group], self.config.transformers.draft_tokens)
+            outputs = self._decode_drafted(cache, mask, lengths, first, room, drafts)
+        else:
+            generators = [self._generator(step.index) for step in group]
+            outputs = self._decode(cache, mask, lengths, first, room, generators)
         del cache
+        self.decode_stats["tokens"] += sum(map(len, outputs))
         done = time.perf_counter()
         log.debug(
-            "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d steps in %.2fs",
+            "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d tokens in %.2fs",
             len(group), sum(n - s.reuse_len for s, n in zip(group, lengths)), sum(lengths),
-            prefilled - began, max(map(len, outputs)), done - prefilled,
+            prefilled - began, sum(map(len, outputs)), done - prefilled,
         )
         share = (done - began) / len(group)
         for step, n, out in zip(group, lengths, outputs):

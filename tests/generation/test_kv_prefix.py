@@ -68,7 +68,7 @@ def test_supports_prefix_reuse_only_for_global_attention() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("q_len", [1, 37, 300])
+@pytest.mark.parametrize("q_len", [1, 5, 16, 37, 300])
 def test_gqa_attention_equals_the_repeated_heads_to_the_bit(dtype, q_len) -> None:
     """Masked calls (decoding steps, prefills after a reused prefix) skip the head repeat exactly."""
     torch = pytest.importorskip("torch")

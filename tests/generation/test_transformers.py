@@ -49,9 +49,9 @@ def gen():
 @pytest.fixture(scope="module")
 def plain(gen):
     """The reference: every prompt prefilled from scratch and decoded alone (same model)."""
-    return gen.with_config(
-        GenerationConfig(max_tokens=MAX_TOKENS, transformers={"prefix_reuse": False, "batch_size": 1})
-    )
+    return gen.with_config(GenerationConfig(
+        max_tokens=MAX_TOKENS, transformers={"prefix_reuse": False, "batch_size": 1, "draft_tokens": 0}
+    ))
 
 
 def test_registered() -> None:
@@ -131,6 +131,24 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     assert ours[0].prompt_tokens > 500
     assert [g.text for g in ours] == [g.text for g in ref]
     assert any(padded) and not all(padded)  # both attention paths ran (drop first / drop last)
+
+
+@pytest.mark.slow
+def test_drafted_decoding_gives_the_one_token_answers_in_fewer_passes(gen, shared_data) -> None:
+    """Greedy decoding that verifies guessed tokens (sibling answers, prompt lookup) is exact:
+    HotpotQA baseline + drop-one prompts, fp32, 32 new tokens, against one token per pass."""
+    with (shared_data / "hotpotqa_distractor_dev.jsonl").open(encoding="utf-8") as fh:
+        row = next(r for r in map(json.loads, fh) if len(r["passages"]) == 10)
+    ps = [Passage(p["id"], p["text"], title=p["title"]) for p in row["passages"][:4]]
+    prompts = [TEMPLATE.build(row["question"], ps)]
+    prompts += [TEMPLATE.build(row["question"], ps[:i] + ps[i + 1 :]) for i in range(4)]
+    one, drafted = (
+        gen.with_config(GenerationConfig(max_tokens=32, transformers={"draft_tokens": k})) for k in (0, 4)
+    )
+    ref, ours = one.generate(prompts), drafted.generate(prompts)
+    assert [(g.text, g.completion_tokens) for g in ours] == [(g.text, g.completion_tokens) for g in ref]
+    assert drafted.decode_stats["tokens"] == one.decode_stats["tokens"]
+    assert drafted.decode_stats["passes"] <= 0.7 * one.decode_stats["passes"]  # 20 vs 31 here
 
 
 @pytest.mark.slow

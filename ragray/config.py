@@ -187,6 +187,10 @@ class TransformersConfig(Section):
     prefix_reuse: bool = Field(
         True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"
     )
+    packed_prefill: bool = Field(
+        True, description="run the ablations' unshared tokens in one forward pass after the prompt "
+                          "they share most with (bigger matrices; attention stays per prompt)",
+    )
     draft_tokens: int = Field(
         4, ge=0, le=16,
         description="greedy decoding: tokens guessed per step (from sibling answers and the prompt) "

@@ -26,6 +26,7 @@ from typing import Any
 __all__ = [
     "CONTINUATION",
     "GQA_ATTENTION",
+    "PACKED",
     "PrefillStep",
     "cache_layers",
     "common_prefix_len",
@@ -35,10 +36,12 @@ __all__ = [
     "prefill_token_count",
     "register_gqa_attention",
     "stack_left_padded",
+    "stack_pieces",
     "supports_prefix_reuse",
 ]
 
 KVLayers = list[tuple[Any, Any]]  # [(keys, values)] per layer, torch tensors
+Piece = tuple[KVLayers, int, int]  # positions [start, end) of a layer list
 
 
 @dataclass(frozen=True)
@@ -196,23 +199,33 @@ def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: in
     ``position_ids``; keys carry their rotary encoding already, so moving them is exact. Padding
     holds zeros: masked weights are exactly 0, and 0 times a finite value stays 0.
     """
+    return stack_pieces([[(row, 0, n)] for row, n in zip(rows, lengths)], room)
+
+
+def stack_pieces(rows: Sequence[Sequence[Piece]], room: int) -> tuple[Any, Any]:
+    """:func:`stack_left_padded` for rows made of pieces of several layer lists, e.g. a trunk
+    prompt's prefix followed by a span of a packed prefill (:mod:`ragray.generation.packed`)."""
     import torch
     from transformers.cache_utils import Cache
 
+    lengths = [sum(end - start for _, start, end in row) for row in rows]
     width, batch = max(lengths), len(rows)
-    mask = torch.zeros((batch, width), dtype=torch.long, device=rows[0][0][0].device)
+    first = rows[0][0][0]
+    mask = torch.zeros((batch, width), dtype=torch.long, device=first[0][0].device)
     for b, n in enumerate(lengths):
         mask[b, width - n :] = 1
     layer_class = _preallocated_layer()
     layers = []
-    for layer in range(len(rows[0])):
-        keys, values = rows[0][layer]
-        k, v = _buffer(keys, batch, width + room), _buffer(values, batch, width + room)
+    for layer in range(len(first)):
+        k, v = _buffer(first[layer][0], batch, width + room), _buffer(first[layer][1], batch, width + room)
         for b, (row, n) in enumerate(zip(rows, lengths)):
             k[b, :, : width - n] = 0
             v[b, :, : width - n] = 0
-            k[b, :, width - n : width] = row[layer][0][0, :, :n]
-            v[b, :, width - n : width] = row[layer][1][0, :, :n]
+            at = width - n
+            for source, start, end in row:
+                k[b, :, at : at + end - start] = source[layer][0][0, :, start:end]
+                v[b, :, at : at + end - start] = source[layer][1][0, :, start:end]
+                at += end - start
         layers.append(layer_class(k, v, width))
     return Cache(layers=layers), mask
 
@@ -221,6 +234,8 @@ GQA_ATTENTION = "ragray_sdpa_gqa"
 # Keyword a prefill passes through the model to the attention function: "this batch-1 forward
 # continues a cached prefix with a plain causal block" (no padding, no other masking).
 CONTINUATION = "ragray_continuation"
+# Keyword of a packed prefill (:mod:`ragray.generation.packed`): its :class:`Packed` spans.
+PACKED = "ragray_packed"
 # Padded-causal pays when (R+S)^2/2 positions at the causal kernel's cost beat S x (R+S) at the
 # masked kernel's: measured on torch 2.13 CPU (flash), S x this ratio must exceed R + S.
 _PADDED_CAUSAL_RATIO = {"bfloat16": 2.5, "float16": 2.5}
@@ -276,12 +291,20 @@ def gqa_sdpa_attention(
     (4.98 -> 2.70 ms for 11 rows x 5 queries over 1460 keys, bf16; bit-equal, tested). A single
     query per row keeps the GQA call: the kernel has a faster path for it.
 
+    A packed prefill passes its spans as ``ragray_packed`` (:data:`PACKED`): each prompt's
+    queries then attend as in :func:`~ragray.generation.packed.packed_attention`.
+
     A prefill that passes ``ragray_continuation=True`` (:data:`CONTINUATION`) may instead run as
     :func:`continuation_attention`'s padded causal call, where that is cheaper.
     """
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    packed = kwargs.pop(PACKED, None)
+    if packed is not None:
+        from ragray.generation.packed import packed_attention
+
+        return packed_attention(module.layer_idx, query, key, value, packed, kwargs.get("scaling")), None
     if kwargs.pop(CONTINUATION, False) and not kwargs.get("dropout", 0.0):
         out = continuation_attention(query, key, value, kwargs.get("scaling"))
         if out is not None:

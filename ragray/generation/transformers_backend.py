@@ -32,15 +32,20 @@ from ragray.generation.drafts import DraftSource, accepted_count
 from ragray.generation.kv_prefix import (
     CONTINUATION,
     GQA_ATTENTION,
+    PACKED,
+    KVLayers,
+    Piece,
     PrefillStep,
     cache_layers,
     make_cache,
     plan_prefills,
+    prefill_token_count,
     register_gqa_attention,
-    stack_left_padded,
+    stack_pieces,
     supports_prefix_reuse,
 )
 from ragray.generation.packaged import resolve_generator_model
+from ragray.generation.packed import Packed, Span, pack_spans, trunk_plan
 
 __all__ = ["TransformersGenerator"]
 
@@ -81,8 +86,9 @@ class TransformersGenerator(Generator):
         self._eos = self._eos_ids()
         # guessed tokens are verified against greedy predictions, with a custom mask on stacked caches
         self._drafting = bool(config.transformers.draft_tokens and config.temperature == 0 and self._global_attention)
-        # ragray's attention function reads the continuation hint; any other would not expect it
+        # ragray's attention function reads the continuation hint and packed spans; no other would
         self._continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
+        self._packing = self._continuation and self.prefix_reuse and config.transformers.packed_prefill
         params = inspect.signature(model.forward).parameters
         # decoding forward passes and the tokens they produced, over this generator's life
         self.decode_stats = {"passes": 0, "tokens": 0}
@@ -181,6 +187,51 @@ class TransformersGenerator(Generator):
         )
         return out.past_key_values, out.logits[0, -keep:, :]
 
+    def _prefill_packed(self, trunk: KVLayers, members: list[tuple[list[int], int, int]]
+                        ) -> tuple[KVLayers, list[Span], list[Any]]:
+        """One forward over the new tokens of ``members`` (``(ids, reuse, keep)``: ``ids[reuse:]``
+        after the trunk's first ``reuse`` positions, logits of the last ``keep`` positions wanted).
+
+        Returns the packed KV layers, each member's :class:`Span` in them and its logits.
+        """
+        torch = self._torch
+        spans, ids, positions, keep = [], [], [], []
+        for tokens, reuse, n_keep in members:
+            start = len(ids)
+            spans.append(Span(reuse, start, len(tokens) - reuse))
+            ids += tokens[reuse:]
+            positions += range(reuse, len(tokens))
+            keep += range(len(ids) - n_keep, len(ids))
+        index = torch.tensor(keep, device=self.device)
+        kwargs: dict[str, Any] = {PACKED: Packed(trunk, tuple(spans))}
+        if self._keep_arg:
+            kwargs[self._keep_arg] = index
+        out = self._model(
+            input_ids=torch.tensor([ids], device=self.device),
+            position_ids=torch.tensor([positions], device=self.device),
+            attention_mask=torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device),  # unused
+            past_key_values=self._new_cache(),
+            use_cache=True,
+            **kwargs,
+        )
+        logits = out.logits[0] if self._keep_arg else out.logits[0, index]
+        return cache_layers(out.past_key_values), spans, list(logits.split([m[2] for m in members]))
+
+    def _trunk(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None
+               ) -> tuple[int, dict[int, int]] | None:
+        """A trunk plan (:func:`~ragray.generation.packed.trunk_plan`) over the caller's prompts,
+        keyed by their index, when packing is possible and about as frugal as the chain."""
+        if not (self._packing and len(seqs) >= 3):
+            return None
+        keys = list(seqs)
+        limits = [len(seqs[k]) - 1 if caps is None else caps[k] for k in keys]
+        chain = prefill_token_count([seqs[k] for k in keys], self._plan(seqs, caps and {k: caps[k] for k in keys}))
+        plan = trunk_plan([seqs[k] for k in keys], limits, chain)
+        if plan is None:
+            return None
+        trunk, reuse = plan
+        return keys[trunk], dict(zip(keys, reuse))
+
     def _pick(self, logits: Any, rows: list[int], generators: list[Any]) -> list[int]:
         """Next token per active row: argmax at temperature 0, else a seeded sample."""
         torch = self._torch
@@ -188,13 +239,6 @@ class TransformersGenerator(Generator):
             return logits.argmax(dim=-1).tolist()
         probs = torch.softmax(logits.float() / self.config.temperature, dim=-1).cpu()
         return [int(torch.multinomial(probs[j], 1, generator=generators[r])) for j, r in enumerate(rows)]
-
-    def _batch(self, caches: list[Any], lengths: list[int], room: int) -> tuple[Any, Any]:
-        """One cache (and its attention mask) for a group of prefilled prompts."""
-        if self._global_attention:
-            return stack_left_padded([cache_layers(c) for c in caches], lengths, room)
-        # the model's own cache types (sliding windows ...), one prompt at a time
-        return caches[0], self._torch.ones((1, lengths[0]), dtype=self._torch.long, device=self.device)
 
     def _decode(self, cache: Any, mask: Any, lengths: list[int], first: Any, budgets: list[int],
                 generators: list[Any]) -> list[list[int]]:
@@ -303,13 +347,45 @@ class TransformersGenerator(Generator):
                 msg = f"prompt has {len(ids)} tokens; the model takes at most {self.max_positions}"
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)
             budgets[i] = min(self.config.max_tokens, room)
-        steps = self._plan({i: ids for i, ids in enumerate(token_ids) if i not in results})
+        live = {i: ids for i, ids in enumerate(token_ids) if i not in results}
         with self._torch.inference_mode():
+            trunk = self._trunk(live)
+            if trunk is not None:
+                self._generate_packed(trunk, live, budgets, results)
+                return [results[i] for i in range(len(prompts))]
+            steps = self._plan(live)
             previous: Any = None  # layer list of the last prefilled prompt (the next one's source)
             for start in range(0, len(steps), self.batch_size):
                 group = steps[start : start + self.batch_size]
                 previous = self._run_group(group, token_ids, budgets, previous, results)
         return [results[i] for i in range(len(prompts))]
+
+    def _generate_packed(self, trunk: tuple[int, dict[int, int]], seqs: dict[int, list[int]],
+                         budgets: dict[int, int], results: dict[int, Generation]) -> None:
+        """Prefill the trunk prompt, then each decode group's other prompts in packed forwards
+        (:mod:`~ragray.generation.packed`), and decode the group."""
+        t, reuse = trunk
+        began = time.perf_counter()
+        cache, first_t = self._prefill(seqs[t], None, 0, 1)
+        trunk_layers = cache_layers(cache)
+        order = [t, *(i for i in seqs if i != t)]
+        for start in range(0, len(order), self.batch_size):
+            group = order[start : start + self.batch_size]
+            rows: dict[int, list[Piece]] = {}
+            firsts: dict[int, Any] = {}
+            if t in group:
+                rows[t], firsts[t] = [(trunk_layers, 0, len(seqs[t]))], first_t
+            members = [i for i in group if i != t]
+            for chunk in pack_spans([len(seqs[i]) for i in members], [reuse[i] for i in members]):
+                ids = [members[c] for c in chunk]
+                layers, spans, logits = self._prefill_packed(trunk_layers, [(seqs[i], reuse[i], 1) for i in ids])
+                for i, span, row_logits in zip(ids, spans, logits):
+                    rows[i] = [(trunk_layers, 0, span.reuse), (layers, span.start, span.start + span.length)]
+                    firsts[i] = row_logits
+            computed = sum(len(seqs[i]) - reuse[i] for i in group)
+            self._decode_group(group, [rows[i] for i in group], [firsts[i] for i in group],
+                               seqs, budgets, results, began, computed)
+            began = time.perf_counter()
 
     def _run_group(self, group: list[PrefillStep], token_ids: list[list[int]], budgets: dict[int, int],
                    previous: Any, results: dict[int, Generation]) -> Any:
@@ -322,35 +398,50 @@ class TransformersGenerator(Generator):
             previous = cache_layers(cache) if self.prefix_reuse else None
             caches.append(cache)
             firsts.append(logits)
+        single = None if self._global_attention else caches[0]  # the model's own cache type
+        rows = [] if single is not None else [
+            [(cache_layers(c), 0, len(token_ids[s.index]))] for c, s in zip(caches, group)]
+        del caches
+        computed = sum(len(token_ids[s.index]) - s.reuse_len for s in group)
+        self._decode_group([s.index for s in group], rows, firsts, token_ids, budgets, results, began,
+                           computed, single=single)
+        return previous
+
+    def _decode_group(self, indices: list[int], rows: list[list[Piece]], firsts: list[Any],
+                      token_ids: Any, budgets: dict[int, int], results: dict[int, Generation],
+                      began: float, computed: int, single: Any = None) -> None:
+        """Decode prefilled prompts ``indices`` (their KV as ``rows`` of pieces, the logits of their
+        last positions) as one batch; store their :class:`Generation` s in ``results``."""
         prefilled = time.perf_counter()
-        lengths = [len(token_ids[s.index]) for s in group]
-        room = [budgets[s.index] for s in group]
+        lengths = [len(token_ids[i]) for i in indices]
+        room = [budgets[i] for i in indices]
         # a drafted step appends 1 + draft_tokens columns to every row, and there are at most
         # max(room) steps: cache room for all of them (growing would copy the whole cache)
         columns = max(room) * (1 + self.config.transformers.draft_tokens if self._drafting else 1)
-        cache, mask = self._batch(caches, lengths, columns)
-        del caches  # the batch holds copies; only `previous` stays for the next group
+        if single is not None:  # sliding-window / recurrent caches: one prompt, the model's own cache
+            cache = single
+            mask = self._torch.ones((1, lengths[0]), dtype=self._torch.long, device=self.device)
+        else:
+            cache, mask = stack_pieces(rows, columns)
+        del rows
         first = self._torch.cat(firsts)
         if self._drafting:
-            drafts = DraftSource([token_ids[s.index] for s in group], self.config.transformers.draft_tokens)
+            drafts = DraftSource([token_ids[i] for i in indices], self.config.transformers.draft_tokens)
             outputs = self._decode_drafted(cache, mask, lengths, first, room, drafts)
         else:
-            generators = [self._generator(step.index) for step in group]
-            outputs = self._decode(cache, mask, lengths, first, room, generators)
+            outputs = self._decode(cache, mask, lengths, first, room, [self._generator(i) for i in indices])
         del cache
         self.decode_stats["tokens"] += sum(map(len, outputs))
         done = time.perf_counter()
         log.debug(
             "%d prompts: prefilled %d of %d tokens in %.2fs, decoded %d tokens in %.2fs",
-            len(group), sum(n - s.reuse_len for s, n in zip(group, lengths)), sum(lengths),
-            prefilled - began, sum(map(len, outputs)), done - prefilled,
+            len(indices), computed, sum(lengths), prefilled - began, sum(map(len, outputs)), done - prefilled,
         )
-        share = (done - began) / len(group)
-        for step, n, out in zip(group, lengths, outputs):
+        share = (done - began) / len(indices)
+        for i, n, out in zip(indices, lengths, outputs):
             text_ids = [t for t in out if t not in self._eos]
             text = self._tok.decode(text_ids, skip_special_tokens=True).strip()
-            results[step.index] = Generation(text, n, len(out), share)
-        return previous
+            results[i] = Generation(text, n, len(out), share)
 
     def _plan(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None) -> list[PrefillStep]:
         """:func:`plan_prefills` over a subset of the caller's prompts, keyed by their index."""
@@ -391,18 +482,33 @@ class TransformersGenerator(Generator):
                     f"the model takes at most {self.max_positions}"
                 )
         scores = [0.0] * len(prompts)
-        steps = self._plan(fulls, {i: n - 1 for i, n in prompt_lens.items()})
-        torch = self._torch
-        with torch.inference_mode():
+        caps = {i: n - 1 for i, n in prompt_lens.items()}  # the answer's logits start at the prompt's end
+        keep = {i: len(full) - prompt_lens[i] + 1 for i, full in fulls.items()}
+
+        def store(i: int, logits: Any) -> None:
+            logprobs = self._torch.log_softmax(logits[:-1].float(), dim=-1)
+            target = self._torch.tensor(fulls[i][prompt_lens[i]:], device=logprobs.device)
+            scores[i] = float(logprobs.gather(1, target[:, None]).sum())
+
+        with self._torch.inference_mode():
+            trunk = self._trunk(fulls, caps)
+            if trunk is not None:
+                t, reuse = trunk
+                cache, logits = self._prefill(fulls[t], None, 0, keep[t])
+                store(t, logits)
+                trunk_layers = cache_layers(cache)
+                others = [i for i in fulls if i != t]
+                for chunk in pack_spans([len(fulls[i]) for i in others], [reuse[i] for i in others]):
+                    ids = [others[c] for c in chunk]
+                    _, _, logits = self._prefill_packed(trunk_layers, [(fulls[i], reuse[i], keep[i]) for i in ids])
+                    for i, row in zip(ids, logits):
+                        store(i, row)
+                return scores
             previous: Any = None
-            for step in steps:
-                full, n_prompt = fulls[step.index], prompt_lens[step.index]
-                n_answer = len(full) - n_prompt
-                cache, logits = self._prefill(full, previous, step.reuse_len, n_answer + 1)
+            for step in self._plan(fulls, caps):
+                cache, logits = self._prefill(fulls[step.index], previous, step.reuse_len, keep[step.index])
                 previous = cache_layers(cache) if self.prefix_reuse else None
-                logprobs = torch.log_softmax(logits[:-1].float(), dim=-1)
-                target = torch.tensor(full[n_prompt:], device=logprobs.device)
-                scores[step.index] = float(logprobs.gather(1, target[:, None]).sum())
+                store(step.index, logits)
         return scores
 
     def close(self) -> None:

@@ -97,7 +97,11 @@ def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new
     torch = pytest.importorskip("torch")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from ragray.generation.kv_prefix import CONTINUATION, continuation_attention, gqa_sdpa_attention
+    from ragray.generation.kv_prefix import (
+        CONTINUATION,
+        continuation_attention,
+        gqa_sdpa_attention,
+    )
 
     g = torch.Generator().manual_seed(cached + new)
     dt = getattr(torch, dtype)

@@ -49,9 +49,8 @@ def gen():
 @pytest.fixture(scope="module")
 def plain(gen):
     """The reference: every prompt prefilled from scratch and decoded alone (same model)."""
-    return gen.with_config(GenerationConfig(
-        max_tokens=MAX_TOKENS, transformers={"prefix_reuse": False, "batch_size": 1, "draft_tokens": 0}
-    ))
+    return gen.with_config(GenerationConfig(max_tokens=MAX_TOKENS, transformers={
+        "prefix_reuse": False, "batch_size": 1, "draft_tokens": 0, "packed_prefill": False}))
 
 
 def test_registered() -> None:
@@ -116,21 +115,33 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     ps = [Passage(p["id"], p["text"], title=p["title"]) for p in row["passages"][:5]]
     prompts = [TEMPLATE.build(row["question"], ps)]
     prompts += [TEMPLATE.build(row["question"], ps[:i] + ps[i + 1 :]) for i in (0, 2, 4)]
-    from ragray.generation import kv_prefix
+    from ragray.generation import kv_prefix, packed
 
-    padded = []
+    padded, spans = [], []
 
     def spy(*args, **kwargs):
         out = continuation(*args, **kwargs)
         padded.append(out is not None)
         return out
 
-    continuation = kv_prefix.continuation_attention
+    def spy_packed(layer, query, key, value, pack, scale):
+        spans.append(len(pack.spans))
+        return packed_attention(layer, query, key, value, pack, scale)
+
+    continuation, packed_attention = kv_prefix.continuation_attention, packed.packed_attention
     monkeypatch.setattr(kv_prefix, "continuation_attention", spy)
+    monkeypatch.setattr(packed, "continuation_attention", spy)
+    monkeypatch.setattr(packed, "packed_attention", spy_packed)
     ours, ref = gen.generate(prompts), plain.generate(prompts)
     assert ours[0].prompt_tokens > 500
     assert [g.text for g in ours] == [g.text for g in ref]
     assert any(padded) and not all(padded)  # both attention paths ran (drop first / drop last)
+    assert spans and set(spans) == {3}  # the 3 ablations in one packed forward, every layer
+    # the log-prob path packs the same way
+    answers = [ref[0].text] * len(prompts)
+    spans.clear()
+    assert gen.score(prompts, answers) == pytest.approx(plain.score(prompts, answers), abs=1e-4)
+    assert set(spans) == {3}
 
 
 @pytest.mark.slow

@@ -10,8 +10,9 @@ SmolLM2-135M-Instruct (the packaged model, converted HF folder), greedy, ``max_t
 
 - naive: the seed's loop, one sequential ``model.generate`` per prompt, plain transformers fp32.
 - ragray fp32 / bf16: ``TransformersGenerator.generate`` with the 11 prompts of a question in one
-  call (prefix reuse + batched decoding). ``--levers`` adds fp32 without prefix reuse and fp32
-  decoding one prompt at a time, to show what each lever is worth.
+  call (prefix reuse, packed prefill, batched decoding with drafted tokens). ``--levers`` adds the
+  bf16 path without packed prefill, without drafts and without prefix reuse, to show what each
+  lever is worth. Transformers sections record their decoding passes and tokens.
 - vLLM: ``build_generator(GenerationConfig(backend="vllm"))`` with prefix caching on and off,
   recorded as skipped (with the reason) when vLLM or its backend is not available.
 
@@ -128,6 +129,7 @@ def run_ragray(questions: list[list[ChatPrompt]], config: GenerationConfig) -> d
             run = sum(prefill_token_count(q, plan_prefills(q)) for q in ids)
             extra["prompt_tokens"] = total
             extra["prefill_tokens_with_reuse"] = run
+            extra["decode_passes"] = gen.decode_stats["passes"]
         stats = getattr(gen, "prefix_cache_stats", None)  # vLLM: measured prefix-cache hits
         if callable(stats):
             hits = stats()
@@ -203,13 +205,10 @@ def main() -> None:
     variants = {"ragray_fp32": GenerationConfig(**base, dtype="float32")}
     if not args.skip_bf16:
         variants["ragray_bf16"] = GenerationConfig(**base, dtype="bfloat16")
-    if args.levers:
-        variants["ragray_fp32_no_prefix_reuse"] = GenerationConfig(
-            **base, dtype="float32", transformers={"prefix_reuse": False}
-        )
-        variants["ragray_fp32_batch1"] = GenerationConfig(
-            **base, dtype="float32", transformers={"batch_size": 1}
-        )
+    if args.levers:  # the bf16 path with one lever off at a time
+        for name, off in (("no_packed_prefill", {"packed_prefill": False}), ("no_drafts", {"draft_tokens": 0}),
+                          ("no_prefix_reuse", {"prefix_reuse": False})):
+            variants[f"ragray_bf16_{name}"] = GenerationConfig(**base, dtype="bfloat16", transformers=off)
     for name, config in variants.items():
         sections[name] = run_ragray(questions, config)
         print(name, sections[name]["calls_per_s"], "calls/s", flush=True)

@@ -83,10 +83,10 @@ def _q(args: argparse.Namespace) -> list[str]:
 SECTIONS: tuple[Section, ...] = (
     Section("retrieval", "bench_retrieval.py",
             lambda a, _: [] if a.full else ["--faiss-passages", "2000"]),
-    Section("generation", "bench_generation.py", lambda a, _: _q(a)),
+    Section("generation", "bench_generation.py", lambda a, _: [*_q(a), "--levers"]),
     Section("limits", "bench_limits.py", lambda _, r: ["--generation", str(r / "generation.json")]),
     Section("faithfulness", "bench_faithfulness.py",
-            lambda a, _: _q(a) if a.full else [*_q(a), "--skip-levels"]),
+            lambda a, _: _q(a) if a.full else ["--questions", "1", "--skip-levels"]),
     Section("contextcite", "bench_contextcite.py", lambda a, _: _q(a), contextcite_python),
     Section("scaling", "bench_scaling.py",
             lambda a, _: ["--questions", "2", "4", "--cluster-questions", "6" if not a.full else "12"]),

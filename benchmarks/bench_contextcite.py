@@ -1,6 +1,6 @@
 """ContextCite (PyPI ``context-cite`` 0.0.4) vs ragray log-prob scoring, same ablations, same tokens.
 
-    /tmp/ccvenv/bin/python benchmarks/bench_contextcite.py [--questions 3] [--ablations 32]
+    benchmarks/.cache/ccvenv/bin/python benchmarks/bench_contextcite.py [--questions 3] [--ablations 32]
         [--max-tokens 32] [--cc-batch-size 1] [--out benchmarks/results/contextcite.json]
 
 Run it with a venv that sees the system packages and adds context-cite without touching

@@ -92,6 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--skip-local", action="store_true", help="only the cluster section")
     ap.add_argument("--cluster-nodes", type=int, nargs="*", default=[1, 2, 3])
     ap.add_argument("--cluster-questions", type=int, default=6)
     ap.add_argument("--out", default="benchmarks/results/scaling.json")
@@ -105,23 +106,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         result["questions"] = []
-        for n in args.questions:
+        for n in [] if args.skip_local else args.questions:
             row = one_run(n, args.dtype, root, f"local-{n}")
             result["questions"].append(row)
             print("questions", json.dumps(row), flush=True)
-        n = max(args.questions)
-        import ray
+        if not args.skip_local:
+            import ray
 
-        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-        try:
-            result["executors"] = {"local": result["questions"][-1]}
-            for name, ex in (("ray_1_actor_2_cpus", {"executor": "ray", "actors": 1, "num_cpus": 2, "threads": 2}),
-                             ("ray_2_actors_1_cpu", {"executor": "ray", "actors": 2, "num_cpus": 1, "threads": 1})):
-                row = one_run(n, args.dtype, root, name, **ex)
-                result["executors"][name] = row
-                print(name, json.dumps(row), flush=True)
-        finally:
-            ray.shutdown()
+            n = max(args.questions)
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            try:
+                result["executors"] = {"local": result["questions"][-1]}
+                for name, ex in (("ray_1_actor_2_cpus", {"executor": "ray", "actors": 1, "num_cpus": 2, "threads": 2}),
+                                 ("ray_2_actors_1_cpu", {"executor": "ray", "actors": 2, "num_cpus": 1, "threads": 1})):
+                    row = one_run(n, args.dtype, root, name, **ex)
+                    result["executors"][name] = row
+                    print(name, json.dumps(row), flush=True)
+            finally:
+                ray.shutdown()
         if args.cluster_nodes:
             os.environ.setdefault("RAY_TMPDIR", "/tmp/rg-bench")  # short socket paths, own address file
             os.makedirs(os.environ["RAY_TMPDIR"], exist_ok=True)

@@ -22,7 +22,7 @@ the others still run. ContextCite lives in its own virtualenv (it pins old libra
 creates ``benchmarks/.cache/ccvenv`` on first use (system site packages visible, context-cite
 added with ``--no-deps``) unless ``--contextcite-python`` names one.
 
-Default sizes keep the suite near 45 minutes on a 2-core machine; ``--full`` runs the larger
+Default sizes keep the suite near 50 minutes on a 2-core machine; ``--full`` runs the larger
 workloads (10 questions, all SciFact embeddings, faithfulness levels).
 """
 
@@ -89,7 +89,7 @@ SECTIONS: tuple[Section, ...] = (
             lambda a, _: _q(a) if a.full else ["--questions", "1", "--skip-levels"]),
     Section("contextcite", "bench_contextcite.py", lambda a, _: _q(a), contextcite_python),
     Section("scaling", "bench_scaling.py",
-            lambda a, _: ["--questions", "2", "4", "--cluster-questions", "6" if not a.full else "12"]),
+            lambda a, _: ["--questions", "2", "4", "--cluster-questions", "24" if a.full else "12"]),
     Section("serve", "bench_serve.py", lambda a, _: [] if a.full else ["--requests", "24"]),
 )
 NAMES = tuple(s.name for s in SECTIONS)

@@ -28,7 +28,8 @@ from ragray.encoders import resolve_device
 from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
-from ragray.generation.drafts import DraftSource, accepted_count
+from ragray.generation.decoding import BatchDecoder
+from ragray.generation.drafts import DraftSource
 from ragray.generation.kv_prefix import (
     CONTINUATION,
     GQA_ATTENTION,
@@ -90,8 +91,9 @@ class TransformersGenerator(Generator):
         self._continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         self._packing = self._continuation and self.prefix_reuse and config.transformers.packed_prefill
         params = inspect.signature(model.forward).parameters
+        self._decoder = BatchDecoder(model, self._torch, device, self._eos, config.temperature)
         # decoding forward passes and the tokens they produced, over this generator's life
-        self.decode_stats = {"passes": 0, "tokens": 0}
+        self.decode_stats = self._decoder.stats
         self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
         self.max_positions: int | None = int(limit) if limit else None
@@ -232,106 +234,6 @@ class TransformersGenerator(Generator):
         trunk, reuse = plan
         return keys[trunk], dict(zip(keys, reuse))
 
-    def _pick(self, logits: Any, rows: list[int], generators: list[Any]) -> list[int]:
-        """Next token per active row: argmax at temperature 0, else a seeded sample."""
-        torch = self._torch
-        if self.config.temperature == 0:
-            return logits.argmax(dim=-1).tolist()
-        probs = torch.softmax(logits.float() / self.config.temperature, dim=-1).cpu()
-        return [int(torch.multinomial(probs[j], 1, generator=generators[r])) for j, r in enumerate(rows)]
-
-    def _decode(self, cache: Any, mask: Any, lengths: list[int], first: Any, budgets: list[int],
-                generators: list[Any]) -> list[list[int]]:
-        """Decode a batch of prefilled prompts together until EOS or their token budget.
-
-        Row ``b`` of ``cache`` holds prompt ``b`` right-aligned in ``mask``'s columns; each step
-        appends one column, and every row keeps its own position ids. Finished rows are dropped.
-        """
-        torch = self._torch
-        positions = torch.tensor(lengths, device=self.device)
-        rows = list(range(len(lengths)))  # active row -> slot in the batch
-        outputs: list[list[int]] = [[] for _ in lengths]
-        logits = first
-        while True:
-            picked = self._pick(logits, rows, generators)
-            keep = []
-            for j, (slot, token) in enumerate(zip(rows, picked)):
-                outputs[slot].append(token)
-                if token not in self._eos and len(outputs[slot]) < budgets[slot]:
-                    keep.append(j)
-            if not keep:
-                return outputs
-            tokens = torch.tensor(picked, device=self.device)
-            if len(keep) < len(rows):  # drop finished rows: less work for every later step
-                index = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(index)
-                mask, positions, tokens = mask[index], positions[index], tokens[index]
-                rows = [rows[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
-            self.decode_stats["passes"] += 1
-            out = self._model(
-                input_ids=tokens[:, None],
-                attention_mask=mask,
-                position_ids=positions[:, None],
-                cache_position=torch.tensor([mask.shape[1] - 1], device=self.device),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            logits = out.logits[:, -1, :]
-            positions = positions + 1
-
-    def _decode_drafted(self, cache: Any, mask: Any, lengths: list[int], first: Any, budgets: list[int],
-                        drafts: DraftSource) -> list[list[int]]:
-        """Greedy decoding of a batch in steps of 1 + k tokens per row: the row's last token and
-        ``k`` guessed ones (:class:`DraftSource`), all run in one forward pass.
-
-        Each row keeps its guesses up to the first that differs from the model's greedy prediction
-        before it, plus that prediction: the tokens one-token steps would give, in fewer steps.
-        Every step appends ``1 + k`` cache columns to every row; the columns of rejected guesses
-        (and of other rows' longer guesses) are masked out for the rest of the decoding, exactly
-        as left padding is. The step's own block is causal.
-        """
-        torch = self._torch
-        outputs: list[list[int]] = [[t] for t in first.argmax(dim=-1).tolist()]
-        positions = torch.tensor(lengths, device=self.device)  # position of each row's last token
-        valid = mask.bool()
-        rows = list(range(len(lengths)))
-        while True:
-            keep = [j for j, slot in enumerate(rows)
-                    if outputs[slot][-1] not in self._eos and len(outputs[slot]) < budgets[slot]]
-            if not keep:
-                return outputs
-            if len(keep) < len(rows):
-                index = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(index)
-                valid, positions = valid[index], positions[index]
-                rows = [rows[j] for j in keep]
-            guesses = [drafts.propose(slot, outputs, budgets[slot] - len(outputs[slot]) - 1) for slot in rows]
-            width = 1 + max(map(len, guesses))
-            tokens = torch.tensor([[outputs[slot][-1], *g, *[outputs[slot][-1]] * (width - 1 - len(g))]
-                                   for slot, g in zip(rows, guesses)], device=self.device)
-            block = torch.ones((width, width), dtype=torch.bool, device=self.device).tril()
-            attend = torch.cat([valid[:, None, :].expand(-1, width, -1), block.expand(len(rows), -1, -1)], dim=2)
-            self.decode_stats["passes"] += 1
-            out = self._model(
-                input_ids=tokens,
-                attention_mask=attend[:, None],
-                position_ids=positions[:, None] + torch.arange(width, device=self.device),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            predicted = out.logits.argmax(dim=-1).tolist()
-            kept = torch.zeros((len(rows), width), dtype=torch.bool, device=self.device)
-            for j, (slot, guess) in enumerate(zip(rows, guesses)):
-                n = accepted_count(guess, predicted[j])
-                kept[j, : n + 1] = True  # the last token and the confirmed guesses are now context
-                for token in predicted[j][: n + 1]:
-                    outputs[slot].append(token)
-                    if token in self._eos or len(outputs[slot]) >= budgets[slot]:
-                        break
-                positions[j] += n + 1
-            valid = torch.cat([valid, kept], dim=1)
-
     # -- public API -----------------------------------------------------------------------------
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
@@ -427,9 +329,10 @@ class TransformersGenerator(Generator):
         first = self._torch.cat(firsts)
         if self._drafting:
             drafts = DraftSource([token_ids[i] for i in indices], self.config.transformers.draft_tokens)
-            outputs = self._decode_drafted(cache, mask, lengths, first, room, drafts)
+            outputs = self._decoder.drafted(cache, mask, lengths, first, room, drafts)
         else:
-            outputs = self._decode(cache, mask, lengths, first, room, [self._generator(i) for i in indices])
+            outputs = self._decoder.one_token(cache, mask, lengths, first, room,
+                                              [self._generator(i) for i in indices])
         del cache
         self.decode_stats["tokens"] += sum(map(len, outputs))
         done = time.perf_counter()
@@ -515,7 +418,7 @@ class TransformersGenerator(Generator):
         if self._model is None:
             return
         cuda = self.device.startswith("cuda")
-        self._model = None
+        self._model = self._decoder.model = None
         gc.collect()
         if cuda:
             self._torch.cuda.empty_cache()

@@ -40,7 +40,6 @@ from ragray.generation.kv_prefix import (
     cache_layers,
     make_cache,
     plan_prefills,
-    prefill_token_count,
     register_gqa_attention,
     stack_pieces,
     supports_prefix_reuse,
@@ -227,7 +226,7 @@ class TransformersGenerator(Generator):
             return None
         keys = list(seqs)
         limits = [len(seqs[k]) - 1 if caps is None else caps[k] for k in keys]
-        chain = prefill_token_count([seqs[k] for k in keys], self._plan(seqs, caps and {k: caps[k] for k in keys}))
+        chain = sum(len(seqs[s.index]) - s.reuse_len for s in self._plan(seqs, caps))  # keyed steps
         plan = trunk_plan([seqs[k] for k in keys], limits, chain)
         if plan is None:
             return None

@@ -137,11 +137,16 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     assert [g.text for g in ours] == [g.text for g in ref]
     assert any(padded) and not all(padded)  # both attention paths ran (drop first / drop last)
     assert spans and set(spans) == {3}  # the 3 ablations in one packed forward, every layer
-    # the log-prob path packs the same way
+    # the log-prob path packs the same way, also around an empty answer (scored 0, not run)
     answers = [ref[0].text] * len(prompts)
     spans.clear()
     assert gen.score(prompts, answers) == pytest.approx(plain.score(prompts, answers), abs=1e-4)
     assert set(spans) == {3}
+    answers[1] = ""
+    spans.clear()
+    scores = gen.score(prompts, answers)
+    assert scores[1] == 0.0 and scores == pytest.approx(plain.score(prompts, answers), abs=1e-4)
+    assert set(spans) == {2}
 
 
 @pytest.mark.slow

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
-from ragray.generation import openai_compat, scripted, simulated, transformers_backend, vllm_backend  # noqa: F401,E402
+from ragray.generation import (  # noqa: F401,E402
+    openai_compat,
+    scripted,
+    simulated,
+    transformers_backend,
+    vllm_backend,
+)
+from ragray.generation.base import (
+    GENERATORS,
+    ChatPrompt,
+    Generation,
+    Generator,
+    Message,
+)
 
 if TYPE_CHECKING:
     from ragray.config import GenerationConfig

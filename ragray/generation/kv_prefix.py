@@ -35,7 +35,6 @@ __all__ = [
     "plan_prefills",
     "prefill_token_count",
     "register_gqa_attention",
-    "stack_left_padded",
     "stack_pieces",
     "supports_prefix_reuse",
 ]
@@ -55,12 +54,13 @@ class PrefillStep:
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share."""
+    """Number of leading tokens ``a`` and ``b`` share (lists or numpy arrays)."""
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if differ.size else n
 
 
 def plan_prefills(
@@ -190,21 +190,17 @@ def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
     return Cache(layers=out)
 
 
-def stack_left_padded(rows: Sequence[KVLayers], lengths: Sequence[int], room: int) -> tuple[Any, Any]:
-    """Stack single-sequence layer lists into one batch, right-aligned (left padding).
-
-    Returns ``(cache, attention_mask)``: a cache of ``[B, H, max(lengths), D]`` per layer (with
-    room for ``room`` more positions) and a ``[B, max(lengths)]`` long mask with 0 on the padding
-    columns. Decoding then appends every row's next token in the same column, with the row's own
-    ``position_ids``; keys carry their rotary encoding already, so moving them is exact. Padding
-    holds zeros: masked weights are exactly 0, and 0 times a finite value stays 0.
-    """
-    return stack_pieces([[(row, 0, n)] for row, n in zip(rows, lengths)], room)
-
-
 def stack_pieces(rows: Sequence[Sequence[Piece]], room: int) -> tuple[Any, Any]:
-    """:func:`stack_left_padded` for rows made of pieces of several layer lists, e.g. a trunk
-    prompt's prefix followed by a span of a packed prefill (:mod:`ragray.generation.packed`)."""
+    """Stack rows of KV into one batch, right-aligned (left padding); a row is a sequence of
+    pieces of layer lists: one prompt's own cache, or a trunk prompt's prefix followed by a span
+    of a packed prefill (:mod:`ragray.generation.packed`).
+
+    Returns ``(cache, attention_mask)``: a cache of ``[B, H, width, D]`` per layer (``width`` the
+    longest row, with room for ``room`` more positions) and a ``[B, width]`` long mask with 0 on
+    the padding columns. Decoding then appends every row's next token in the same column, with the
+    row's own ``position_ids``; keys carry their rotary encoding already, so moving them is exact.
+    Padding holds zeros: masked weights are exactly 0, and 0 times a finite value stays 0.
+    """
     import torch
     from transformers.cache_utils import Cache
 

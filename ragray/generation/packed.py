@@ -21,7 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragray.generation.kv_prefix import KVLayers, continuation_attention
+from ragray.generation.kv_prefix import (
+    KVLayers,
+    common_prefix_len,
+    continuation_attention,
+)
 
 __all__ = ["MAX_PACKED_TOKENS", "Packed", "Span", "pack_spans", "packed_attention", "trunk_plan"]
 
@@ -46,14 +50,6 @@ class Packed:
     spans: tuple[Span, ...]
 
 
-def _lcp(a: Any, b: Any) -> int:
-    import numpy as np
-
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if differ.size else n
-
-
 def trunk_plan(
     seqs: Sequence[Sequence[int]], caps: Sequence[int], chain_tokens: int, slack: float = 1.05
 ) -> tuple[int, list[int]] | None:
@@ -67,7 +63,7 @@ def trunk_plan(
     arrays = [np.asarray(s, dtype=np.int64) for s in seqs]
     best: tuple[int, int, list[int]] | None = None
     for t, trunk in enumerate(arrays):
-        reuse = [0 if j == t else max(0, min(_lcp(trunk, a), caps[j])) for j, a in enumerate(arrays)]
+        reuse = [0 if j == t else max(0, min(common_prefix_len(trunk, a), caps[j])) for j, a in enumerate(arrays)]
         tokens = sum(len(s) for s in seqs) - sum(reuse)
         if best is None or tokens < best[0]:
             best = (tokens, t, reuse)

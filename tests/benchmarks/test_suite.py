@@ -4,7 +4,6 @@ sections are the benchmarks themselves), and the acceptance figures read from re
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -86,7 +85,3 @@ def test_acceptance_reads_each_target_from_the_section_results(tmp_path) -> None
     assert out["logprob_speedup_vs_contextcite"]["met"] is False
     assert "ablation_calls_speedup_vs_naive" not in out  # no generation.json
     assert acceptance(tmp_path, ["retrieval"]).keys() == {"bm25_speedup_vs_rank_bm25"}
-
-
-def test_the_suite_runs_under_this_python() -> None:
-    assert suite.SECTIONS[0].python(None) == sys.executable

@@ -1,13 +1,17 @@
 """ContextCite (PyPI ``context-cite`` 0.0.4) vs ragray log-prob scoring, same ablations, same tokens.
 
     benchmarks/.cache/ccvenv/bin/python benchmarks/bench_contextcite.py [--questions 3] [--ablations 32]
-        [--max-tokens 32] [--cc-batch-size 1] [--out benchmarks/results/contextcite.json]
+        [--max-tokens 32] [--cc-batch-size 1] [--dtypes float32,bfloat16] [--cc-dtypes float32,bfloat16]
+        [--out benchmarks/results/contextcite.json]
 
 Run it with a venv that sees the system packages and adds context-cite without touching
 torch/transformers (see README, "Measured here"); HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1.
 
 Workload: the first N HotpotQA distractor-dev questions (../shared/data) with their 10 passages,
-SmolLM2-135M-Instruct (packaged), float32, CPU. Sources = the 10 passages.
+SmolLM2-135M-Instruct (packaged), CPU. Sources = the 10 passages. Each side runs in each of its
+dtypes: ContextCite as shipped (``from_pretrained`` loads float32) and in bfloat16; ragray in float32
+(the reference path) and bfloat16 (its fast path). The headline ``speedup`` is ragray's fastest
+dtype against ContextCite as shipped; every pair is in ``summary``.
 
 - ContextCite: ``ContextCiter`` with a custom partitioner whose sources are the passages (no nltk
   sentence splitting). It generates the response (greedy, ``max_new_tokens``), then draws its own
@@ -16,22 +20,25 @@ SmolLM2-135M-Instruct (packaged), float32, CPU. Sources = the 10 passages.
   probability. ``--cc-batch-size`` > 1 runs that many prompts per forward, left-padded (as
   ContextCite requires for batching).
 - ragray: for the SAME N masks, the SAME prompt strings and the SAME response string,
-  ``TransformersGenerator.score`` (summed log-probs, exact prefix KV reuse between ablations).
+  ``TransformersGenerator.score`` (summed log-probs; each shared prefix computed once, the rest
+  packed in waves over the prompts' prefix trie).
   The logit target log p − log(1 − p) is formed from the summed log-prob as ContextCite does.
 
-Identical on both sides: model weights and dtype, masks, prompt text and token ids (the user
+Identical on both sides: model weights, masks, prompt text and token ids (the user
 message is ragray's ``numbered`` template rendering of the kept passages, renumbered; ContextCite
 sends a single user turn, so ragray is given that same single-message prompt and SmolLM2's chat
 template adds its default system message on both sides), the response tokens (ContextCite's
 decoded response, which ends with ``<|im_end|>``; checked token by token). Different: only the
-scoring implementation (ContextCite: full forward of every prompt, per-token logit-probs in
-float32 then summed; ragray: prefix-reusing prefills, log_softmax) and the attention kernel
-(ragray registers its grouped-query SDPA path). ContextCite's model is a second copy of the same
-weights, loaded with transformers' defaults.
+scoring implementation (ContextCite: full forward of every prompt, per-token logit-probs
+then summed; ragray: prefix-reusing packed prefills, log_softmax) and the attention kernel
+(ragray registers its grouped-query SDPA path). ContextCite's models are other copies of the same
+weights, loaded with transformers' defaults. The first ContextCite dtype generates the response
+(greedy) and every side scores that response; its attributions are the reference the others'
+agreement is measured against.
 
 Timed: the N ablation scorings only (ContextCite ``_compute_masks_and_logit_probs``, which also
 tokenizes its prompts; ragray prompt building + ``score``). Model loading and response generation
-are excluded. Attribution agreement: Spearman and top-1 between ContextCite's attributions and
+are excluded. Attribution agreement: Spearman and top-1 between the reference attributions and
 (a) ContextCite's own Lasso solver fit on ragray's targets (isolates the scoring numerics) and
 (b) ragray's non-negative Lasso surrogate (``fit_nonnegative_lasso``) on the same targets.
 """
@@ -145,67 +152,85 @@ def check_identical(cc: ContextCiter, gen: Any, question: str, passages: list[Pa
     return {"identical_prompt_ids": same_prompts, "identical_response_ids": same_response}
 
 
-def run_question(model: Any, tok: Any, gen: Any, args: argparse.Namespace,
+def run_question(models: dict[str, Any], tok: Any, gens: dict[str, Any], args: argparse.Namespace,
                  qid: str, question: str, passages: list[Passage]) -> dict[str, Any]:
-    """Both sides on one question; returns timings, targets' agreement and attributions."""
+    """ContextCite in each of its dtypes, ragray in each of its, on one question: timings,
+    targets and attributions. The first ContextCite model generates the response all score."""
     part = PassagePartitioner(passages)
-    cc = ContextCiter(model, tok, part.context, question, partitioner=part, prompt_template=PROMPT,
-                      num_ablations=args.ablations, batch_size=args.cc_batch_size,
-                      generate_kwargs={"max_new_tokens": args.max_tokens, "do_sample": False})
-    response = cc.response  # generation: not timed
-    start = time.perf_counter()
-    cc._compute_masks_and_logit_probs()
-    cc_s = time.perf_counter() - start
-    cc_attr = cc.get_attributions(verbose=False)
+    row: dict[str, Any] = {"id": qid, "contextcite": {}, "ragray": {}}
+    ref: Any = None
+    for dtype, model in models.items():
+        cc = ContextCiter(model, tok, part.context, question, partitioner=part, prompt_template=PROMPT,
+                          num_ablations=args.ablations, batch_size=args.cc_batch_size,
+                          generate_kwargs={"max_new_tokens": args.max_tokens, "do_sample": False})
+        if ref is None:
+            ref = cc
+            row["response"] = cc.response  # generation: not timed
+        else:
+            cc._cache["output"] = ref._output  # the same response for every side
+        start = time.perf_counter()
+        cc._compute_masks_and_logit_probs()
+        row["contextcite"][dtype] = {"seconds": time.perf_counter() - start,
+                                     "targets": cc_targets(cc), "attributions": cc.get_attributions(verbose=False)}
+    masks, response, n_tokens = ref._masks, ref.response, len(ref._response_ids)
+    row["response_tokens"] = n_tokens
+    row.update(check_identical(ref, next(iter(gens.values())), question, passages))
+    cc_ref = row["contextcite"][next(iter(models))]
+    for dtype, gen in gens.items():
+        start = time.perf_counter()
+        prompts = [ragray_prompt(question, passages, m) for m in masks]
+        log_p = np.array(gen.score(prompts, [response] * len(prompts)))
+        seconds = time.perf_counter() - start
+        y = logit_target(log_p)
+        same_solver, _ = LassoRegression().fit(masks, y, n_tokens)
+        nn_lasso, _ = fit_nonnegative_lasso((~masks).astype(float), -y / n_tokens)
+        row["ragray"][dtype] = {
+            "seconds": seconds,
+            "speedup": {cc_dtype: c["seconds"] / seconds for cc_dtype, c in row["contextcite"].items()},
+            "target_max_abs_diff": float(np.max(np.abs(cc_ref["targets"] - y))),
+            "same_solver_attributions": [float(v) for v in same_solver],
+            "surrogate_attributions": [float(v) for v in nn_lasso],
+            "same_solver": agreement(cc_ref["attributions"], same_solver),
+            "surrogate": agreement(cc_ref["attributions"], nn_lasso),
+        }
+    for c in row["contextcite"].values():
+        c["attributions"] = [float(v) for v in c.pop("attributions")]
+        del c["targets"]
+    return row
 
-    masks = cc._masks
-    start = time.perf_counter()
-    prompts = [ragray_prompt(question, passages, m) for m in masks]
-    log_p = np.array(gen.score(prompts, [response] * len(prompts)))
-    ragray_s = time.perf_counter() - start
 
-    n_tokens = len(cc._response_ids)
-    y_cc, y_rg = cc_targets(cc), logit_target(log_p)
-    same_solver, _ = LassoRegression().fit(masks, y_rg, n_tokens)
-    removed = (~masks).astype(float)
-    nn_lasso, _ = fit_nonnegative_lasso(removed, -y_rg / n_tokens)
-    return {
-        "id": qid,
-        "response": response,
-        "response_tokens": n_tokens,
-        **check_identical(cc, gen, question, passages),
-        "contextcite_s": cc_s,
-        "ragray_s": ragray_s,
-        "speedup": cc_s / ragray_s,
-        "target_max_abs_diff": float(np.max(np.abs(y_cc - y_rg))),
-        "contextcite_attributions": [float(v) for v in cc_attr],
-        "ragray_same_solver_attributions": [float(v) for v in same_solver],
-        "ragray_surrogate_attributions": [float(v) for v in nn_lasso],
-        "same_solver": agreement(cc_attr, same_solver),
-        "surrogate": agreement(cc_attr, nn_lasso),
-    }
-
-
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Means over questions (Spearman over the questions where it is defined)."""
-    def mean(key: str, sub: str | None = None) -> float | None:
-        vals = [r[key] if sub is None else r[key][sub] for r in rows]
+def summarize(rows: list[dict[str, Any]], reference: str) -> dict[str, Any]:
+    """Totals and mean agreements over questions, per side and dtype; ``speedup`` is ragray's
+    fastest dtype against ContextCite as shipped (``reference``: its default float32)."""
+    def mean(vals: list[Any]) -> float | None:
         vals = [v for v in vals if v is not None]
         return float(np.mean(vals)) if vals else None
 
-    cc_total, rg_total = sum(r["contextcite_s"] for r in rows), sum(r["ragray_s"] for r in rows)
+    cc = {d: sum(r["contextcite"][d]["seconds"] for r in rows) / len(rows) for d in rows[0]["contextcite"]}
+    rg: dict[str, Any] = {}
+    for d in rows[0]["ragray"]:
+        per_q = sum(r["ragray"][d]["seconds"] for r in rows) / len(rows)
+        rg[d] = {
+            "s_per_question": per_q,
+            "speedup": {c: cc[c] / per_q for c in cc},
+            "target_max_abs_diff": max(r["ragray"][d]["target_max_abs_diff"] for r in rows),
+            "same_solver_spearman_mean": mean([r["ragray"][d]["same_solver"]["spearman"] for r in rows]),
+            "same_solver_top1_agreement": mean([r["ragray"][d]["same_solver"]["top1_agree"] for r in rows]),
+            "surrogate_spearman_mean": mean([r["ragray"][d]["surrogate"]["spearman"] for r in rows]),
+            "surrogate_top1_agreement": mean([r["ragray"][d]["surrogate"]["top1_agree"] for r in rows]),
+        }
+    best = min(rg, key=lambda d: rg[d]["s_per_question"])
     return {
         "questions": len(rows),
-        "contextcite_s_per_question": cc_total / len(rows),
-        "ragray_s_per_question": rg_total / len(rows),
-        "speedup": cc_total / rg_total,
+        "contextcite_s_per_question": cc,
+        "ragray": rg,
         "all_prompt_ids_identical": all(r["identical_prompt_ids"] for r in rows),
         "all_response_ids_identical": all(r["identical_response_ids"] for r in rows),
-        "target_max_abs_diff": max(r["target_max_abs_diff"] for r in rows),
-        "same_solver_spearman_mean": mean("same_solver", "spearman"),
-        "same_solver_top1_agreement": mean("same_solver", "top1_agree"),
-        "surrogate_spearman_mean": mean("surrogate", "spearman"),
-        "surrogate_top1_agreement": mean("surrogate", "top1_agree"),
+        "fastest_ragray_dtype": best,
+        "contextcite_reference_dtype": reference,
+        "speedup": rg[best]["speedup"][reference],
+        "same_solver_spearman_mean": rg[best]["same_solver_spearman_mean"],
+        "same_solver_top1_agreement": rg[best]["same_solver_top1_agreement"],
     }
 
 
@@ -215,14 +240,24 @@ def main() -> None:
     ap.add_argument("--ablations", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--cc-batch-size", type=int, default=1, help="ContextCite's batch_size (its default: 1)")
+    ap.add_argument("--dtypes", default="float32,bfloat16",
+                    help="ragray's dtypes, comma-separated (the first is the reference path)")
+    ap.add_argument("--cc-dtypes", default="float32,bfloat16",
+                    help="ContextCite's model dtypes; the first (from_pretrained's default, float32) "
+                         "generates the response and its attributions are the reference")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "contextcite.json"))
     args = ap.parse_args()
+    dtypes, cc_dtypes = args.dtypes.split(","), args.cc_dtypes.split(",")
+    for d in (*dtypes, *cc_dtypes):
+        if d not in ("float32", "bfloat16"):
+            ap.error(f"unknown dtype {d!r}: float32 or bfloat16")
     path = resolve_generator_model("smollm2")
     tok = AutoTokenizer.from_pretrained(path)
     tok.padding_side = "left"  # as ContextCiter.from_pretrained sets it
-    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval()
-    gen = build_generator(GenerationConfig(max_tokens=args.max_tokens, dtype="float32", device="cpu"))
-    gen.score([get_template("numbered").build("Warm up?", [])], ["Yes."])  # ContextCite's model warms up generating
+    models = {d: AutoModelForCausalLM.from_pretrained(path, dtype=d).eval() for d in cc_dtypes}
+    gens = {d: build_generator(GenerationConfig(max_tokens=args.max_tokens, dtype=d, device="cpu")) for d in dtypes}
+    for gen in gens.values():  # ContextCite's models warm up generating
+        gen.score([get_template("numbered").build("Warm up?", [])], ["Yes."])
     results: dict[str, Any] = {
         "machine": machine_info(("torch", "transformers", "context-cite", "scikit-learn")),
         "workload": vars(args),
@@ -232,13 +267,16 @@ def main() -> None:
     rows = []
     try:
         for qid, question, passages in load_questions(args.questions):
-            rows.append(run_question(model, tok, gen, args, qid, question, passages))
+            rows.append(run_question(models, tok, gens, args, qid, question, passages))
             r = rows[-1]
-            print(qid, json.dumps({k: v for k, v in r.items() if not k.endswith("attributions")}), flush=True)
+            print(qid, json.dumps({"contextcite_s": {d: c["seconds"] for d, c in r["contextcite"].items()},
+                                   "ragray": {d: {k: v for k, v in g.items() if not k.endswith("attributions")}
+                                              for d, g in r["ragray"].items()}}), flush=True)
     finally:
-        gen.close()
+        for gen in gens.values():
+            gen.close()
     results["questions"] = rows
-    results["summary"] = summarize(rows)
+    results["summary"] = summarize(rows, cc_dtypes[0])
     results["load_1min_after"] = os.getloadavg()[0]
     print("summary", json.dumps(results["summary"]))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,18 +1,20 @@
-"""Packed prefill: the new tokens of many prompts that continue prefixes of one "trunk" prompt, in
-one forward pass.
+"""Packed prefill: the new tokens of many prompts that continue prefixes of other prompts, in one
+forward pass per wave.
 
-Drop-one ablations are the baseline with one passage cut out: each shares with the baseline its
-prompt up to the removed passage, and only the rest must be computed. Run one by one, those rests
-(a few hundred to ~1.3k tokens each) give the linear layers small matrices: on a 2-core AMX Xeon
-bf16 GEMMs reach ~300 GFLOP/s at 150 rows and ~700 at 4000. Packed, every linear layer, norm and
-activation runs once over all of them (~8k rows for HotpotQA k = 10), and only attention is done
-per prompt: :func:`packed_attention` gives each prompt's queries the trunk's cached keys up to its
-shared prefix plus its own new keys, causally, exactly what a separate prefill would see.
+Ablations of one question share long prefixes: drop-one ablations share the baseline up to the
+removed passage, random subsets share the passages before their first difference. Run one by one,
+the unshared rests (a few hundred to ~1.3k tokens each) give the linear layers small matrices: on
+a 2-core AMX Xeon bf16 GEMMs reach ~300 GFLOP/s at 150 rows and ~700 at 4000. Packed, every linear
+layer, norm and activation runs once over many prompts' rests, and only attention is done per
+prompt: :func:`packed_attention` gives each prompt's queries the cached keys of its shared prefix
+(pieces of earlier waves) plus its own new keys, causally, exactly what a separate prefill sees.
 
-The trunk is the prompt that shares the most prefix tokens with the others (the baseline, for
-drop-one). :func:`trunk_plan` takes it only when its reuse is about as good as the sorted chain of
-:func:`~ragray.generation.kv_prefix.plan_prefills` (random-subset ablations share more with their
-sorted neighbours than with any single prompt: those stay on the chain).
+:func:`wave_plan` orders the work over the prompts' prefix trie. Every trie edge is computed once,
+so the plan runs exactly the tokens of the sorted chain
+(:func:`~ragray.generation.kv_prefix.plan_prefills`); but where the chain makes each prompt wait
+for its sorted predecessor, the plan follows heavy paths: a prompt waits only for the prompt it
+branches off, and there are at most ``log2(n) + 1`` waves. Drop-one ablations take two: the
+baseline, then all the others.
 """
 
 from __future__ import annotations
@@ -22,54 +24,105 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.kv_prefix import (
-    KVLayers,
+    Piece,
     common_prefix_len,
     continuation_attention,
 )
 
-__all__ = ["MAX_PACKED_TOKENS", "Packed", "Span", "pack_spans", "packed_attention", "trunk_plan"]
+__all__ = ["MAX_PACKED_TOKENS", "MAX_PLAN_TOKENS", "Packed", "Span", "Step", "pack_spans", "packed_attention", "truncate",
+           "wave_plan"]
 
 # Rows of one packed forward, at most: bounds the activations (~8 x this x hidden values at once).
 MAX_PACKED_TOKENS = 16384
+# Prompt tokens of one wave plan, at most: its prompts' KV is all held until its last wave.
+MAX_PLAN_TOKENS = 4 * MAX_PACKED_TOKENS
+
 
 @dataclass(frozen=True)
 class Span:
     """One prompt in a packed forward: rows ``[start, start + length)`` of the packed input are its
-    positions ``[reuse, reuse + length)``; positions below ``reuse`` are the trunk's."""
+    positions ``[reuse, reuse + length)``; positions below ``reuse`` are the KV ``prefix`` pieces."""
 
-    reuse: int
+    prefix: tuple[Piece, ...]
     start: int
     length: int
+
+    @property
+    def reuse(self) -> int:
+        return sum(end - begin for _, begin, end in self.prefix)
 
 
 @dataclass(frozen=True)
 class Packed:
-    """What :func:`packed_attention` needs besides q/k/v: the trunk's KV and the spans."""
+    """What :func:`packed_attention` needs besides q/k/v: the prompts' spans."""
 
-    trunk: KVLayers
     spans: tuple[Span, ...]
 
 
-def trunk_plan(
-    seqs: Sequence[Sequence[int]], caps: Sequence[int], chain_tokens: int, slack: float = 1.05
-) -> tuple[int, list[int]] | None:
-    """``(trunk, reuse)``: the prompt to prefill first and how many of its leading tokens every
-    other prompt reuses (``reuse[trunk] == 0``), when that computes at most ``slack`` times the
-    ``chain_tokens`` of the chained plan; else ``None``. ``caps[j]`` bounds prompt ``j``'s reuse."""
-    import numpy as np
+@dataclass(frozen=True)
+class Step:
+    """Prefill prompt ``index`` after the first ``reuse`` positions of prompt ``parent`` (an
+    earlier wave's; ``None`` with ``reuse == 0``)."""
 
-    if len(seqs) < 3:
-        return None
-    arrays = [np.asarray(s, dtype=np.int64) for s in seqs]
-    best: tuple[int, int, list[int]] | None = None
-    for t, trunk in enumerate(arrays):
-        reuse = [0 if j == t else max(0, min(common_prefix_len(trunk, a), caps[j])) for j, a in enumerate(arrays)]
-        tokens = sum(len(s) for s in seqs) - sum(reuse)
-        if best is None or tokens < best[0]:
-            best = (tokens, t, reuse)
-    assert best is not None
-    tokens, t, reuse = best
-    return (t, reuse) if tokens <= slack * chain_tokens else None
+    index: int
+    parent: int | None
+    reuse: int
+
+
+def truncate(pieces: Sequence[Piece], length: int) -> tuple[Piece, ...]:
+    """The pieces covering a prompt's first ``length`` positions."""
+    out: list[Piece] = []
+    for layers, begin, end in pieces:
+        if length <= 0:
+            break
+        take = min(end - begin, length)
+        out.append((layers, begin, begin + take))
+        length -= take
+    return tuple(out)
+
+
+def plan_groups(seqs: Sequence[Sequence[int]], limit: int = MAX_PLAN_TOKENS) -> list[list[int]]:
+    """Prompt indices in sorted order, cut into runs of at most ``limit`` tokens (one prompt alone
+    may exceed it): each run gets its own :func:`wave_plan`, neighbours sharing the most."""
+    order = sorted(range(len(seqs)), key=lambda i: (list(seqs[i]), i))
+    return [[order[c] for c in chunk] for chunk in pack_spans([len(seqs[i]) for i in order], [0] * len(order), limit)]
+
+
+def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[Step]]:
+    """Waves of prefills over the prefix trie of ``seqs``: a step of wave ``w`` reuses the KV of a
+    prompt of an earlier wave. ``caps[j]`` bounds prompt ``j``'s reuse (at most ``len - 1``).
+
+    Each trie node is computed by the prompt at the end of its heavy path (the child subtree with
+    the most prompts); a prompt on a light branch reuses that prompt's KV up to the branching
+    node, so each prompt is one wave after the prompt it branches off. Tokens computed equal the
+    sorted chain's (plus one for a prompt that is a strict prefix of others: its last token's
+    logits are computed again); waves are at most ``log2(len(seqs)) + 1``.
+    """
+    n = len(seqs)
+    order = sorted(range(n), key=lambda i: (list(seqs[i]), i))
+    lcp = [0] + [common_prefix_len(seqs[order[t - 1]], seqs[order[t]]) for t in range(1, n)]
+    wave: dict[int, int] = {}
+    steps: list[Step] = []
+    work: list[tuple[int, int, int | None, int]] = [(0, n, None, 0)] if n else []
+    while work:
+        lo, hi, parent, depth = work.pop()
+        lights: list[tuple[int, int, int]] = []
+        while hi - lo > 1:  # descend the heavy path, keeping the light branches and their depth
+            d = min(lcp[lo + 1 : hi])
+            cuts = [lo] + [t for t in range(lo + 1, hi) if lcp[t] == d] + [hi]
+            children = list(zip(cuts, cuts[1:]))
+            heavy = max(children, key=lambda c: c[1] - c[0])
+            lights += [(a, b, d) for a, b in children if (a, b) != heavy]
+            lo, hi = heavy
+        leaf = order[lo]
+        reuse = max(0, min(depth, caps[leaf])) if parent is not None else 0
+        wave[leaf] = wave[parent] + 1 if reuse else 0
+        steps.append(Step(leaf, parent if reuse else None, reuse))
+        work += [(a, b, leaf, d) for a, b, d in lights]
+    waves: list[list[Step]] = [[] for _ in range(max(wave.values(), default=-1) + 1)]
+    for step in steps:
+        waves[wave[step.index]].append(step)
+    return waves
 
 
 def pack_spans(lengths: Sequence[int], reuse: Sequence[int], limit: int = MAX_PACKED_TOKENS) -> list[list[int]]:
@@ -93,19 +146,19 @@ def packed_attention(layer: int, query: Any, key: Any, value: Any, packed: Packe
     ``key``/``value`` the packed new tokens' ``[1, KV, total, D]``)."""
     import torch
 
-    trunk_k, trunk_v = packed.trunk[layer]
     gqa = query.shape[1] != key.shape[1]
     outs = []
     for span in packed.spans:
         rows = slice(span.start, span.start + span.length)
         q = query[:, :, rows]
-        if span.reuse:
-            k = torch.cat([trunk_k[:, :, : span.reuse], key[:, :, rows]], dim=2)
-            v = torch.cat([trunk_v[:, :, : span.reuse], value[:, :, rows]], dim=2)
+        if span.prefix:
+            reuse = span.reuse
+            k = torch.cat([*(kv[layer][0][:, :, a:b] for kv, a, b in span.prefix), key[:, :, rows]], dim=2)
+            v = torch.cat([*(kv[layer][1][:, :, a:b] for kv, a, b in span.prefix), value[:, :, rows]], dim=2)
             out = continuation_attention(q, k, v, scale)
             if out is None:
-                mask = torch.ones((span.length, span.reuse + span.length), dtype=torch.bool,
-                                  device=q.device).tril(diagonal=span.reuse)
+                mask = torch.ones((span.length, reuse + span.length), dtype=torch.bool,
+                                  device=q.device).tril(diagonal=reuse)
                 out = torch.nn.functional.scaled_dot_product_attention(
                     q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
         else:

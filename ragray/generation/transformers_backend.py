@@ -45,7 +45,7 @@ from ragray.generation.kv_prefix import (
     supports_prefix_reuse,
 )
 from ragray.generation.packaged import resolve_generator_model
-from ragray.generation.packed import Packed, Span, pack_spans, trunk_plan
+from ragray.generation.packed import Packed, Span, Step, pack_spans, plan_groups, truncate, wave_plan
 
 __all__ = ["TransformersGenerator"]
 
@@ -188,23 +188,23 @@ class TransformersGenerator(Generator):
         )
         return out.past_key_values, out.logits[0, -keep:, :]
 
-    def _prefill_packed(self, trunk: KVLayers, members: list[tuple[list[int], int, int]]
+    def _prefill_packed(self, members: list[tuple[list[int], tuple[Piece, ...], int]]
                         ) -> tuple[KVLayers, list[Span], list[Any]]:
-        """One forward over the new tokens of ``members`` (``(ids, reuse, keep)``: ``ids[reuse:]``
-        after the trunk's first ``reuse`` positions, logits of the last ``keep`` positions wanted).
+        """One forward over the new tokens of ``members`` (``(ids, prefix, keep)``: the ids after
+        the positions the KV ``prefix`` pieces hold, logits of the last ``keep`` positions wanted).
 
         Returns the packed KV layers, each member's :class:`Span` in them and its logits.
         """
         torch = self._torch
         spans, ids, positions, keep = [], [], [], []
-        for tokens, reuse, n_keep in members:
-            start = len(ids)
-            spans.append(Span(reuse, start, len(tokens) - reuse))
-            ids += tokens[reuse:]
-            positions += range(reuse, len(tokens))
+        for tokens, prefix, n_keep in members:
+            span = Span(prefix, len(ids), len(tokens) - sum(end - begin for _, begin, end in prefix))
+            spans.append(span)
+            ids += tokens[span.reuse :]
+            positions += range(span.reuse, len(tokens))
             keep += range(len(ids) - n_keep, len(ids))
         index = torch.tensor(keep, device=self.device)
-        kwargs: dict[str, Any] = {PACKED: Packed(trunk, tuple(spans))}
+        kwargs: dict[str, Any] = {PACKED: Packed(tuple(spans))}
         if self._keep_arg:
             kwargs[self._keep_arg] = index
         out = self._model(
@@ -218,20 +218,38 @@ class TransformersGenerator(Generator):
         logits = out.logits[0] if self._keep_arg else out.logits[0, index]
         return cache_layers(out.past_key_values), spans, list(logits.split([m[2] for m in members]))
 
-    def _trunk(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None
-               ) -> tuple[int, dict[int, int]] | None:
-        """A trunk plan (:func:`~ragray.generation.packed.trunk_plan`) over the caller's prompts,
-        keyed by their index, when packing is possible and about as frugal as the chain."""
-        if not (self._packing and len(seqs) >= 3):
+    def _waves(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None
+               ) -> list[list[list[Step]]] | None:
+        """:func:`~ragray.generation.packed.wave_plan` s over runs of the caller's prompts
+        (:func:`~ragray.generation.packed.plan_groups`; steps keyed by their index), when
+        packing is on."""
+        if not (self._packing and len(seqs) >= 2):
             return None
         keys = list(seqs)
-        limits = [len(seqs[k]) - 1 if caps is None else caps[k] for k in keys]
-        chain = sum(len(seqs[s.index]) - s.reuse_len for s in self._plan(seqs, caps))  # keyed steps
-        plan = trunk_plan([seqs[k] for k in keys], limits, chain)
-        if plan is None:
-            return None
-        trunk, reuse = plan
-        return keys[trunk], dict(zip(keys, reuse))
+        plans = []
+        for run in plan_groups([seqs[k] for k in keys]):
+            limits = [len(seqs[keys[j]]) - 1 if caps is None else caps[keys[j]] for j in run]
+            waves = wave_plan([seqs[keys[j]] for j in run], limits)
+            plans.append([[Step(keys[run[s.index]], None if s.parent is None else keys[run[s.parent]], s.reuse)
+                           for s in wave] for wave in waves])
+        return plans
+
+    def _prefill_waves(self, waves: list[list[Step]], seqs: dict[int, list[int]], keep: dict[int, int]
+                       ) -> tuple[dict[int, tuple[Piece, ...]], dict[int, Any]]:
+        """Run the waves, each in packed forwards of at most ``MAX_PACKED_TOKENS`` new tokens.
+        Returns every prompt's KV as pieces and the logits of its last ``keep[i]`` positions."""
+        kv: dict[int, tuple[Piece, ...]] = {}
+        logits: dict[int, Any] = {}
+        for wave in waves:
+            prefixes = [() if s.parent is None else truncate(kv[s.parent], s.reuse) for s in wave]
+            for chunk in pack_spans([len(seqs[s.index]) for s in wave], [s.reuse for s in wave]):
+                members = [(seqs[wave[c].index], prefixes[c], keep[wave[c].index]) for c in chunk]
+                layers, spans, rows = self._prefill_packed(members)
+                for c, span, row in zip(chunk, spans, rows):
+                    i = wave[c].index
+                    kv[i] = (*span.prefix, (layers, span.start, span.start + span.length))
+                    logits[i] = row
+        return kv, logits
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -250,9 +268,10 @@ class TransformersGenerator(Generator):
             budgets[i] = min(self.config.max_tokens, room)
         live = {i: ids for i, ids in enumerate(token_ids) if i not in results}
         with self._torch.inference_mode():
-            trunk = self._trunk(live)
-            if trunk is not None:
-                self._generate_packed(trunk, live, budgets, results)
+            plans = self._waves(live)
+            if plans is not None:
+                for waves in plans:
+                    self._generate_packed(waves, live, budgets, results)
                 return [results[i] for i in range(len(prompts))]
             steps = self._plan(live)
             previous: Any = None  # layer list of the last prefilled prompt (the next one's source)
@@ -261,30 +280,18 @@ class TransformersGenerator(Generator):
                 previous = self._run_group(group, token_ids, budgets, previous, results)
         return [results[i] for i in range(len(prompts))]
 
-    def _generate_packed(self, trunk: tuple[int, dict[int, int]], seqs: dict[int, list[int]],
+    def _generate_packed(self, waves: list[list[Step]], seqs: dict[int, list[int]],
                          budgets: dict[int, int], results: dict[int, Generation]) -> None:
-        """Prefill the trunk prompt, then each decode group's other prompts in packed forwards
-        (:mod:`~ragray.generation.packed`), and decode the group."""
-        t, reuse = trunk
+        """Prefill the prompts wave by wave in packed forwards (:mod:`~ragray.generation.packed`),
+        then decode them in groups of ``batch_size`` in wave order. The prefill time is charged to
+        the first group."""
         began = time.perf_counter()
-        cache, first_t = self._prefill(seqs[t], None, 0, 1)
-        trunk_layers = cache_layers(cache)
-        order = [t, *(i for i in seqs if i != t)]
-        for start in range(0, len(order), self.batch_size):
-            group = order[start : start + self.batch_size]
-            rows: dict[int, list[Piece]] = {}
-            firsts: dict[int, Any] = {}
-            if t in group:
-                rows[t], firsts[t] = [(trunk_layers, 0, len(seqs[t]))], first_t
-            members = [i for i in group if i != t]
-            for chunk in pack_spans([len(seqs[i]) for i in members], [reuse[i] for i in members]):
-                ids = [members[c] for c in chunk]
-                layers, spans, logits = self._prefill_packed(trunk_layers, [(seqs[i], reuse[i], 1) for i in ids])
-                for i, span, row_logits in zip(ids, spans, logits):
-                    rows[i] = [(trunk_layers, 0, span.reuse), (layers, span.start, span.start + span.length)]
-                    firsts[i] = row_logits
-            computed = sum(len(seqs[i]) - reuse[i] for i in group)
-            self._decode_group(group, [rows[i] for i in group], [firsts[i] for i in group],
+        kv, firsts = self._prefill_waves(waves, seqs, dict.fromkeys(seqs, 1))
+        steps = [s for wave in waves for s in wave]
+        for start in range(0, len(steps), self.batch_size):
+            group = [s.index for s in steps[start : start + self.batch_size]]
+            computed = sum(len(seqs[s.index]) - s.reuse for s in steps[start : start + self.batch_size])
+            self._decode_group(group, [list(kv[i]) for i in group], [firsts[i] for i in group],
                                seqs, budgets, results, began, computed)
             began = time.perf_counter()
 
@@ -393,18 +400,11 @@ class TransformersGenerator(Generator):
             scores[i] = float(logprobs.gather(1, target[:, None]).sum())
 
         with self._torch.inference_mode():
-            trunk = self._trunk(fulls, caps)
-            if trunk is not None:
-                t, reuse = trunk
-                cache, logits = self._prefill(fulls[t], None, 0, keep[t])
-                store(t, logits)
-                trunk_layers = cache_layers(cache)
-                others = [i for i in fulls if i != t]
-                for chunk in pack_spans([len(fulls[i]) for i in others], [reuse[i] for i in others]):
-                    ids = [others[c] for c in chunk]
-                    _, _, logits = self._prefill_packed(trunk_layers, [(fulls[i], reuse[i], keep[i]) for i in ids])
-                    for i, row in zip(ids, logits):
-                        store(i, row)
+            plans = self._waves(fulls, caps)
+            if plans is not None:
+                for waves in plans:
+                    for i, logits in self._prefill_waves(waves, fulls, keep)[1].items():
+                        store(i, logits)
                 return scores
             previous: Any = None
             for step in self._plan(fulls, caps):

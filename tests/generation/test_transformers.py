@@ -136,17 +136,25 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     assert ours[0].prompt_tokens > 500
     assert [g.text for g in ours] == [g.text for g in ref]
     assert any(padded) and not all(padded)  # both attention paths ran (drop first / drop last)
-    assert spans and set(spans) == {3}  # the 3 ablations in one packed forward, every layer
+    assert spans and set(spans) == {1, 3}  # the baseline, then the 3 ablations in one packed forward
     # the log-prob path packs the same way, also around an empty answer (scored 0, not run)
     answers = [ref[0].text] * len(prompts)
     spans.clear()
     assert gen.score(prompts, answers) == pytest.approx(plain.score(prompts, answers), abs=1e-4)
-    assert set(spans) == {3}
+    assert set(spans) == {1, 3}
     answers[1] = ""
     spans.clear()
     scores = gen.score(prompts, answers)
     assert scores[1] == 0.0 and scores == pytest.approx(plain.score(prompts, answers), abs=1e-4)
-    assert set(spans) == {2}
+    assert set(spans) == {1, 2}
+    # random subsets (ContextCite's ablations) run in waves over their prefix trie
+    masks = [[1, 0, 1, 1, 0], [0, 1, 1, 0, 1], [1, 1, 0, 1, 1], [1, 0, 1, 0, 1], [0, 1, 0, 1, 1], [1, 1, 1, 0, 0]]
+    subsets = [TEMPLATE.build(row["question"], [p for p, m in zip(ps, mask) if m]) for mask in masks]
+    spans.clear()
+    ours = gen.score(subsets, answers[:1] * len(subsets))
+    assert ours == pytest.approx(plain.score(subsets, answers[:1] * len(subsets)), abs=1e-4)
+    layers = gen.model.config.num_hidden_layers
+    assert len(spans) == 3 * layers and sum(spans) == len(masks) * layers  # 3 packed forwards (waves)
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ from ragray.generation.kv_prefix import (
     supports_prefix_reuse,
 )
 from ragray.generation.packaged import resolve_generator_model
+from ragray.generation.row_chunks import chunk_rows
 from ragray.generation.packed import Packed, Span, Step, pack_spans, plan_groups, truncate, wave_plan
 
 __all__ = ["TransformersGenerator"]
@@ -118,6 +119,8 @@ class TransformersGenerator(Generator):
                 model.set_attn_implementation(register_gqa_attention())
             except (ImportError, AttributeError, ValueError) as exc:
                 log.info("keeping sdpa attention: %s", exc)
+        if device == "cpu":  # norms and MLPs on cache-sized row blocks (row_chunks)
+            chunk_rows(model)
         log.info("transformers generator %s on %s (%s)", path, device, dtype)
         return cls(model, tokenizer, config, path=path, device=device)
 

@@ -57,8 +57,12 @@ def _limits(limits: dict[str, Any]) -> dict[str, Any]:
 
 def _contextcite(cc: dict[str, Any]) -> dict[str, Any]:
     s = cc.get("summary", {})
+    best, ragray = s.get("fastest_ragray_dtype"), s.get("ragray", {})
+    same_dtype = {d: round(r["speedup"][d], 2) for d, r in ragray.items() if d in r.get("speedup", {})}
     return {"logprob_speedup_vs_contextcite": _figure(
         s.get("speedup"), 3.0, "contextcite.json", ablations=cc.get("workload", {}).get("ablations"),
+        ragray_dtype=best, contextcite_dtype=s.get("contextcite_reference_dtype"),
+        speedup_same_dtype=same_dtype,
         attribution_spearman_same_solver=s.get("same_solver_spearman_mean"),
         attribution_top1_same_solver=s.get("same_solver_top1_agreement"))}
 

@@ -76,12 +76,16 @@ def test_acceptance_reads_each_target_from_the_section_results(tmp_path) -> None
         "2_nodes": {"nodes": 2, "efficiency_vs_1_node": 0.95},
         "3_nodes": {"nodes": 3, "efficiency_vs_1_node": 0.6}}}}))
     (tmp_path / "contextcite.json").write_text(json.dumps(
-        {"workload": {"ablations": 32}, "summary": {"speedup": 2.5, "same_solver_spearman_mean": 1.0}}))
+        {"workload": {"ablations": 32}, "summary": {
+            "speedup": 2.5, "same_solver_spearman_mean": 1.0, "fastest_ragray_dtype": "bfloat16",
+            "ragray": {"float32": {"speedup": {"float32": 1.2, "bfloat16": 0.6}},
+                       "bfloat16": {"speedup": {"float32": 2.5, "bfloat16": 1.3}}}}}))
     out = acceptance(tmp_path, ["retrieval", "scaling", "contextcite", "generation"])
     bm25 = out["bm25_speedup_vs_rank_bm25"]
     assert (bm25["value"], bm25["met"], bm25["identical_top10_share"]) == (19.0, False, 0.99)
     cluster = out["ray_cluster_efficiency"]  # 3 nodes share 2 cores: judged at 2
     assert (cluster["value"], cluster["nodes"], cluster["met"]) == (0.95, 2, True)
-    assert out["logprob_speedup_vs_contextcite"]["met"] is False
+    cc = out["logprob_speedup_vs_contextcite"]
+    assert cc["met"] is False and cc["speedup_same_dtype"] == {"float32": 1.2, "bfloat16": 1.3}
     assert "ablation_calls_speedup_vs_naive" not in out  # no generation.json
     assert acceptance(tmp_path, ["retrieval"]).keys() == {"bm25_speedup_vs_rank_bm25"}

@@ -192,8 +192,8 @@ def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
 
 def stack_pieces(rows: Sequence[Sequence[Piece]], room: int) -> tuple[Any, Any]:
     """Stack rows of KV into one batch, right-aligned (left padding); a row is a sequence of
-    pieces of layer lists: one prompt's own cache, or a trunk prompt's prefix followed by a span
-    of a packed prefill (:mod:`ragray.generation.packed`).
+    pieces of layer lists: one prompt's own cache, or the pieces of earlier packed waves it reuses
+    followed by its span of a packed prefill (:mod:`ragray.generation.packed`).
 
     Returns ``(cache, attention_mask)``: a cache of ``[B, H, width, D]`` per layer (``width`` the
     longest row, with room for ``room`` more positions) and a ``[B, width]`` long mask with 0 on

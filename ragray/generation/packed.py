@@ -20,6 +20,7 @@ baseline, then all the others.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,18 @@ from ragray.generation.kv_prefix import (
     continuation_attention,
 )
 
-__all__ = ["MAX_PACKED_TOKENS", "MAX_PLAN_TOKENS", "Packed", "Span", "Step", "pack_spans", "packed_attention", "truncate",
-           "wave_plan"]
+__all__ = [
+    "MAX_PACKED_TOKENS",
+    "MAX_PLAN_TOKENS",
+    "Packed",
+    "Span",
+    "Step",
+    "pack_spans",
+    "packed_attention",
+    "plan_groups",
+    "truncate",
+    "wave_plan",
+]
 
 # Rows of one packed forward, at most: bounds the activations (~8 x this x hidden values at once).
 MAX_PACKED_TOKENS = 16384
@@ -110,7 +121,7 @@ def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[S
         while hi - lo > 1:  # descend the heavy path, keeping the light branches and their depth
             d = min(lcp[lo + 1 : hi])
             cuts = [lo] + [t for t in range(lo + 1, hi) if lcp[t] == d] + [hi]
-            children = list(zip(cuts, cuts[1:]))
+            children = list(pairwise(cuts))
             heavy = max(children, key=lambda c: c[1] - c[0])
             lights += [(a, b, d) for a, b in children if (a, b) != heavy]
             lo, hi = heavy

@@ -45,8 +45,16 @@ from ragray.generation.kv_prefix import (
     supports_prefix_reuse,
 )
 from ragray.generation.packaged import resolve_generator_model
+from ragray.generation.packed import (
+    Packed,
+    Span,
+    Step,
+    pack_spans,
+    plan_groups,
+    truncate,
+    wave_plan,
+)
 from ragray.generation.row_chunks import chunk_rows
-from ragray.generation.packed import Packed, Span, Step, pack_spans, plan_groups, truncate, wave_plan
 
 __all__ = ["TransformersGenerator"]
 

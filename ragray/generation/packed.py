@@ -20,8 +20,8 @@ baseline, then all the others.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from ragray.generation.kv_prefix import (

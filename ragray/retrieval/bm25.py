@@ -16,6 +16,7 @@ stores its indexes. Loading restores W bit for bit, so scores equal a fresh buil
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,17 +57,9 @@ class BM25Index(SearchIndex):
             self._build(tokens)
 
     def _build(self, docs: Sequence[Sequence[str]]) -> None:
-        vocab = self.vocab
-        rows: list[int] = []
-        for doc in docs:
-            rows.extend(vocab.setdefault(tok, len(vocab)) for tok in doc)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-        cols = np.repeat(np.arange(len(docs)), lengths)
-        ones = np.ones(len(rows), dtype=np.float64)
-        # duplicates are summed on conversion: tf(t, d)
-        tf = sp.csr_matrix((ones, (np.asarray(rows, dtype=np.int64), cols)), shape=(len(vocab), len(docs)))
-        tf.sum_duplicates()
+        tf = self._term_frequencies(docs)
         n_docs = len(docs)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
         df = np.diff(tf.indptr).astype(np.float64)
         idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
         if len(idf):
@@ -78,9 +71,34 @@ class BM25Index(SearchIndex):
         norm = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else np.full(n_docs, k1 * (1 - b))
         data = tf.data
         doc_of = tf.indices
-        term_of = np.repeat(np.arange(len(vocab)), np.diff(tf.indptr))
+        term_of = np.repeat(np.arange(len(self.vocab)), np.diff(tf.indptr))
         weights = idf[term_of] * data * (k1 + 1) / (data + norm[doc_of])
         self._weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)
+
+    def _term_frequencies(self, docs: Sequence[Sequence[str]]) -> sp.csr_matrix:
+        """tf (vocabulary × documents, CSR with sorted indices); sets ``self.vocab`` with term ids
+        in order of first occurrence. Terms are hashed by Arrow's ``dictionary_encode`` and the
+        (term, document) pairs counted with one sort: ~2.5x faster than a dict and a COO matrix on
+        SciFact's 785k tokens, the same matrix."""
+        flat = list(itertools.chain.from_iterable(docs))
+        try:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            encoded = pc.dictionary_encode(pa.array(flat, type=pa.large_string()))
+            self.vocab = {t: i for i, t in enumerate(encoded.dictionary.to_pylist())}
+            terms = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        except (UnicodeError, pa.ArrowException):  # e.g. a lone surrogate: not UTF-8
+            vocab: dict[str, int] = {}
+            terms = np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=len(flat))
+            self.vocab = vocab
+        n_docs, n_terms = len(docs), len(self.vocab)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
+        pairs, counts = np.unique(terms * n_docs + np.repeat(np.arange(n_docs), lengths), return_counts=True)
+        term_of, doc_of = np.divmod(pairs, n_docs)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_of, minlength=n_terms), out=indptr[1:])
+        return sp.csr_matrix((counts.astype(np.float64), doc_of, indptr), shape=(n_terms, n_docs))
 
     def save(self, directory: Path) -> None:
         """Vocabulary, idf and the weight matrix W as JSON / ``.npy`` / ``.npz`` files."""

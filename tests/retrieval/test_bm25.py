@@ -85,6 +85,16 @@ def test_property_equals_rank_bm25(docs, query):
     assert np.allclose(ours.scores_tokens([query])[0], ref.get_scores(query), rtol=1e-10, atol=1e-10)
 
 
+def test_terms_that_are_not_utf8_take_the_dict_path():
+    # a lone surrogate (possible in JSON text) cannot become an Arrow string
+    docs = [["tide", "\ud800", "tide"], ["\ud800", "pier"], ["pier", "moon"]]
+    ours = BM25Index(passages(["x"] * 3), BM25Config(), Analyzer("none"), tokens=docs)
+    assert list(ours.vocab) == ["tide", "\ud800", "pier", "moon"]  # first occurrence, as the fast path
+    ref = rank_bm25.BM25Okapi(docs)
+    for q in (["\ud800"], ["tide", "moon"]):
+        assert np.allclose(ours.scores_tokens([q])[0], ref.get_scores(q), rtol=1e-12, atol=1e-12)
+
+
 def test_search_ranks_ties_and_k():
     idx = BM25Retriever().index(passages(DOCS))
     hits = idx.search(["twenty miles"], 10)[0]

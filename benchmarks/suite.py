@@ -18,7 +18,9 @@ serve           the HTTP API on Ray Serve (batched, unbatched) vs requests in on
 Every section writes its own JSON into ``--results`` (with machine, versions and commit) and its
 output to ``<results>/logs/<name>.log``. ``suite.json`` is rewritten after each section, so an
 interrupted suite keeps what finished; a failing section is recorded with the tail of its log and
-the others still run. ContextCite lives in its own virtualenv (it pins old libraries): the suite
+the others still run. With ``--only`` / ``--skip`` the sections not run keep their rows from the
+previous ``suite.json`` (marked ``earlier_run`` with that run's commit), and the acceptance figures
+are read from every section's JSON. ContextCite lives in its own virtualenv (it pins old libraries): the suite
 creates ``benchmarks/.cache/ccvenv`` on first use (system site packages visible, context-cite
 added with ``--no-deps``) unless ``--contextcite-python`` names one.
 
@@ -118,6 +120,20 @@ def run_section(section: Section, args: argparse.Namespace, results: Path) -> di
     return {"status": "failed", "returncode": code, "error": "\n".join(tail), **row}
 
 
+def earlier_sections(path: Path, chosen: list[str]) -> dict[str, Any]:
+    """The rows of an earlier ``suite.json`` for sections not run now (``--only`` / ``--skip``),
+    each marked with the commit of the run that made it; their JSONs are still beside it."""
+    if not path.is_file():
+        return {}
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    commit = earlier.get("machine", {}).get("commit")
+    return {name: {**row, "earlier_run": row.get("earlier_run", commit)}
+            for name, row in earlier.get("sections", {}).items() if name not in chosen}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=3, help="HotpotQA questions per generation section")
@@ -145,12 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         "sections": {},
     }
     path = results / "suite.json"
+    kept = earlier_sections(path, [s.name for s in chosen])
+    if kept:
+        suite["options"]["kept_from_earlier_runs"] = list(kept)
     began = time.perf_counter()
     for i, section in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {section.name} ...", flush=True)
         row = run_section(section, args, results)
         suite["sections"][section.name] = row
-        suite["acceptance"] = acceptance(results, [s.name for s in chosen])
+        suite["sections"].update({k: v for k, v in kept.items() if k not in suite["sections"]})
+        suite["acceptance"] = acceptance(results, [n for n, r in suite["sections"].items() if r["status"] == "ok"])
         suite["seconds"] = round(time.perf_counter() - began, 1)
         save_result(path, suite)
         print(f"[{i}/{len(chosen)}] {section.name}: {row['status']} in {row['seconds']:.0f} s"

@@ -52,10 +52,16 @@ def test_a_failing_section_is_recorded_and_the_rest_still_run(sections, capsys) 
     assert "[2/2] limits: failed" in capsys.readouterr().out
 
 
-def test_only_runs_the_named_sections(sections) -> None:
+def test_only_runs_the_named_sections_and_keeps_the_others_earlier_rows(sections) -> None:
     results = sections / "out"
     assert suite.main(["--only", "scaling", "--results", str(results)]) == 0
     assert list(json.loads((results / "suite.json").read_text())["sections"]) == ["scaling"]
+    assert suite.main(["--only", "generation", "--results", str(results)]) == 0
+    data = json.loads((results / "suite.json").read_text())
+    assert data["options"]["sections"] == ["generation"]
+    assert data["options"]["kept_from_earlier_runs"] == ["scaling"]
+    assert "earlier_run" in data["sections"]["scaling"] and "earlier_run" not in data["sections"]["generation"]
+    assert data["acceptance"]["ablation_calls_speedup_vs_naive"]["value"] == 9.0
 
 
 @pytest.mark.parametrize("argv", [["--only", "nope"], ["--questions", "0"]])

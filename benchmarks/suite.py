@@ -20,8 +20,8 @@ output to ``<results>/logs/<name>.log``. ``suite.json`` is rewritten after each 
 interrupted suite keeps what finished; a failing section is recorded with the tail of its log and
 the others still run. With ``--only`` / ``--skip`` the sections not run keep their rows from the
 previous ``suite.json`` (marked ``earlier_run`` with that run's commit), and the acceptance figures
-are read from every section's JSON. ContextCite lives in its own virtualenv (it pins old libraries): the suite
-creates ``benchmarks/.cache/ccvenv`` on first use (system site packages visible, context-cite
+are read from every section's JSON. ContextCite lives in its own virtualenv (it pins old
+libraries): the suite creates ``benchmarks/.cache/ccvenv`` on first use (system site packages visible, context-cite
 added with ``--no-deps``) unless ``--contextcite-python`` names one.
 
 Default sizes keep the suite near 50 minutes on a 2-core machine; ``--full`` runs the larger
@@ -161,15 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         "sections": {},
     }
     path = results / "suite.json"
-    kept = earlier_sections(path, [s.name for s in chosen])
-    if kept:
-        suite["options"]["kept_from_earlier_runs"] = list(kept)
+    suite["sections"] = earlier_sections(path, [s.name for s in chosen])
+    if suite["sections"]:
+        suite["options"]["kept_from_earlier_runs"] = list(suite["sections"])
     began = time.perf_counter()
     for i, section in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {section.name} ...", flush=True)
         row = run_section(section, args, results)
         suite["sections"][section.name] = row
-        suite["sections"].update({k: v for k, v in kept.items() if k not in suite["sections"]})
         suite["acceptance"] = acceptance(results, [n for n, r in suite["sections"].items() if r["status"] == "ok"])
         suite["seconds"] = round(time.perf_counter() - began, 1)
         save_result(path, suite)

@@ -57,9 +57,9 @@ class BM25Index(SearchIndex):
             self._build(tokens)
 
     def _build(self, docs: Sequence[Sequence[str]]) -> None:
-        tf = self._term_frequencies(docs)
         n_docs = len(docs)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
+        tf = self._term_frequencies(docs, lengths)
         df = np.diff(tf.indptr).astype(np.float64)
         idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
         if len(idf):
@@ -75,16 +75,16 @@ class BM25Index(SearchIndex):
         weights = idf[term_of] * data * (k1 + 1) / (data + norm[doc_of])
         self._weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape)
 
-    def _term_frequencies(self, docs: Sequence[Sequence[str]]) -> sp.csr_matrix:
+    def _term_frequencies(self, docs: Sequence[Sequence[str]], lengths: np.ndarray) -> sp.csr_matrix:
         """tf (vocabulary × documents, CSR with sorted indices); sets ``self.vocab`` with term ids
         in order of first occurrence. Terms are hashed by Arrow's ``dictionary_encode`` and the
         (term, document) pairs counted with one sort: ~2.5x faster than a dict and a COO matrix on
         SciFact's 785k tokens, the same matrix."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         flat = list(itertools.chain.from_iterable(docs))
         try:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-
             encoded = pc.dictionary_encode(pa.array(flat, type=pa.large_string()))
             self.vocab = {t: i for i, t in enumerate(encoded.dictionary.to_pylist())}
             terms = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -93,7 +93,6 @@ class BM25Index(SearchIndex):
             terms = np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=len(flat))
             self.vocab = vocab
         n_docs, n_terms = len(docs), len(self.vocab)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n_docs)
         pairs, counts = np.unique(terms * n_docs + np.repeat(np.arange(n_docs), lengths), return_counts=True)
         term_of, doc_of = np.divmod(pairs, n_docs)
         indptr = np.zeros(n_terms + 1, dtype=np.int64)

@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--questions", type=_positive_int, default=50, help="simulated questions (default 50)")
     sim.add_argument("--k", type=_int_at_least(2), default=10, help="passages per question (default 10)")
     sim.add_argument("--scenario", default="mixed",
-                     choices=["aligned", "random", "inverted", "dominant", "ignored", "mixed"],
+                     choices=["aligned", "random", "inverted", "dominant", "ignored", "aligned_sparse",
+                              "buried_sparse", "positional", "mixed"],
                      help="how influence relates to the retrieval rank (default mixed: one per question)")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     sim.add_argument("--out", help="run directory (default: runs/simulate-<scenario>-<time>)")
@@ -323,12 +324,57 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alignment_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The tie-robust verdict first (absent from runs written before it existed)."""
+    a = s.get("alignment")
+    if not a:
+        return [("misaligned rate", "not measured (run written before the tie-robust measures)")]
+    nd, rbo = a["usage_ndcg"], a["rbo_alignment"]
+    rows = [
+        (f"misaligned rate (usage nDCG < {a['misalignment_threshold']})",
+         f"{_fmt(a['misaligned_rate'])}  over {a['n_scored']} questions with some influence"),
+        ("usage nDCG / RBO (p=%g)" % a["rbo_p"],
+         f"{_fmt(nd['mean'])} (95% CI {_fmt(nd['low'])} .. {_fmt(nd['high'])}) / {_fmt(rbo['mean'])}"),
+        ("top-1 used / relies on lower rank",
+         f"{_fmt(a['top1_used_rate'])} / {_fmt(a['relies_on_lower_rank_rate'])}"),
+    ]
+    if a["divergent_not_misaligned"]:
+        rows.append(("divergent but not misaligned",
+                     f"{a['divergent_not_misaligned']} questions: the seed's rho rule fires, yet the retriever's "
+                     f"order matches use (mean rho ceiling {_fmt(a['divergent_not_misaligned_mean_rho_ceiling'])})"))
+    pos = s.get("position") or {}
+    if pos.get("control", "none") == "none":
+        rows.append(("position control", "none: influence may follow the slot, not the passage "
+                     "(influence.position_control: reversed)"))
+    else:
+        rows.append((f"position-driven rate ({pos['control']} order)",
+                     f"{_fmt(pos['position_driven_rate'])}, mean sensitivity {_fmt(pos['position_sensitivity']['mean'])}"
+                     f", {pos['control_calls']} extra calls ({_fmt(pos['control_call_share'], '.0%')})"))
+    return rows
+
+
+def _validity_lines(s: dict[str, Any]) -> list[str]:
+    v = s.get("validity") or {}
+    if not v.get("available"):
+        return [f"  validity: not measured ({v.get('reason') or 'run written before the validity panel'})"]
+    out = ["  validity against gold passages (recovery@1 / AUC, 95% bootstrap CI):"]
+    for name, sub in v["subsets"].items():
+        out.append(f"    {name} ({sub['n']} questions)")
+        for m in sub["measures"].values():
+            r, auc = m["recovery_at_1"], m["auc"]
+            out.append(f"      {m['label']:<48} {_fmt(r['mean'])} [{_fmt(r['low'])}, {_fmt(r['high'])}]"
+                       f"  {_fmt(auc['mean'])} [{_fmt(auc['low'])}, {_fmt(auc['high'])}]")
+    out += [f"  {line}" for line in v["verdicts"]]
+    return out
+
+
 def _print_influence_summary(s: dict[str, Any]) -> None:
     lo, hi = s["mean_spearman_ci95"]
     rows = [
         ("measured questions", f"{s['n_measured']} / {s['n_questions']}  {s['states']}"),
-        ("mean Spearman rho", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
-        (f"divergent rate (rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),
+        *_alignment_rows(s),
+        ("mean Spearman rho (seed)", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
+        (f"divergent rate (seed's rule, rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),
         ("mean dominance", _fmt(s["mean_dominance"])),
         ("baseline exact match / F1", f"{_fmt(s['baseline_exact_match'])} / {_fmt(s['quality']['f1'])}"),
         ("grounding / hallucination rate",
@@ -340,6 +386,7 @@ def _print_influence_summary(s: dict[str, Any]) -> None:
         ("errors", str(s["errors"])),
     ]
     print_pairs(rows)
+    print("\n".join(_validity_lines(s)))
 
 
 def _p(value: object) -> str:

@@ -277,6 +277,23 @@ class InfluenceConfig(Section):
         0.5, gt=0, lt=1,
         description="buried evidence when the most influential passage's retrieval rank > this x k",
     )
+    misalignment_threshold: float = Field(
+        0.8, gt=0, le=1,
+        description="misaligned when usage_ndcg < this (a lone used passage at retrieval rank r scores "
+        "1/log2(r + 1): 0.63 at rank 2)",
+    )
+    rbo_p: float = Field(0.9, gt=0, lt=1, description="persistence p of rbo_alignment")
+    position_control: Literal["none", "reversed", "shuffled"] = Field(
+        "none",
+        description="none | reversed | shuffled: also run drop-one with the passages in this order "
+        "(separates the passage's content from its slot in the prompt)",
+    )
+    position_seed: int = Field(0, description="seed of the shuffled order (with the question id)")
+    position_threshold: float = Field(
+        0.5, ge=0, le=1,
+        description="position_driven when position_sensitivity >= this and influence follows the slot "
+        "more closely than the passage",
+    )
 
 
 

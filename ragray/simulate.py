@@ -21,7 +21,16 @@ Scenarios (influence by retrieval rank 1..k):
 - ``dominant``: one passage at a random rank carries 0.9, the others 0.02–0.05
   (``single_passage_dominance``; ``buried_evidence`` when it sits in the lower half);
 - ``ignored``: nothing changes the answer (``context_ignored``, unmeasured);
-- ``mixed``: each question draws one of the five.
+- ``aligned_sparse``: only the retriever's #1 is used (0.9), the rest change nothing — aligned, yet
+  the seed's ρ is capped at ≈ 0.52 by the ties (``divergent``, never ``misaligned``);
+- ``buried_sparse``: one used passage (0.9) in the lower half of the ranking, the rest unused
+  (``misaligned``, ``divergent``, ``buried_evidence``);
+- ``positional``: the answer follows whatever stands in the last slots before the question, not
+  any passage (a recency bias): dropping the passage in slot j from the end changes the words that
+  slots j, j + 1, … supply (the last slot supplies half the answer, the next a quarter, the third
+  0.15). In retrieval order that looks like reliance on the lowest-ranked passages; with
+  ``influence.position_control`` it is ``position_driven``;
+- ``mixed``: each question draws one of the first five.
 """
 
 from __future__ import annotations
@@ -65,9 +74,37 @@ def _ignored(rng: np.random.Generator, k: int) -> np.ndarray:
     return np.zeros(k)
 
 
+def _aligned_sparse(rng: np.random.Generator, k: int) -> np.ndarray:
+    values = np.zeros(k)
+    values[0] = 0.9
+    return values
+
+
+def _buried_sparse(rng: np.random.Generator, k: int) -> np.ndarray:
+    values = np.zeros(k)
+    values[rng.integers(k // 2, k)] = 0.9  # retrieval rank in the lower half
+    return values
+
+
+#: positional scenario: share of the answer each slot supplies, counted from the question backwards
+POSITION_WEIGHTS = (0.5, 0.25, 0.15)
+
+
+def _positional(rng: np.random.Generator, k: int) -> np.ndarray:
+    """Drop-one influence in retrieval order when slot j from the end supplies POSITION_WEIGHTS[j]:
+    dropping the passage in that slot shifts every farther passage one slot closer."""
+    w = np.zeros(k)
+    w[: min(k, len(POSITION_WEIGHTS))] = POSITION_WEIGHTS[:k]
+    from_end = np.cumsum(w[::-1])[::-1]  # from_end[j] = Σ weights of slots j, j + 1, ... from the end
+    return from_end[::-1]  # retrieval rank r sits in slot k - r from the end
+
+
 SCENARIOS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
     "aligned": _aligned, "inverted": _inverted, "random": _random, "dominant": _dominant, "ignored": _ignored,
+    "aligned_sparse": _aligned_sparse, "buried_sparse": _buried_sparse, "positional": _positional,
 }
+#: what ``mixed`` draws from (the seed's five)
+MIXED = ("aligned", "inverted", "random", "dominant", "ignored")
 CHOICES = (*SCENARIOS, "mixed")
 
 
@@ -80,9 +117,12 @@ def design(n_questions: int, k: int, scenario: str, seed: int) -> dict[str, Any]
     rng = np.random.default_rng(seed)
     questions = {}
     for n in range(n_questions):
-        name = scenario if scenario != "mixed" else str(rng.choice(list(SCENARIOS)))
-        slots_per = np.rint(SCENARIOS[name](rng, k) * WIDTH).astype(int)
+        name = scenario if scenario != "mixed" else str(rng.choice(list(MIXED)))
         qid = f"sim{n:04d}"
+        if name == "positional":
+            questions[qid] = _positional_question(rng, k)
+            continue
+        slots_per = np.rint(SCENARIOS[name](rng, k) * WIDTH).astype(int)
         questions[qid] = {
             "scenario": name,
             "passage_ids": [f"p{r}" for r in range(1, k + 1)],  # p1 is retrieval rank 1
@@ -90,6 +130,23 @@ def design(n_questions: int, k: int, scenario: str, seed: int) -> dict[str, Any]
             "slots": [sorted(int(s) for s in rng.choice(WIDTH, size=int(m), replace=False)) for m in slots_per],
         }
     return {"scenario": scenario, "seed": seed, "k": k, "width": WIDTH, "questions": questions}
+
+
+def _positional_question(rng: np.random.Generator, k: int) -> dict[str, Any]:
+    """A positional question: answer words owned by prompt slots (from the end), not by passages."""
+    sizes = [int(round(w * WIDTH)) for w in POSITION_WEIGHTS[:k]]
+    words = [int(s) for s in rng.permutation(WIDTH)]
+    owned, at = [], 0
+    for m in sizes:
+        owned.append(sorted(words[at : at + m]))
+        at += m
+    return {
+        "scenario": "positional",
+        "passage_ids": [f"p{r}" for r in range(1, k + 1)],
+        "influence": [int(round(v * WIDTH)) / WIDTH for v in _positional(rng, k)],  # in retrieval order
+        "slots": [[] for _ in range(k)],
+        "position_slots": owned,  # position_slots[j]: words the passage j slots from the end supplies
+    }
 
 
 _FILLER = ("This simulated passage stands in for retrieved evidence; its influence on the answer "

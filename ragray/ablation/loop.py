@@ -6,6 +6,12 @@ A failed baseline marks the question ``error``; a failed ablation leaves that pa
 NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
 one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
 the share of the answer's probability lost without the passage (SPEC §10). Backend exceptions are recorded on the question and the run goes on.
+
+With ``influence.position_control`` (SPEC §11) the same drop-one also runs with the passages in a
+second order (reversed or shuffled), in the same backend call, so every passage gets an
+influence per order, their mean (content influence) and the question a position sensitivity and
+``position_driven`` flag (:mod:`ragray.metrics.position`). With embedding metrics on, each
+passage also gets its cosine with the baseline answer: the validity panel's embedding control.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ragray.ablation.plan import Arm, drop_one_plan
+from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.config import InfluenceConfig
 from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
+from ragray.generation.base import ChatPrompt
 from ragray.generation.prompts import PromptTemplate
 from ragray.metrics.influence import InfluenceResult, analyze_influence, error_result
+from ragray.metrics.position import PositionResult, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking
 from ragray.metrics.similarity import Similarity, normalize_answer
@@ -72,6 +80,17 @@ def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: floa
     }
 
 
+@dataclass(frozen=True)
+class _Calls:
+    """What the backend returned for one question: generations per order (log-prob mode: the
+    baseline only), the share of the baseline's probability each arm keeps (log-prob mode), or
+    the error that stopped the question."""
+
+    gens: list[list[Generation]]
+    kept: list[list[float]] | None
+    error: str | None
+
+
 class InfluenceLoop:
     """Runs drop-one ablation for questions with their retrieved hits."""
 
@@ -109,44 +128,89 @@ class InfluenceLoop:
         (row,) = self.quality.score([item])
         return {k: row[k] for k in RUN_QUALITY_KEYS if k in row} | {"causal_noise_ratio": causal}
 
-    def _call(
-        self, qh: QuestionHits, arms: list[Arm]
-    ) -> tuple[list[Generation], list[float] | None, str | None]:
-        """Generations, and in log-prob mode the share of the baseline answer's probability each
-        arm keeps (None in generate mode: similarities are computed from the answers)."""
-        prompts = [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
+    def _prompts(self, qh: QuestionHits, arms: list[Arm]) -> list[ChatPrompt]:
+        return [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
+
+    def _call(self, qh: QuestionHits, orders: list[list[Arm]]) -> _Calls:
+        """One backend call for every order's arms (baseline of each order first in its list).
+
+        Generate mode: every arm is generated; similarity is to the baseline answer *of the same
+        order*. Log-prob mode: each order's baseline is generated, and each arm scores its order's
+        baseline answer, keeping exp(min(0, Δ log p)) of it (NaN where that baseline failed)."""
+        prompts = [self._prompts(qh, arms) for arms in orders]
+        flat = [p for ps in prompts for p in ps]
         try:
             if self.config.mode == "generate":
-                return self.generator.generate(prompts), None, None
-            (baseline,) = self.generator.generate(prompts[:1])
-            if not baseline.ok:
-                return [baseline], None, None
-            lps = self.generator.score(prompts, [baseline.text] * len(prompts))
-            return [baseline], [1.0] + [math.exp(min(0.0, lp - lps[0])) for lp in lps[1:]], None
+                gens = self.generator.generate(flat)
+                return _Calls(_split(gens, prompts), None, None)
+            baselines = self.generator.generate([ps[0] for ps in prompts])
+            if not baselines[0].ok:
+                return _Calls([[baselines[0]]], None, None)
+            scored = [(ps, b.text) for ps, b in zip(prompts, baselines) if b.ok]
+            lps = iter(_split(self.generator.score([p for ps, _ in scored for p in ps],
+                                                   [a for ps, a in scored for _ in ps]), [ps for ps, _ in scored]))
+            kept = [_kept(next(lps)) if b.ok else [float("nan")] * len(ps) for ps, b in zip(prompts, baselines)]
+            return _Calls([[b] for b in baselines], kept, None)
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
-            return [], None, str(exc)
+            return _Calls([], None, str(exc))
+
+    def _similarities(self, calls: _Calls, orders: list[list[Arm]]) -> list[list[float]]:
+        """Per order, each arm's similarity to that order's baseline (NaN = not measured)."""
+        if calls.kept is not None:
+            return calls.kept
+        out = []
+        for o, arms in enumerate(orders):
+            gens = calls.gens[o] if o < len(calls.gens) else []
+            base = gens[0] if gens else None
+            if base is None or not base.ok:
+                out.append([float("nan")] * len(arms))
+            else:
+                out.append([self.similarity(base.text, g.text) if g.ok else float("nan") for g in gens])
+        return out
+
+    def _position(self, order: list[int] | None, hits: int, sims: list[list[float]]) -> dict[str, Any]:
+        """Position-control columns: the control order's influence per passage, in retrieval order."""
+        if order is None:
+            return {"control": [None] * hits, "content": [None] * hits, "result": None}
+        control = [float("nan")] * hits
+        for slot, i in enumerate(order):
+            s = sims[1][slot + 1]
+            control[i] = 1.0 - s if not math.isnan(s) else float("nan")
+        forward = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[0][1:]]
+        result = position_analysis(forward, control, order, self.config.position_threshold)
+        content = [(f + c) / 2 for f, c in zip(forward, control)]  # NaN where either is unmeasured
+        return {"control": control, "content": content, "result": result}
 
     def run(self, qh: QuestionHits) -> QuestionOutcome:
         q, hits = qh.question, qh.hits
-        arms = drop_one_plan([h.passage for h in hits])
+        passages = [h.passage for h in hits]
+        orders = [drop_one_plan(passages)]
+        order = None
+        if self.config.position_control != "none" and len(hits) >= 2:
+            order = control_order(len(hits), self.config.position_control, self.config.position_seed, q.id)
+            orders.append(control_plan([passages[i] for i in order]))
         start = time.perf_counter()
-        gens, retained, error = self._call(qh, arms)
-        baseline = gens[0] if gens else None
+        calls = self._call(qh, orders)
+        baseline = calls.gens[0][0] if calls.gens else None
+        error = calls.error
         if baseline is None or not baseline.ok:
             error = error or (baseline.error if baseline else "no generation")
-        if error is not None:
-            sims = [float("nan")] * len(arms)
-        elif retained is not None:
-            sims = retained
-        else:
-            sims = [self.similarity(baseline.text, g.text) if g.ok else float("nan") for g in gens]
-        infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
+        sims = ([[float("nan")] * len(arms) for arms in orders] if error is not None
+                else self._similarities(calls, orders))
+        infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[0][1:]]
         result: InfluenceResult = (
             error_result(len(hits)) if error is not None
             else analyze_influence([h.rank for h in hits], infl, self.config)
         )
-        gold = set(q.gold_passage_ids)
+        position = self._position(order if error is None else None, len(hits), sims)
+        pos: PositionResult | None = position["result"]
+        flags = list(result.flags)
+        if pos is not None and pos.position_driven:
+            flags.insert(1 if "misaligned" in flags else 0, "position_driven")
+        gens = [g for gs in calls.gens for g in gs]
+        n_control = sum(len(gs) for gs in calls.gens[1:]) if self.config.mode == "generate" else (
+            len(orders[1]) + 1 if order is not None and calls.kept is not None else 0)  # + its generated baseline
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -154,19 +218,26 @@ class InfluenceLoop:
             "baseline_answer": baseline.text if baseline is not None else "",
             "baseline_em": _exact_match(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
             "n_passages": len(hits),
-            "state": result.state,
-            "spearman_rho": result.spearman_rho,
-            "dominance": result.dominance,
-            "divergent": result.divergent,
-            "flags": list(result.flags),
-            "n_calls": len(gens) if self.config.mode == "generate" else len(arms) if gens else 0,
+            **result.columns(),
+            "flags": flags,
+            "position_control": self.config.position_control if order is not None else "none",
+            "position_sensitivity": pos.position_sensitivity if pos else None,
+            "position_driven": pos.position_driven if pos else None,
+            # log-prob mode: every arm is scored, and each order's baseline also generated
+            "n_calls": len(gens) if self.config.mode == "generate" else
+            sum(map(len, orders)) + len(calls.gens) - 1 if calls.kept is not None else len(gens),
+            "n_control_calls": n_control,
             "n_failed_calls": sum(1 for g in gens if not g.ok),
             "error": error,
             "seconds": time.perf_counter() - start,
         }
+        answer_sim = None
         if error is None:
             question.update(self._quality(qh, baseline, result.influence))
-        passages = [
+            if self.quality is not None:
+                answer_sim = self.quality.answer_passage_similarity(baseline.text, [h.passage.text for h in hits])
+        gold = set(q.gold_passage_ids)
+        passages_rows = [
             {
                 "question_id": q.id,
                 "passage_id": h.passage.id,
@@ -176,11 +247,31 @@ class InfluenceLoop:
                 "influence": result.influence[i],
                 "influence_rank": result.influence_rank[i],
                 "is_gold": h.passage.doc_id in gold,
+                "control_slot": order.index(i) + 1 if order is not None else None,
+                "influence_control": position["control"][i],
+                "content_influence": position["content"][i],
+                "answer_similarity": answer_sim[i] if answer_sim is not None else None,
             }
             for i, h in enumerate(hits)
         ]
-        n_rows = len(arms) if self.config.mode == "logprob" and error is None else len(gens)
-        calls = [_call_row(q.id, arms[j], gens[j] if j < len(gens) else None, sims[j]) for j in range(n_rows)]
-        return QuestionOutcome(question, passages, calls)
+        call_rows = []
+        for o, arms in enumerate(orders):
+            gens_o = calls.gens[o] if o < len(calls.gens) else []
+            n_rows = len(arms) if self.config.mode == "logprob" and error is None else len(gens_o)
+            call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
+                          for j in range(n_rows)]
+        return QuestionOutcome(question, passages_rows, call_rows)
 
 
+def _kept(logprobs: list[float]) -> list[float]:
+    """Share of the baseline answer's probability each arm keeps: exp(min(0, Δ log p)) to arm 0."""
+    return [math.exp(min(0.0, lp - logprobs[0])) for lp in logprobs]
+
+
+def _split(values: list[Any], groups: list[list[Any]]) -> list[list[Any]]:
+    """``values`` cut into consecutive runs as long as each of ``groups``."""
+    out, at = [], 0
+    for g in groups:
+        out.append(values[at : at + len(g)])
+        at += len(g)
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ragray.types import Passage
 
-__all__ = ["Arm", "drop_one_plan", "BASELINE", "DROP"]
+__all__ = ["Arm", "BASELINE", "CONTROL_BASELINE", "CONTROL_DROP", "DROP", "control_plan", "drop_one_plan"]
 
 BASELINE = "baseline"
 DROP = "drop"
@@ -34,3 +34,14 @@ def drop_one_plan(passages: Sequence[Passage]) -> list[Arm]:
     for i, p in enumerate(passages):
         arms.append(Arm(DROP, (p.id,), passages[:i] + passages[i + 1 :]))
     return arms
+
+
+CONTROL_BASELINE = "control_baseline"
+CONTROL_DROP = "control_drop"
+
+
+def control_plan(passages: Sequence[Passage]) -> list[Arm]:
+    """:func:`drop_one_plan` over the passages in the position control's order (arms renamed so
+    that readers of the ``drop`` arms see the retrieval order only)."""
+    names = {BASELINE: CONTROL_BASELINE, DROP: CONTROL_DROP}
+    return [Arm(names[a.name], a.removed, a.passages) for a in drop_one_plan(passages)]

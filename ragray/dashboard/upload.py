@@ -104,8 +104,7 @@ def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) ->
         question.update({
             "question_id": qid, "question": next((r["question"] for r in rows if r["question"]), ""),
             "gold_answers": [], "baseline_answer": next((r["answer"] for r in rows if r["answer"]), ""),
-            "n_passages": len(rows), "state": result.state, "spearman_rho": result.spearman_rho,
-            "dominance": result.dominance, "divergent": result.divergent, "flags": list(result.flags),
+            "n_passages": len(rows), **result.columns(),
             "n_calls": 0, "n_failed_calls": 0, "seconds": 0.0,
             "causal_noise_ratio": sum(1 for r in rows if r["influence"] <= config.influence.epsilon) / len(rows),
         })

@@ -39,6 +39,7 @@ def index_page(entries: list[Entry], url: Url, message: str = "") -> str:
             f'<tr data-run="{esc(e.id)}" data-kind="{esc(e.kind)}">'
             f"<td>{name}{sim}{up}{where}</td><td>{esc(e.kind)}</td><td>{badge(e.status, 'ok' if e.status == 'done' else e.status)}</td>"
             f"<td>{_when(e)}</td><td class=num>{fmt(s.get('n_questions') or s.get('n_queries'))}</td>"
+            f"<td class=num>{fmt((s.get('alignment') or {}).get('misaligned_rate'))}</td>"
             f"<td class=num>{fmt(s.get('mean_spearman'))}</td><td class=num>{fmt(s.get('divergent_rate'))}</td>"
             f"<td class=num>{fmt(flags)}</td><td class=muted>{esc(e.source)}</td></tr>")
     # influence runs (ragray run, simulate, uploads, sweep trials) can be compared
@@ -59,8 +60,8 @@ def index_page(entries: list[Entry], url: Url, message: str = "") -> str:
               '<button type=submit>upload</button></form>')
     note = f'<p class=error-message>{esc(message)}</p>' if message else ""
     body = (f"<h1>ragray runs</h1>{note}{compare}{upload}"
-            + table(["run", "kind", "status", "started (UTC)", "questions", "mean ρ", "divergent", "flags", "source"],
-                    rows, attrs=' id="runs"', numeric=(4, 5, 6, 7)))
+            + table(["run", "kind", "status", "started (UTC)", "questions", "misaligned", "mean ρ",
+                     "divergent (seed)", "flags", "source"], rows, attrs=' id="runs"', numeric=(4, 5, 6, 7, 8)))
     return page("ragray dashboard", body)
 
 
@@ -99,7 +100,16 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
     calls = [c for c in data.table("calls") if c["question_id"] == qid]
     drops = {tuple(c.get("removed_passage_ids") or ()): c for c in calls if c.get("arm") == "drop"}
     baseline = next((c for c in calls if c.get("arm") == "baseline"), None)
-    head = cards([card("Spearman ρ", q.get("spearman_rho"), key="spearman_rho"),
+    head = cards([card("misaligned", q.get("misaligned"), key="misaligned",
+                       note="not measured" if q.get("usage_ndcg") is None else "usage nDCG below the threshold"),
+                  card("usage nDCG", q.get("usage_ndcg"), key="usage_ndcg"),
+                  card("RBO", q.get("rbo_alignment"), key="rbo_alignment"),
+                  card("top-1 used", q.get("top1_used"), key="top1_used"),
+                  card("Spearman ρ (seed)", q.get("spearman_rho"), key="spearman_rho",
+                       note=f"ceiling {fmt(q.get('rho_ceiling'))}"),
+                  card("position-driven", q.get("position_driven"), key="position_driven",
+                       note=f"control: {q.get('position_control') or 'none'}; sensitivity "
+                            f"{fmt(q.get('position_sensitivity'))}"),
                   card("dominance", q.get("dominance"), key="dominance"), card("state", q.get("state")),
                   card("passages", q.get("n_passages"), key="n_passages")])
     flags = "".join(badge(f) for f in q.get("flags") or []) or '<span class=muted>no flags</span>'
@@ -112,25 +122,38 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
                     f'<td class=passage>{esc(texts.get(p["passage_id"], "–"))}</td>'
                     f'<td class=num data-key="influence" data-value="{esc(p.get("influence"))}">{fmt(p.get("influence"))}</td>'
                     f'<td class=num>{fmt(p.get("influence_rank"), "g")}</td>'
+                    f'<td class=num data-key="influence_control" data-value="{esc(p.get("influence_control"))}">'
+                    f'{fmt(p.get("influence_control"))}</td><td class=num>{fmt(p.get("content_influence"))}</td>'
+                    f'<td class=num>{fmt(p.get("answer_similarity"))}</td>'
                     f'<td><div class=answer>{esc(call.get("answer", "–"))}</div></td><td class=num>{fmt(call.get("similarity"))}</td></tr>')
     ranks = [p["retrieval_rank"] for p in passages]
-    chart = svg.bars([str(r) for r in ranks], [svg.Series("influence", ranks, [p.get("influence") for p in passages])],
-                     title="Influence by retrieval rank", xlabel="retrieval rank", ylabel="influence")
+    series = [svg.Series("influence", ranks, [p.get("influence") for p in passages])]
+    if any(p.get("influence_control") is not None for p in passages):
+        series.append(svg.Series(f"influence, {q.get('position_control')} order", ranks,
+                                 [p.get("influence_control") for p in passages]))
+    chart = svg.bars([str(r) for r in ranks], series, title="Influence by retrieval rank", xlabel="retrieval rank",
+                     ylabel="influence")
     body = (_nav(url) + f'<div class=sub><a href="{url("run", entry.id)}">{esc(data.name)}</a></div>'
             f'<h1 data-question="{esc(qid)}">{esc(qid)}: {esc(q.get("question"))}</h1>'
             f"<div>{flags}</div>{head}"
             f'<p><b>gold</b>: {esc(", ".join(q.get("gold_answers") or []) or "–")}<br>'
             f'<b>baseline answer</b>: <span id=baseline>{esc(q.get("baseline_answer") or (baseline or {}).get("answer"))}</span></p>'
             f'<div class=charts>{chart}</div><h2>Passages and ablations</h2>'
-            + table(["retrieval rank", "passage", "text", "influence", "influence rank", "answer without it",
-                     "similarity"], rows, attrs=' id="passages"'))
+            + table(["retrieval rank", "passage", "text", "influence", "influence rank", "influence (control order)",
+                     "content influence", "answer–passage cosine", "answer without it", "similarity"], rows,
+                    attrs=' id="passages"'))
     return page(f"{qid} · {data.name}", body)
 
 
 def _metrics(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
     quality = s.get("quality") or {}
     flags = s.get("flag_counts") or {}
+    align = s.get("alignment") or {}
     rows = [("questions", "n_questions", s.get("n_questions")), ("measured", "n_measured", s.get("n_measured")),
+            ("misaligned rate", "alignment.misaligned_rate", align.get("misaligned_rate")),
+            ("mean usage nDCG", "alignment.usage_ndcg.mean", (align.get("usage_ndcg") or {}).get("mean")),
+            ("mean RBO", "alignment.rbo_alignment.mean", (align.get("rbo_alignment") or {}).get("mean")),
+            ("top-1 used", "alignment.top1_used_rate", align.get("top1_used_rate")),
             ("mean Spearman ρ", "mean_spearman", s.get("mean_spearman")),
             ("median ρ", "median_spearman", s.get("median_spearman")),
             ("divergent rate", "divergent_rate", s.get("divergent_rate")),

@@ -8,6 +8,11 @@ every passage **absent** from the prompt replaced (``x{slot}``): dropping a pass
 measured drop-one influence is exactly ``m / W`` — the designed value. Removing several passages
 removes the union of their slots, so deletion curves behave sensibly too.
 
+A *positional* question (scenario ``positional``) owns its words by prompt slot instead: the words
+of slot j (counted back from the question) name the passage that stands there, so dropping any
+passage changes the words of its slot and of every farther slot (they shift one closer) — the
+answer follows the slot, whatever the order of the passages.
+
 Questions and passages are recognised in the prompt by their texts, which the simulation writes
 as ``Simulated question <qid>: …`` and ``Simulated passage <qid>/<pid>: …``. :meth:`score` (log-prob
 mode) gives ``log((W − mismatches)/W)``, so that influence is the same ``m / W``.
@@ -41,6 +46,9 @@ class SimulatedGenerator(Generator):
         self.questions: dict[str, dict[str, list[int]]] = {
             qid: dict(zip(q["passage_ids"], q["slots"])) for qid, q in design["questions"].items()
         }
+        self.by_position: dict[str, list[list[int]]] = {
+            qid: q["position_slots"] for qid, q in design["questions"].items() if q.get("position_slots")
+        }
         self.source = source
 
     @classmethod
@@ -65,9 +73,15 @@ class SimulatedGenerator(Generator):
         owned = self.questions.get(found.group(1)) if found else None
         if owned is None:
             return []
-        present = {pid for qid, pid in PASSAGE_PATTERN.findall(text) if qid == found.group(1)}
-        gone = {slot for pid, slots in owned.items() if pid not in present for slot in slots}
-        return [f"x{i}" if i in gone else f"w{i}" for i in range(self.width)]
+        shown = [pid for qid, pid in PASSAGE_PATTERN.findall(text) if qid == found.group(1)]  # prompt order
+        words = [f"w{i}" for i in range(self.width)]
+        for i in {slot for pid, slots in owned.items() if pid not in shown for slot in slots}:
+            words[i] = f"x{i}"
+        # positional questions: the words slot j (from the end) supplies name what stands there
+        for j, slots in enumerate(self.by_position.get(found.group(1), ())):
+            for i in slots:
+                words[i] = f"{shown[-1 - j]}x{i}" if j < len(shown) else f"x{i}"
+        return words
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         out = []

@@ -17,6 +17,11 @@ Degenerate cases are explicit states, never numbers averaged as if measured:
 
 In those states ρ, dominance and divergent are ``None``. Influences of ablation calls that
 failed are NaN and excluded from the ranks.
+
+Beside the seed's ρ, every question with some influence above ε gets the tie-robust alignment
+measures of :mod:`ragray.metrics.alignment` and, when ``usage_ndcg`` is below
+``misalignment_threshold``, the ``misaligned`` flag — the verdict reports lead with. ``divergent``
+stays the seed's ρ rule, unchanged.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ import numpy as np
 from scipy.stats import rankdata, spearmanr
 
 from ragray.config import InfluenceConfig
+from ragray.metrics.alignment import Alignment, alignment
 
-__all__ = ["InfluenceResult", "influence_ranks", "analyze_influence", "error_result", "FLAGS"]
+__all__ = ["ALIGNMENT_COLUMNS", "FLAGS", "InfluenceResult", "analyze_influence", "error_result", "influence_ranks"]
 
 #: every flag a question can carry (SPEC §9 failure-mode detectors)
 FLAGS = (
+    "misaligned",
+    "position_driven",
     "divergent",
     "inverted",
     "top1_ignored",
@@ -53,10 +61,22 @@ class InfluenceResult:
     dominance: float | None
     divergent: bool | None
     flags: tuple[str, ...]
+    alignment: Alignment | None = None  # None when nothing has an influence above ε
 
     @property
     def measured(self) -> bool:
         return self.state == "measured"
+
+    def columns(self) -> dict[str, object]:
+        """The question-table columns of this result (alignment measures None where unmeasured)."""
+        a = self.alignment
+        return {"state": self.state, "spearman_rho": self.spearman_rho, "dominance": self.dominance,
+                "divergent": self.divergent, "flags": list(self.flags)} | {
+            name: getattr(a, name) if a is not None else None for name in ALIGNMENT_COLUMNS}
+
+
+#: the tie-robust alignment columns of the questions table (:class:`~ragray.metrics.alignment.Alignment`)
+ALIGNMENT_COLUMNS = ("usage_ndcg", "rbo_alignment", "top1_used", "relies_on_lower_rank", "rho_ceiling", "misaligned")
 
 
 def influence_ranks(influence: Sequence[float]) -> np.ndarray:
@@ -98,12 +118,15 @@ def analyze_influence(
     measured = infl[ok]
     if np.all(measured == 0):
         return InfluenceResult("context_ignored", *base, None, None, None, ("context_ignored",))
+    align = alignment(infl, epsilon=config.epsilon, threshold=config.misalignment_threshold, p=config.rbo_p)
+    lead = ("misaligned",) if align is not None and align.misaligned else ()
     if np.all(measured == measured[0]):
-        return InfluenceResult("constant_influence", *base, None, None, None, ())
+        return InfluenceResult("constant_influence", *base, None, None, None, lead, align)
     rho = float(spearmanr(np.asarray(retrieval_ranks, dtype=np.float64)[ok], ranks[ok]).statistic)
     dominance = float(measured.max() / measured.sum())
     flags = _flags(infl, ranks, rho, dominance, config)
-    return InfluenceResult("measured", *base, rho, dominance, rho < config.divergence_threshold, tuple(flags))
+    return InfluenceResult("measured", *base, rho, dominance, rho < config.divergence_threshold,
+                           (*lead, *flags), align)
 
 
 def error_result(k: int) -> InfluenceResult:

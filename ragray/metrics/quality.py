@@ -55,6 +55,14 @@ class QualityScorer:
             self._encoder = SentenceEncoder(self.config.encoder, cache=False)
         return self._encoder
 
+    def answer_passage_similarity(self, answer: str, passages: Sequence[str]) -> list[float] | None:
+        """Cosine of the answer with each passage (the validity panel's no-model-call control);
+        None when embedding metrics are off or the answer is empty."""
+        if not self.config.embedding or not answer.strip() or not passages:
+            return None
+        emb = self.encoder.encode([answer, *passages], normalize=True, cache=False)
+        return [float(v) for v in emb[1:] @ emb[0]]
+
     def score(self, items: Sequence[QualityItem]) -> list[dict[str, Any]]:
         c = self.config
         if c.embedding and items:

@@ -2,6 +2,8 @@
 
 Means over *measured* questions only; questions in a degenerate state are counted by state and
 never averaged in as numbers. The 95% confidence interval of the mean ρ is Student-t based.
+``alignment`` (the tie-robust verdict), ``position`` (position control) and ``validity`` (the
+validity panel against gold passages) are the SPEC §11 blocks; reports lead with them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from scipy import stats
 from ragray.config import ExperimentConfig
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
+from ragray.metrics.validity import validity_panel
 
-__all__ = ["summarize_run", "mean_ci"]
+__all__ = ["influence_label", "mean_ci", "summarize_run"]
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, float | None, float | None]:
@@ -49,8 +52,62 @@ def _quality(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _rate(values: Sequence[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _mean_ci(values: Sequence[Any]) -> dict[str, float | None]:
+    mean, lo, hi = mean_ci([float(v) for v in values if v is not None])
+    return {"mean": mean, "low": lo, "high": hi}
+
+
+def _alignment(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+    """The tie-robust verdict over questions that have one (anything above ε), and how many of the
+    seed's Divergent questions it clears (their ρ is capped by ties or moved by unused passages)."""
+    rows = [q for q in questions if q.get("misaligned") is not None]
+    cleared = [q for q in rows if q.get("divergent") and not q["misaligned"]]
+    ceilings = [q["rho_ceiling"] for q in cleared if q.get("rho_ceiling") is not None]
+    return {
+        "n_scored": len(rows),
+        "misaligned_rate": _rate([q["misaligned"] for q in rows]),
+        "misalignment_threshold": config.influence.misalignment_threshold,
+        "usage_ndcg": _mean_ci([q["usage_ndcg"] for q in rows]),
+        "rbo_alignment": _mean_ci([q["rbo_alignment"] for q in rows]),
+        "rbo_p": config.influence.rbo_p,
+        "top1_used_rate": _rate([q["top1_used"] for q in rows]),
+        "relies_on_lower_rank_rate": _rate([q["relies_on_lower_rank"] for q in rows]),
+        "mean_rho_ceiling": _rate([q.get("rho_ceiling") for q in rows]),
+        "divergent_not_misaligned": len(cleared),
+        "divergent_not_misaligned_mean_rho_ceiling": _rate(ceilings),
+    }
+
+
+def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+    """Position control: how often influence followed the slot, and what the second order cost."""
+    mode = config.influence.position_control
+    rows = [q for q in questions if q.get("position_sensitivity") is not None]
+    n_calls = sum(q.get("n_calls") or 0 for q in questions)
+    n_control = sum(q.get("n_control_calls") or 0 for q in questions)
+    return {
+        "control": mode,
+        "n_scored": len(rows),
+        "position_driven_rate": _rate([q["position_driven"] for q in rows]),
+        "position_sensitivity": _mean_ci([q["position_sensitivity"] for q in rows]),
+        "control_calls": n_control,
+        "control_call_share": n_control / n_calls if n_calls else None,
+    }
+
+
+def influence_label(config: ExperimentConfig) -> str:
+    """How the run measured influence, in words (the validity panel's name for it)."""
+    inf = config.influence
+    return "drop-one log-prob" if inf.mode == "logprob" else f"drop-one {inf.similarity}"
+
+
 def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
     questions = [r["question"] for r in records]
+    passages = [p for r in records for p in r["passages"]]
     measured = [q for q in questions if q["state"] == "measured"]
     rhos = [q["spearman_rho"] for q in measured]
     mean_rho, lo, hi = mean_ci(rhos)
@@ -70,6 +127,9 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
         "mean_spearman_ci95": [lo, hi],
         "median_spearman": float(np.median(rhos)) if rhos else None,
         "divergent_rate": _mean([float(q["divergent"]) for q in measured]),
+        "alignment": _alignment(questions, config),
+        "position": _position(questions, config),
+        "validity": validity_panel(questions, passages, influence_label(config), seed=config.seed),
         "mean_dominance": _mean([q["dominance"] for q in measured]),
         "flag_counts": {f: flag_counts.get(f, 0) for f in FLAGS},
         "flag_rates": {f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},

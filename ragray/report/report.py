@@ -1,6 +1,9 @@
 """``report.html``: the self-contained report every run directory gets (opens offline from disk).
 
-- ``run`` / ``simulate``: summary cards (mean ρ with its 95% CI, divergent rate, dominance,
+- ``run`` / ``simulate``: the tie-robust alignment verdict first (misaligned rate, usage nDCG,
+  RBO, top-1 used, ρ ceiling, position control, and why the seed's Divergent questions are not
+  all misaligned), the validity panel against gold passages (table, plot, plain-words verdicts),
+  then the seed's summary cards (mean ρ with its 95% CI, divergent rate, dominance,
   flags, answer quality, errors), then the plots — ρ histogram against the divergence threshold,
   retrieval rank vs influence rank over all questions, mean influence by retrieval rank and where
   the most influential passage sits, dominance histogram — and the per-question table with flag
@@ -25,6 +28,7 @@ from typing import Any
 from ragray.report import svg
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.rundata import RunData, load_run
+from ragray.report.trust import alignment_section, validity_section
 
 __all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "write_report"]
 
@@ -78,7 +82,7 @@ def _influence_summary(s: dict[str, Any]) -> str:
         card("mean Spearman ρ", s.get("mean_spearman"), key="mean_spearman",
              note=f"95% CI {fmt(ci[0])} .. {fmt(ci[1])}"),
         card("median ρ", s.get("median_spearman"), key="median_spearman"),
-        card("divergent rate", s.get("divergent_rate"), key="divergent_rate",
+        card("divergent rate (seed's ρ rule)", s.get("divergent_rate"), key="divergent_rate",
              note=f"ρ < {fmt(s.get('divergence_threshold'), 'g')}"),
         card("mean dominance", s.get("mean_dominance"), key="mean_dominance"),
         card("exact match", s.get("baseline_exact_match"), key="baseline_exact_match"),
@@ -87,7 +91,7 @@ def _influence_summary(s: dict[str, Any]) -> str:
         card("calls", s.get("n_calls"), key="n_calls", note=f"{fmt(s.get('calls_per_second'), '.2f')} / s"),
     ]
     flag_cards = [card(f.replace("_", " "), n, key=f"flag_counts.{f}") for f, n in flags.items()]
-    return "<h2>Summary</h2>" + cards(items) + "<h3>Flags</h3>" + cards(flag_cards)
+    return ("<h2>Summary (the seed's measures)</h2>" + cards(items) + "<h3>Flags</h3>" + cards(flag_cards))
 
 
 def _influence_charts(data: RunData) -> str:
@@ -135,16 +139,22 @@ def _flag_filter(table_id: str, flags: Sequence[str], n: int) -> str:
 def question_detail(q: dict[str, Any], passages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> str:
     drops = {tuple(c.get("removed_passage_ids") or ()): c for c in calls if c.get("arm") == "drop"}
     rows = []
+    control = any(p.get("influence_control") is not None for p in passages)
     for p in sorted(passages, key=lambda p: p["retrieval_rank"]):
         call = drops.get((p["passage_id"],)) or {}
+        extra = ([fmt(p.get("control_slot")), fmt(p.get("influence_control")), fmt(p.get("content_influence"))]
+                 if control else [])
         rows.append([
             fmt(p["retrieval_rank"]), esc(p["passage_id"]) + (" " + badge("gold", "ok") if p.get("is_gold") else ""),
             f'<span data-key="influence" data-value="{esc(p.get("influence"))}">{fmt(p.get("influence"))}</span>',
-            fmt(p.get("influence_rank"), "g"), f'<div class=answer>{esc(call.get("answer"))}</div>',
-            fmt(call.get("similarity")),
+            fmt(p.get("influence_rank"), "g"), *extra, fmt(p.get("answer_similarity")),
+            f'<div class=answer>{esc(call.get("answer"))}</div>', fmt(call.get("similarity")),
         ])
-    passages_table = table(["retrieval rank", "passage", "influence", "influence rank", "answer without it",
-                            "similarity"], rows, numeric=(0, 2, 3, 5))
+    heads = ["retrieval rank", "passage", "influence", "influence rank",
+             *(["control slot", "influence (control order)", "content influence"] if control else []),
+             "answer–passage cosine", "answer without it", "similarity"]
+    passages_table = table(heads, rows, numeric=tuple(i for i, h in enumerate(heads)
+                                                       if h not in ("passage", "answer without it")))
     return (f'<details data-question="{esc(q["question_id"])}"><summary>passages and ablations</summary>'
             f'<div class=sub>gold: {esc(", ".join(q.get("gold_answers") or []))}</div>{passages_table}</details>')
 
@@ -162,18 +172,19 @@ def _influence_questions(data: RunData, link: Callable[[str], str] | None = None
     for q in qs:
         fl = q.get("flags") or []
         qid = esc(q["question_id"])
-        cells = "".join(f"<td{' class=num' if i in (2, 3) else ''}>{c}</td>" for i, c in enumerate([
+        cells = "".join(f"<td{' class=num' if i in (2, 3, 4) else ''}>{c}</td>" for i, c in enumerate([
             f'<a href="{esc(link(q["question_id"]))}">{qid}</a>' if link else qid,
             f'<div class=passage>{esc(q.get("question"))}</div>' + question_detail(q, by_q[q["question_id"]],
                                                                                  calls_by_q[q["question_id"]]),
-            fmt(q.get("spearman_rho")), fmt(q.get("dominance")),
+            fmt(q.get("usage_ndcg")), fmt(q.get("spearman_rho")) + f' <span class=muted>/ {fmt(q.get("rho_ceiling"))}</span>',
+            fmt(q.get("dominance")),
             esc(q.get("state")), "".join(badge(f) for f in fl) + (badge("error") if q.get("error") else ""),
             f'<div class=answer>{esc(q.get("baseline_answer"))}</div>',
         ]))
         rows.append(f'<tr data-qid="{esc(q["question_id"])}" data-flags="{esc(" ".join(fl))}">{cells}</tr>')
     return ("<h2>Questions</h2>" + _flag_filter("questions", flags, len(qs))
-            + table(["id", "question", "ρ", "dominance", "state", "flags", "baseline answer"], rows,
-                    attrs=' id="questions"', numeric=(2, 3)))
+            + table(["id", "question", "usage nDCG", "ρ / ceiling", "dominance", "state", "flags", "baseline answer"],
+                    rows, attrs=' id="questions"', numeric=(2, 3, 4)))
 
 
 # -- interpret ---------------------------------------------------------------------------------
@@ -260,7 +271,9 @@ def _audit_sections(data: RunData) -> str:
 def report_body(data: RunData, link: Callable[[str], str] | None = None) -> str:
     """The report's sections for a loaded run (``link``: a question id's drill-down URL)."""
     if data.kind == "run":
-        return _influence_summary(data.summary) + _influence_charts(data) + _influence_questions(data, link)
+        s = data.summary
+        return (alignment_section(s) + validity_section(s) + _influence_summary(s) + _influence_charts(data)
+                + _influence_questions(data, link))
     if data.kind == "interpret":
         return _interpret_sections(data)
     if data.kind == "audit":

@@ -46,6 +46,9 @@ class GenerateRequest(RetrieveRequest):
 class InfluenceRequest(RetrieveRequest):
     answers: list[str] = Field(default_factory=list, max_length=50, description="gold answers (optional)")
     mode: Literal["generate", "logprob"] | None = Field(None, description="influence.mode")
+    position_control: Literal["none", "reversed", "shuffled"] | None = Field(
+        None, description="influence.position_control: also run drop-one with the passages in this order"
+    )
     debug: bool = Field(False, description="include every call's answer")
 
 
@@ -108,8 +111,10 @@ class GenerateResponse(BaseModel):
 
 
 class InfluenceResponse(BaseModel):
-    question: Row = Field(description="the run's questions-table row: answer, rho, dominance, flags, state")
-    passages: list[Row] = Field(description="rank, score, influence, influence rank per passage")
+    question: Row = Field(description="the run's questions-table row: answer, misaligned, usage_ndcg, "
+                          "rbo_alignment, top1_used, rho_ceiling, position_driven, rho, dominance, flags, state")
+    passages: list[Row] = Field(description="rank, score, influence, influence rank, control-order and content "
+                                "influence, answer-passage cosine per passage")
     calls: list[Row] | None = Field(None, description="every call (debug)")
     model: str
 

@@ -118,7 +118,8 @@ class RagService:
 
     def influence(self, req: s.InfluenceRequest, qid: str) -> s.InfluenceResponse:
         cfg = self.config
-        icfg = cfg.influence if req.mode is None else cfg.influence.model_copy(update={"mode": req.mode})
+        update = {k: v for k, v in (("mode", req.mode), ("position_control", req.position_control)) if v is not None}
+        icfg = cfg.influence.model_copy(update=update)
         qh = self._question_hits(req, qid, req.answers)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))

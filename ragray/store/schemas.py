@@ -19,7 +19,20 @@ QUESTIONS_SCHEMA = pa.schema(
         ("dominance", pa.float64()),
         ("divergent", pa.bool_()),
         ("flags", pa.list_(pa.string())),
+        # tie-robust alignment (ragray.metrics.alignment); null = nothing above epsilon, or a run
+        # written before these existed
+        ("usage_ndcg", pa.float64()),
+        ("rbo_alignment", pa.float64()),
+        ("top1_used", pa.bool_()),
+        ("relies_on_lower_rank", pa.bool_()),
+        ("rho_ceiling", pa.float64()),
+        ("misaligned", pa.bool_()),
+        # position control (ragray.metrics.position); null without it
+        ("position_control", pa.string()),  # none | reversed | shuffled
+        ("position_sensitivity", pa.float64()),
+        ("position_driven", pa.bool_()),
         ("n_calls", pa.int32()),
+        ("n_control_calls", pa.int32()),  # calls of the position control's order (in n_calls)
         ("n_failed_calls", pa.int32()),
         ("error", pa.string()),
         ("seconds", pa.float64()),
@@ -47,13 +60,17 @@ PASSAGES_SCHEMA = pa.schema(
         ("influence", pa.float64()),  # NaN = that ablation call failed
         ("influence_rank", pa.float64()),  # 1 = most influential, ties averaged
         ("is_gold", pa.bool_()),
+        ("control_slot", pa.int32()),  # 1-based slot in the position control's order
+        ("influence_control", pa.float64()),  # influence with the passages in that order
+        ("content_influence", pa.float64()),  # mean of the two orders' influence
+        ("answer_similarity", pa.float64()),  # cosine of passage and baseline answer (embedding control)
     ]
 )
 
 CALLS_SCHEMA = pa.schema(
     [
         ("question_id", pa.string()),
-        ("arm", pa.string()),  # baseline | drop
+        ("arm", pa.string()),  # baseline | drop | control_baseline | control_drop
         ("removed_passage_ids", pa.list_(pa.string())),
         ("answer", pa.string()),
         ("similarity", pa.float64()),  # to the baseline answer

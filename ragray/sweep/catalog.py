@@ -32,6 +32,8 @@ METRICS: dict[str, Metric] = {
     "faithful": Metric("generation", "1 - hallucination (answer far from both gold and context)"),
     "rank_agreement": Metric("influence", "(Spearman rho of retrieval rank vs influence rank + 1) / 2"),
     "not_divergent": Metric("influence", "1 - divergent (rho below influence.divergence_threshold)"),
+    "usage_ndcg": Metric("influence", "nDCG of the retriever's order with each passage's influence as gain (tie-robust)"),
+    "aligned": Metric("influence", "1 - misaligned (usage_ndcg below influence.misalignment_threshold)"),
     "used_context": Metric("influence", "1 - wasted context: share of passages whose removal changed the answer"),
 }
 
@@ -39,5 +41,6 @@ OBJECTIVES: dict[str, list[str]] = {
     # answers first, retrieval second; every metric weight 1 unless `weights` says otherwise
     "quality": ["f1", "em", "answer_similarity", "mrr", "recall_at_k"],
     # usage-calibrated: does the model use what the retriever ranks high, and no more?
-    "usage": ["rank_agreement", "not_divergent", "used_context"],
+    # tie-robust alignment (SPEC §11): rho and Divergent are decided by ties among unused passages
+    "usage": ["usage_ndcg", "aligned", "used_context"],
 }

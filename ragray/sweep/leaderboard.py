@@ -21,7 +21,7 @@ __all__ = ["write_leaderboard", "COLUMNS"]
 COLUMNS = [
     "rank", "trial_id", "label", "status", "score", "overall", "overall_low", "overall_high", "confidence",
     "hit_at_k", "recall_at_k", "mrr", "ndcg_at_10", "em", "f1", "answer_similarity", "grounding", "faithful",
-    "rank_agreement", "not_divergent", "used_context", "chunk_coverage", "chunk_cohesion",
+    "usage_ndcg", "aligned", "rank_agreement", "not_divergent", "used_context", "chunk_coverage", "chunk_cohesion",
     "mean_rho", "divergent_rate", "mean_dominance", "wasted_context",
     "n_questions", "n_measured", "n_errors", "latency_s", "tokens_per_question", "cost_usd_per_question",
     "trial_seconds", "cache_chunksets_hit", "cache_chunksets_miss", "cache_indexes_hit", "cache_indexes_miss",
@@ -45,7 +45,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-SHOWN = ["rank", "label", "score", "overall", "confidence", "f1", "em", "mrr", "recall_at_k", "mean_rho",
+SHOWN = ["rank", "label", "score", "overall", "confidence", "f1", "em", "mrr", "recall_at_k", "usage_ndcg", "mean_rho",
          "divergent_rate", "wasted_context", "latency_s", "tokens_per_question", "status"]
 
 

@@ -62,6 +62,8 @@ def question_metrics(questions: list[dict[str, Any]], passages: list[dict[str, A
             "faithful": None if hallucination is None else 1.0 - hallucination,
             "rank_agreement": None if rho is None else (rho + 1) / 2,
             "not_divergent": (0.0 if q.get("divergent") else 1.0) if measured else None,
+            "usage_ndcg": _num(q.get("usage_ndcg")),
+            "aligned": None if q.get("misaligned") is None else 1.0 - float(q["misaligned"]),
             "used_context": None if noise is None else 1.0 - noise,
             "seconds": _num(q.get("seconds")),
             "cost_usd": _num(q.get("cost_usd")),

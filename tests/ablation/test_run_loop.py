@@ -142,7 +142,11 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
                  "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "mean Spearman rho" in out and "divergent rate (rho < 0.7)" in out and "measured questions" in out
+    assert "mean Spearman rho (seed)" in out and "divergent rate (seed's rule, rho < 0.7)" in out
+    assert "measured questions" in out and "misaligned rate (usage nDCG < 0.8)" in out
+    assert out.index("misaligned rate") < out.index("mean Spearman rho")  # the tie-robust verdict leads
+    assert "position control" in out and "influence may follow the slot" in out
+    assert "validity against gold passages" in out
     assert (tmp_path / "c" / "questions.csv").read_text().count("\n") == 5
     assert main(["run", "--resume", "--dataset", str(dataset)]) == 2
     assert "--resume needs --out" in capsys.readouterr().err

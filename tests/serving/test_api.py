@@ -53,6 +53,15 @@ def test_influence_finds_the_passage_the_answer_comes_from(client):
     assert body["question"]["baseline_answer"] == "tern" and body["calls"] is None
     debug = client.post("/influence", json={**MINIMAL, "debug": True}).json()
     assert len(debug["calls"]) == 5 and debug["calls"][0]["answer"] == "tern"
+    # the tie-robust verdict is in the question row; the content-driven answer is not position-driven
+    q = body["question"]
+    rank = next(p["retrieval_rank"] for p in body["passages"] if p["passage_id"] == "ferry")
+    assert q["usage_ndcg"] == pytest.approx(1 / __import__("math").log2(rank + 1)) and q["position_control"] == "none"
+    assert q["misaligned"] == (q["usage_ndcg"] < 0.8) and q["top1_used"] == (rank == 1)
+    ctl = client.post("/influence", json={**MINIMAL, "position_control": "reversed", "debug": True}).json()
+    assert ctl["question"]["position_driven"] is False and ctl["question"]["position_sensitivity"] == 0.0
+    assert len(ctl["calls"]) == 10 and {c["arm"] for c in ctl["calls"][5:]} == {"control_baseline", "control_drop"}
+    assert client.post("/influence", json={**MINIMAL, "position_control": "sideways"}).status_code == 422
 
 
 def test_interpretation_minimal_payload_gives_case_a(client):

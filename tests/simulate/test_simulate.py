@@ -32,8 +32,13 @@ def expected_flags(influence, cfg):
         return {"context_ignored"}
     from scipy.stats import rankdata, spearmanr
 
-    rho = spearmanr(np.arange(1, len(infl) + 1), rankdata(-infl)).statistic
     flags = set()
+    discount = 1 / np.log2(np.arange(2, len(infl) + 2))
+    if infl.max() > cfg.epsilon and (infl @ discount) / (np.sort(infl)[::-1] @ discount) < cfg.misalignment_threshold:
+        flags.add("misaligned")
+    if np.all(infl == infl[0]):
+        return flags
+    rho = spearmanr(np.arange(1, len(infl) + 1), rankdata(-infl)).statistic
     if rho < cfg.divergence_threshold:
         flags.add("divergent")
     if rho < 0:
@@ -52,7 +57,8 @@ def check_as_designed(plan, questions, passages, cfg):
         measured = [p["influence"] for p in sorted((p for p in passages if p["question_id"] == qid),
                                                    key=lambda p: p["retrieval_rank"])]
         assert measured == pytest.approx(q["influence"], abs=1e-9), qid  # the loop measures the design
-        assert set(questions[qid]["flags"]) == expected_flags(q["influence"], cfg), (qid, q["scenario"])
+        flags = set(questions[qid]["flags"]) - {"position_driven"}  # needs the control order: tested apart
+        assert flags == expected_flags(q["influence"], cfg), (qid, q["scenario"])
 
 
 @pytest.mark.parametrize("scenario", ["aligned", "inverted", "random", "dominant", "ignored", "mixed"])
@@ -133,3 +139,59 @@ def test_cli(tmp_path, capsys, monkeypatch):
 
     (record,) = History(f"sqlite:///{tmp_path / 'runs' / 'ragray.sqlite'}").list_runs()
     assert record.kind == "run" and record.name == "simulated-inverted" and record.summary["simulated"]
+
+
+@pytest.mark.parametrize("scenario", ["aligned_sparse", "buried_sparse"])
+def test_sparse_scenarios_separate_the_seeds_rule_from_the_verdict(tmp_path, scenario):
+    out, plan, questions, passages = run(tmp_path, scenario, n=20)
+    check_as_designed(plan, questions, passages, load_config(None).influence)
+    qs = list(questions.values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["divergent_rate"] == 1.0  # the seed's rule fires on every question of both
+    if scenario == "aligned_sparse":
+        # one used passage at rank 1, nine tied at 0: rho = its ceiling ≈ 0.52, yet perfectly aligned
+        assert all(q["spearman_rho"] == pytest.approx(q["rho_ceiling"]) and q["usage_ndcg"] == 1.0 for q in qs)
+        assert summary["alignment"]["misaligned_rate"] == 0.0 and summary["alignment"]["top1_used_rate"] == 1.0
+        assert summary["alignment"]["divergent_not_misaligned"] == 20
+        report = (out / "report.html").read_text()
+        assert "20 questions flagged Divergent by the seed&#x27;s rule" in report or \
+            "20 questions flagged Divergent by the seed's rule" in report
+    else:
+        assert all(q["misaligned"] and q["flags"][0] == "misaligned" for q in qs)
+        assert summary["alignment"]["misaligned_rate"] == 1.0
+        assert summary["alignment"]["relies_on_lower_rank_rate"] == 1.0
+        assert summary["alignment"]["divergent_not_misaligned"] == 0
+
+
+@pytest.mark.parametrize("mode", ["generate", "logprob"])
+@pytest.mark.parametrize("control", ["reversed", "shuffled"])
+def test_position_control_flags_slot_driven_questions_only(tmp_path, mode, control):
+    overrides = [f"influence.position_control={control}", f"influence.mode={mode}"]
+    out, plan, questions, passages = run(tmp_path, "positional", n=8, overrides=overrides)
+    check_as_designed(plan, questions, passages, load_config(None).influence)  # retrieval order as designed
+    summary = json.loads((out / "summary.json").read_text())
+    if control == "reversed":  # a shuffle may leave the last three slots' passages in place
+        assert all(q["position_driven"] and "position_driven" in q["flags"] for q in questions.values())
+        assert summary["position"]["position_driven_rate"] == 1.0
+        # content influence: each passage's mean over both orders (symmetric under reversal)
+        for p in passages:
+            assert p["content_influence"] == pytest.approx((p["influence"] + p["influence_control"]) / 2)
+    else:
+        assert summary["position"]["position_driven_rate"] >= 0.5
+    assert summary["position"]["control"] == control
+    per_q = K + 1 if mode == "generate" else K + 2  # log-prob: k + 1 scored arms and a generated baseline
+    assert summary["position"]["control_calls"] == 8 * per_q
+    assert summary["position"]["control_call_share"] == pytest.approx(per_q / (K + 1 + per_q))
+    calls = pq.read_table(out / "calls.parquet").to_pylist()
+    assert {c["arm"] for c in calls} == {"baseline", "drop", "control_baseline", "control_drop"}
+
+    out2, _, aligned, _ = run(tmp_path, "aligned_sparse", n=8, overrides=overrides)
+    assert not any(q["position_driven"] for q in aligned.values())
+    assert json.loads((out2 / "summary.json").read_text())["position"]["position_driven_rate"] == 0.0
+
+
+def test_without_position_control_the_report_says_so(tmp_path):
+    out, _, questions, passages = run(tmp_path, "positional", n=3)
+    assert all(q["position_driven"] is None and q["position_control"] == "none" for q in questions.values())
+    assert all(p["influence_control"] is None for p in passages)
+    assert "influence may follow the slot, not the passage" in (out / "report.html").read_text()

@@ -1,7 +1,7 @@
 """Validity of ragray's influence measures against gold passages, per data set (SPEC §11).
 
     python benchmarks/bench_validity.py [--questions 30] [--datasets hotpotqa squad pubmedqa]
-        [--runs runs/bench-validity] [--out benchmarks/results/validity.json]
+        [--position-questions 0] [--runs runs/bench-validity] [--out benchmarks/results/validity.json]
 
 Per data set (``../shared/data``), the packaged SmolLM2-135M-Instruct (fp32, greedy), BM25:
 
@@ -15,13 +15,17 @@ Per data set (``../shared/data``), the packaged SmolLM2-135M-Instruct (fp32, gre
 Each gets the run's validity panel (recovery@1 and AUC of gold vs non-gold, 95% bootstrap CIs,
 over all questions with a gold passage retrieved and over correctly answered ones) beside the
 controls that cost no model calls (retrieval rank, answer–passage embedding similarity, random),
-and the alignment verdicts (misaligned vs the seed's divergent rate). The run directories are
-kept under ``--runs``: an interrupted benchmark resumes where it stopped.
+and the alignment verdicts (misaligned vs the seed's divergent rate). ``--position-questions N``
+adds a run with ``influence.position_control=reversed`` on the first N questions of each set
+(``--questions 0`` runs only that). The run directories are kept under ``--runs``: an interrupted
+benchmark resumes where it stopped, and data sets already in ``--out`` that a call does not redo
+are kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
@@ -133,19 +137,83 @@ def bench_dataset(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any]
             "measures": {name: _panel(q, p, label, seed) for name, (q, p, label) in measures.items()}}
 
 
+def bench_position(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any]:
+    """``influence.position_control=reversed`` on the first ``n`` questions: how often influence
+    follows the slot, and whether content influence finds gold better than one order alone."""
+    cfg = _config(dataset, n, "influence.position_control=reversed")
+    timing = _run(cfg, runs / f"{dataset}-reversed")
+    data = load_run(runs / f"{dataset}-reversed")
+    s = data.summary
+    return {"questions": n, "timing": timing, "position": s["position"], "alignment": s["alignment"],
+            "divergent_rate": s["divergent_rate"], "validity": s["validity"]}
+
+
+def _cell(m: dict[str, Any]) -> str:
+    r, a = m["recovery_at_1"], m["auc"]
+    if r["mean"] is None:
+        return "–"
+    return (f"{r['mean']:.2f} [{r['low']:.2f}, {r['high']:.2f}] / "
+            f"{a['mean']:.2f} [{a['low']:.2f}, {a['high']:.2f}]")
+
+
+def markdown_table(result: dict[str, Any], subset: str = "all") -> str:
+    """The README's table: recovery@1 / AUC with 95% CIs per data set, measure and control."""
+    rows = ["| measure | " + " | ".join(f"{d} (n = {{{d}}})" for d in result["datasets"]) + " |",
+            "|---|" + "---|" * len(result["datasets"])]
+    names: dict[str, str] = {}
+    for d in result["datasets"].values():
+        for name, panel in d["measures"].items():
+            v = panel["validity"]
+            if v.get("available"):
+                names.setdefault(name, v["subsets"][subset]["measures"]["influence"]["label"])
+                for c, m in v["subsets"][subset]["measures"].items():
+                    if m["control"]:
+                        names.setdefault(f"control:{c}", m["label"])
+    ns = {}
+    for key, label in sorted(names.items(), key=lambda kv: kv[0].startswith("control:")):  # controls last
+        cells = []
+        for dname, d in result["datasets"].items():
+            setting, _, control = key.partition(":")
+            panel = d["measures"]["rouge_l" if control else setting]["validity"]
+            sub = panel["subsets"][subset] if panel.get("available") else None
+            ns[dname] = sub["n"] if sub else 0
+            m = sub["measures"].get(control or "influence") if sub else None
+            cells.append(_cell(m) if m else "–")
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(rows).format(**ns) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--questions", type=int, default=30)
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     ap.add_argument("--runs", default="runs/bench-validity")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--position-questions", type=int, default=0,
+                    help="also run reversed position control on this many questions of each data set")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "validity.json"))
+    ap.add_argument("--table", choices=("all", "correct"), help="print the README table of --out and stop")
     args = ap.parse_args()
+    out = Path(args.out)
+    if args.table:
+        print(markdown_table(json.loads(out.read_text()), args.table))
+        return 0
     result: dict[str, Any] = {"machine": machine_info(("torch", "transformers", "sentence-transformers")),
-                              "model": "SmolLM2-135M-Instruct (packaged, fp32, greedy)", "datasets": {}}
+                              "model": "SmolLM2-135M-Instruct (packaged, fp32, greedy)", "datasets": {},
+                              "position_control": {}}
+    if out.is_file():  # keep the data sets of an earlier call that this one does not redo
+        earlier = json.loads(out.read_text())
+        result["datasets"].update(earlier.get("datasets", {}))
+        result["position_control"].update(earlier.get("position_control", {}))
     for name in args.datasets:
-        result["datasets"][name] = bench_dataset(name, args.questions, Path(args.runs), args.seed)
-        save_result(args.out, result)  # after each data set: a partial result survives an interruption
+        if args.questions:
+            result["datasets"][name] = bench_dataset(name, args.questions, Path(args.runs), args.seed)
+            save_result(out, result)  # after each data set: a partial result survives an interruption
+    for name in args.datasets:
+        if args.position_questions:
+            result["position_control"][name] = bench_position(name, args.position_questions, Path(args.runs),
+                                                              args.seed)
+            save_result(out, result)
     print(f"wrote {args.out}")
     return 0
 

@@ -33,13 +33,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import SHARED_DATA, machine_info, save_result
 from ragray.config import ExperimentConfig, load_config
 from ragray.metrics.influence import analyze_influence
 from ragray.metrics.similarity import get_similarity
-from ragray.metrics.validity import validity_panel
+from ragray.metrics.validity import Measure, question_scores, validity_panel
 from ragray.report.rundata import load_run
 
 #: data set -> (file, retrieval settings); PubMedQA abstracts are long: k = 5 keeps prompts < 2k tokens
@@ -148,6 +150,41 @@ def bench_position(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any
             "divergent_rate": s["divergent_rate"], "validity": s["validity"]}
 
 
+def _auc_by_question(run_dir: Path) -> dict[str, float]:
+    data = load_run(run_dir)
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for p in data.table("passages"):
+        rows[p["question_id"]].append(p)
+    measure = Measure("influence", "", "influence")
+    out = {}
+    for qid, ps in rows.items():
+        got = question_scores(sorted(ps, key=lambda p: p["retrieval_rank"]), measure)
+        if got is not None:
+            out[qid] = got[1]
+    return out
+
+
+def paired_logprob_vs_rouge(runs: Path, datasets: list[str], seed: int, n_boot: int = 4000) -> dict[str, Any]:
+    """AUC of log-prob minus ROUGE-L drop-one on the same questions: per data set and pooled,
+    mean with a percentile-bootstrap 95% CI (the evidence for the default measure)."""
+    rng = np.random.default_rng(seed)
+
+    def ci(d: np.ndarray) -> dict[str, Any]:
+        means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+        return {"n": len(d), "mean": float(d.mean()), "low": float(np.percentile(means, 2.5)),
+                "high": float(np.percentile(means, 97.5))}
+
+    per, pooled = {}, []
+    for name in datasets:
+        if not (runs / f"{name}-generate").is_dir() or not (runs / f"{name}-logprob").is_dir():
+            continue
+        gen, lp = _auc_by_question(runs / f"{name}-generate"), _auc_by_question(runs / f"{name}-logprob")
+        diff = [lp[q] - gen[q] for q in gen if q in lp]
+        per[name] = ci(np.array(diff))
+        pooled += diff
+    return {"per_dataset": per, "pooled": ci(np.array(pooled)) if pooled else None}
+
+
 def _cell(m: dict[str, Any]) -> str:
     r, a = m["recovery_at_1"], m["auc"]
     if r["mean"] is None:
@@ -209,6 +246,8 @@ def main() -> int:
         if args.questions:
             result["datasets"][name] = bench_dataset(name, args.questions, Path(args.runs), args.seed)
             save_result(out, result)  # after each data set: a partial result survives an interruption
+    result["paired_auc_logprob_minus_rouge_l"] = paired_logprob_vs_rouge(Path(args.runs), list(DATASETS), args.seed)
+    save_result(out, result)
     for name in args.datasets:
         if args.position_questions:
             result["position_control"][name] = bench_position(name, args.position_questions, Path(args.runs),

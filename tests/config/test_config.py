@@ -59,6 +59,10 @@ def test_resolved_config_round_trips(tmp_path):
         ("", ["retrieval.top_k"], r"--set expects KEY=VALUE"),
         ("retrieval:\n  top_k: 3\n", ["retrieval.top_k.x=1"], r"--set retrieval.top_k.x: 'retrieval.top_k' is not a section"),
         ("", ["retrieval.top_k=[1"], r"--set retrieval.top_k: value '\[1' is not valid YAML"),
+        ("", ["influence.position_control=sideways"],
+         r"influence\.position_control must be one of 'none', 'reversed' or 'shuffled', got 'sideways'"),
+        ("", ["influence.misalignment_threshold=0"], r"influence\.misalignment_threshold must be > 0, got 0"),
+        ("", ["influence.rbo_p=1"], r"influence\.rbo_p must be < 1, got 1"),
     ],
 )
 def test_bad_config_messages(tmp_path, text, overrides, message):

@@ -73,7 +73,8 @@ def validity_section(s: dict[str, Any]) -> str:
     v = s.get("validity")
     if not v or not v.get("available"):
         reason = (v or {}).get("reason") or "run written before the validity panel"
-        return f'<h2>Validity against gold passages</h2><p class=muted data-key="validity.available" data-value="false">not measured: {esc(reason)}</p>'
+        return ('<h2>Validity against gold passages</h2>'
+                f'<p class=muted data-key="validity.available" data-value="false">not measured: {esc(reason)}</p>')
     rows, charts = [], []
     for name, sub in v["subsets"].items():
         ms = sub.get("measures") or {}

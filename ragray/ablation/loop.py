@@ -28,8 +28,8 @@ from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
 from ragray.generation.prompts import PromptTemplate
-from ragray.metrics.influence import InfluenceResult, analyze_influence, error_result
-from ragray.metrics.position import PositionResult, control_order, position_analysis
+from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
+from ragray.metrics.position import PositionResult, content_influence, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking
 from ragray.metrics.similarity import Similarity, normalize_answer
@@ -169,18 +169,15 @@ class InfluenceLoop:
                 out.append([self.similarity(base.text, g.text) if g.ok else float("nan") for g in gens])
         return out
 
-    def _position(self, order: list[int] | None, hits: int, sims: list[list[float]]) -> dict[str, Any]:
-        """Position-control columns: the control order's influence per passage, in retrieval order."""
-        if order is None:
-            return {"control": [None] * hits, "content": [None] * hits, "result": None}
-        control = [float("nan")] * hits
+    def _position(
+        self, order: list[int], forward: list[float], control_sims: list[float]
+    ) -> tuple[list[float], PositionResult | None]:
+        """The control order's influence per passage (retrieval order) and the position analysis."""
+        by_slot = _influence(control_sims)
+        control = [float("nan")] * len(order)
         for slot, i in enumerate(order):
-            s = sims[1][slot + 1]
-            control[i] = 1.0 - s if not math.isnan(s) else float("nan")
-        forward = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[0][1:]]
-        result = position_analysis(forward, control, order, self.config.position_threshold)
-        content = [(f + c) / 2 for f, c in zip(forward, control)]  # NaN where either is unmeasured
-        return {"control": control, "content": content, "result": result}
+            control[i] = by_slot[slot]
+        return control, position_analysis(forward, control, order, self.config.position_threshold)
 
     def run(self, qh: QuestionHits) -> QuestionOutcome:
         q, hits = qh.question, qh.hits
@@ -198,19 +195,22 @@ class InfluenceLoop:
             error = error or (baseline.error if baseline else "no generation")
         sims = ([[float("nan")] * len(arms) for arms in orders] if error is not None
                 else self._similarities(calls, orders))
-        infl = [1.0 - s if not math.isnan(s) else float("nan") for s in sims[0][1:]]
+        infl = _influence(sims[0])
         result: InfluenceResult = (
             error_result(len(hits)) if error is not None
             else analyze_influence([h.rank for h in hits], infl, self.config)
         )
-        position = self._position(order if error is None else None, len(hits), sims)
-        pos: PositionResult | None = position["result"]
+        control: list[float | None] = [None] * len(hits)
+        content: list[float | None] = [None] * len(hits)
+        pos: PositionResult | None = None
+        if order is not None and error is None:
+            control, pos = self._position(order, infl, sims[1])
+            content = content_influence(infl, control)
         flags = list(result.flags)
         if pos is not None and pos.position_driven:
-            flags.insert(1 if "misaligned" in flags else 0, "position_driven")
+            flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
-        n_control = sum(len(gs) for gs in calls.gens[1:]) if self.config.mode == "generate" else (
-            len(orders[1]) + 1 if order is not None and calls.kept is not None else 0)  # + its generated baseline
+        n_calls, n_control = _call_counts(calls, orders, self.config.mode)
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -223,9 +223,7 @@ class InfluenceLoop:
             "position_control": self.config.position_control if order is not None else "none",
             "position_sensitivity": pos.position_sensitivity if pos else None,
             "position_driven": pos.position_driven if pos else None,
-            # log-prob mode: every arm is scored, and each order's baseline also generated
-            "n_calls": len(gens) if self.config.mode == "generate" else
-            sum(map(len, orders)) + len(calls.gens) - 1 if calls.kept is not None else len(gens),
+            "n_calls": n_calls,
             "n_control_calls": n_control,
             "n_failed_calls": sum(1 for g in gens if not g.ok),
             "error": error,
@@ -248,8 +246,8 @@ class InfluenceLoop:
                 "influence_rank": result.influence_rank[i],
                 "is_gold": h.passage.doc_id in gold,
                 "control_slot": order.index(i) + 1 if order is not None else None,
-                "influence_control": position["control"][i],
-                "content_influence": position["content"][i],
+                "influence_control": control[i],
+                "content_influence": content[i],
                 "answer_similarity": answer_sim[i] if answer_sim is not None else None,
             }
             for i, h in enumerate(hits)
@@ -261,6 +259,21 @@ class InfluenceLoop:
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
         return QuestionOutcome(question, passages_rows, call_rows)
+
+
+def _influence(sims: list[float]) -> list[float]:
+    """1 − similarity of each drop arm (the order's arms after its baseline); NaN stays NaN."""
+    return [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
+
+
+def _call_counts(calls: _Calls, orders: list[list[Arm]], mode: str) -> tuple[int, int]:
+    """Model calls of the question and of its position-control order. Generate mode: every
+    generation. Log-prob mode: every arm is scored (the first order's baseline counted once as
+    generated-and-scored, as before), plus each further order's generated baseline."""
+    if mode == "generate" or calls.kept is None:
+        return sum(map(len, calls.gens)), sum(len(gs) for gs in calls.gens[1:])
+    extra = len(calls.gens) - 1  # generated baselines of the control orders
+    return sum(map(len, orders)) + extra, sum(map(len, orders[1:])) + extra
 
 
 def _kept(logprobs: list[float]) -> list[float]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PositionResult", "control_order", "position_analysis"]
+__all__ = ["PositionResult", "content_influence", "control_order", "position_analysis"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,11 @@ def control_order(k: int, mode: str, seed: int, question_id: str) -> list[int]:
     raise ValueError(f"position_control: unknown order '{mode}' (reversed | shuffled)")
 
 
+def content_influence(forward: Sequence[float], control: Sequence[float]) -> list[float]:
+    """Per passage, the mean of its influence in both orders (NaN where either is unmeasured)."""
+    return [(f + c) / 2 for f, c in zip(forward, control)]
+
+
 def position_analysis(
     forward: Sequence[float], control: Sequence[float], order: Sequence[int], threshold: float
 ) -> PositionResult | None:
@@ -59,7 +64,7 @@ def position_analysis(
     f = np.asarray(forward, dtype=np.float64)
     c = np.asarray(control, dtype=np.float64)
     ok = ~(np.isnan(f) | np.isnan(c))
-    content = tuple(float(v) for v in np.where(ok, (f + c) / 2, np.nan))
+    content = tuple(content_influence(forward, control))
     if ok.sum() < 2:
         return None
     total = float(np.abs(f[ok]).sum() + np.abs(c[ok]).sum())

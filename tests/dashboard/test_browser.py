@@ -202,9 +202,11 @@ def test_report_html_opens_from_disk_with_no_network(page, runs):
     """The run directory's own report.html, as a file: every section and number, nothing fetched."""
     run_dir = runs / "real-smollm2"
     page.goto((run_dir / "report.html").as_uri())
-    assert page.locator("h2").all_inner_texts() == ["Summary", "Plots", "Questions"]
+    assert page.locator("h2").all_inner_texts() == [
+        "Alignment", "Validity against gold passages", "Summary (the seed's measures)", "Plots", "Questions"]
     summary = check_flags_match_files(page, run_dir)
     assert shown_value(page, "mean_spearman") == summary["mean_spearman"]
-    assert page.locator("svg.chart").count() == 4
+    assert page.locator(".charts svg.chart").count() == 5  # the validity panel's bars and the seed's four
+    assert page.locator("svg.chart .chart-title").first.text_content().startswith("Finding the gold passage")
     page.locator("#questions details summary").first.click()  # the drill-down opens in place
     assert page.locator("#questions details[open] table tbody tr").count() == 3

@@ -368,10 +368,17 @@ def _validity_lines(s: dict[str, Any]) -> list[str]:
     return out
 
 
+def _mode_text(s: dict[str, Any]) -> str:
+    from ragray.metrics.summary import describe_mode
+    label, note = describe_mode(s)
+    return f"{label} ({note})" if note else label
+
+
 def _print_influence_summary(s: dict[str, Any]) -> None:
     lo, hi = s["mean_spearman_ci95"]
     rows = [
         ("measured questions", f"{s['n_measured']} / {s['n_questions']}  {s['states']}"),
+        ("influence measured by", _mode_text(s)),
         *_alignment_rows(s),
         ("mean Spearman rho (seed)", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
         (f"divergent rate (seed's rule, rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),

@@ -257,10 +257,11 @@ class GenerationConfig(Section):
 class InfluenceConfig(Section):
     """Drop-one influence analysis (``influence``): how influence is measured, flag thresholds."""
 
-    mode: Literal["generate", "logprob"] = Field(
-        "generate",
-        description="generate: influence = 1 - sim(baseline, regenerated answer); logprob: "
-        "influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all)))",
+    mode: Literal["auto", "generate", "logprob"] = Field(
+        "auto",
+        description="logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
+        "generate: influence = 1 - sim(baseline, regenerated answer); auto: logprob where the backend can "
+        "score log-probabilities, generate where it cannot (recorded per question and in the summary)",
     )
 
     similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(

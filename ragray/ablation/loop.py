@@ -5,7 +5,10 @@ backends can share the prompt prefixes (vLLM's prefix cache, the transformers ba
 A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
 NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
 one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
-the share of the answer's probability lost without the passage (SPEC §10). Backend exceptions are recorded on the question and the run goes on.
+the share of the answer's probability lost without the passage (SPEC §10). ``auto`` (the default)
+is log-prob where the backend can score (:meth:`Generator.scoring_problem`), generate where it
+cannot; each question records the mode it ran in and why. Backend exceptions are recorded on the
+question and the run goes on.
 
 With ``influence.position_control`` (SPEC §11) the same drop-one also runs with the passages in a
 second order (reversed or shuffled), in the same backend call, so every passage gets an
@@ -35,7 +38,7 @@ from ragray.metrics.retrieval import doc_ranking
 from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.retrieval.stage import QuestionHits
 
-__all__ = ["QuestionOutcome", "InfluenceLoop", "RUN_QUALITY_KEYS"]
+__all__ = ["QuestionOutcome", "InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
 #: answer-quality columns of the questions table (:mod:`ragray.metrics.quality`)
 RUN_QUALITY_KEYS = (
@@ -44,6 +47,18 @@ RUN_QUALITY_KEYS = (
 )
 
 log = logging.getLogger(__name__)
+
+
+def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
+    """The mode a loop runs in, and why when ``auto`` could not have log-prob: ``auto`` is
+    ``logprob`` where the backend can score log-probabilities, ``generate`` otherwise."""
+    if mode != "auto":
+        return mode, None
+    problem = generator.scoring_problem()
+    if problem is None:
+        return "logprob", None
+    log.warning("influence.mode auto: %s; measuring influence by generation instead", problem)
+    return "generate", f"auto chose generate: {problem}"
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,7 @@ class InfluenceLoop:
         self.system_prompt = system_prompt
         self.quality = quality
         self.model = model
+        self.mode, self.mode_note = resolve_mode(config.mode, generator)
 
     def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
         """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
@@ -140,7 +156,7 @@ class InfluenceLoop:
         prompts = [self._prompts(qh, arms) for arms in orders]
         flat = [p for ps in prompts for p in ps]
         try:
-            if self.config.mode == "generate":
+            if self.mode == "generate":
                 gens = self.generator.generate(flat)
                 return _Calls(_split(gens, prompts), None, None)
             baselines = self.generator.generate([ps[0] for ps in prompts])
@@ -210,7 +226,7 @@ class InfluenceLoop:
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
-        n_calls, n_control = _call_counts(calls, orders, self.config.mode)
+        n_calls, n_control = _call_counts(calls, orders, self.mode)
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -218,6 +234,8 @@ class InfluenceLoop:
             "baseline_answer": baseline.text if baseline is not None else "",
             "baseline_em": _exact_match(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
             "n_passages": len(hits),
+            "influence_mode": self.mode,
+            "influence_mode_note": self.mode_note,
             **result.columns(),
             "flags": flags,
             "position_control": self.config.position_control if order is not None else "none",
@@ -255,7 +273,7 @@ class InfluenceLoop:
         call_rows = []
         for o, arms in enumerate(orders):
             gens_o = calls.gens[o] if o < len(calls.gens) else []
-            n_rows = len(arms) if self.config.mode == "logprob" and error is None else len(gens_o)
+            n_rows = len(arms) if self.mode == "logprob" and error is None else len(gens_o)
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
         return QuestionOutcome(question, passages_rows, call_rows)

@@ -32,12 +32,27 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> Progre
         raise InputError(
             f"{run.path} already holds a run; pass --resume to continue it or choose a new --out"
         )
-    if resume and saved.is_file() and load_config(saved) != config:
+    if resume and saved.is_file() and (before := load_config(saved)) != config:
         raise InputError(
             f"--resume: the config differs from the one {run.path} was started with "
-            f"({saved}); resume with that config or choose a new --out"
+            f"({saved}: {_differences(before, config)}); resume with that config "
+            f"(--config {saved}) or choose a new --out"
         )
     return log
+
+
+def _differences(before: ExperimentConfig, now: ExperimentConfig, limit: int = 5) -> str:
+    """``key: old there, new now`` for the first ``limit`` dotted keys whose values differ."""
+    def flat(d: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    a, b = flat(before.model_dump(mode="json")), flat(now.model_dump(mode="json"))
+    keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    shown = [f"{k} {a.get(k)!r} there, {b.get(k)!r} now" for k in keys[:limit]]
+    return "; ".join(shown) + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
 @dataclass(frozen=True)

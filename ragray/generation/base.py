@@ -67,6 +67,12 @@ class Generator(ABC):
         """Teacher-forced log-probability (natural log, summed over the answer's tokens) of each
         ``answers[i]`` as the assistant reply to ``prompts[i]``; one forward pass, no sampling."""
 
+    def scoring_problem(self) -> str | None:
+        """Why :meth:`score` cannot work with this backend, or None when it can (the default:
+        local models score). ``influence.mode: auto`` asks once per process and generates
+        instead when there is a problem; endpoints override it with a probe."""
+        return None
+
     def close(self) -> None:
         """Release models, engines and connections (idempotent)."""
 

@@ -37,8 +37,8 @@ from typing import Any
 
 from ragray._imports import require
 from ragray.config import GenerationConfig
-from ragray.errors import BackendError, ConfigError
-from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.errors import BackendError, ConfigError, MissingDependencyError
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model
 
@@ -142,6 +142,7 @@ class OpenAIGenerator(Generator):
         )
         self._sleep = sleep
         self._tok: Any = None
+        self._probed: tuple[str | None] | None = None  # (scoring problem,) once probed
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> OpenAIGenerator:
@@ -269,6 +270,21 @@ class OpenAIGenerator(Generator):
                 for i, value in zip(jobs, values):
                     scores[i] = value
         return scores
+
+    def scoring_problem(self) -> str | None:
+        """Scores a two-word answer once (cached): None when the endpoint returned its prompt
+        log-probabilities, else what stood in the way (no ``/completions``, no ``echo``, no local
+        tokenizer, no answer after the retries)."""
+        if self._probed is None:
+            try:
+                (value,) = self.score([(Message("user", "Reply with OK."),)], ["OK"])
+                problem = None if math.isfinite(value) else (
+                    f"{_CANNOT_SCORE}: the probe POST {self.base_url}/completions got no answer after "
+                    f"{self.options.max_retries + 1} attempts")
+            except (BackendError, MissingDependencyError) as exc:
+                problem = str(exc)
+            self._probed = (problem,)
+        return self._probed[0]
 
     def _score_one(self, token_ids: list[int], start: int) -> float:
         payload = {"model": self.config.model, "prompt": token_ids, "echo": True, "logprobs": 1,

@@ -4,13 +4,15 @@ Means over *measured* questions only; questions in a degenerate state are counte
 never averaged in as numbers. The 95% confidence interval of the mean ρ is Student-t based.
 ``alignment`` (the tie-robust verdict), ``position`` (position control) and ``validity`` (the
 validity panel against gold passages) are the SPEC §11 blocks; reports lead with them.
+``influence_mode`` is the mode the questions ran in (``influence.mode: auto`` resolves per process),
+``influence_mode_requested`` what the config asked for.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.validity import validity_panel
 
-__all__ = ["influence_label", "mean_ci", "summarize_run"]
+__all__ = ["describe_mode", "influence_label", "mean_ci", "summarize_run"]
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None, float | None, float | None]:
@@ -99,10 +101,36 @@ def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> 
     }
 
 
-def influence_label(config: ExperimentConfig) -> str:
+def influence_label(mode: str, similarity: str) -> str:
     """How the run measured influence, in words (the validity panel's name for it)."""
-    inf = config.influence
-    return "drop-one log-prob" if inf.mode == "logprob" else f"drop-one {inf.similarity}"
+    return {"logprob": "drop-one log-prob", "generate": f"drop-one {similarity}"}.get(mode, f"drop-one ({mode})")
+
+
+def describe_mode(s: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A run summary's influence measure in words, and how it was chosen (None: as configured)."""
+    mode = s.get("influence_mode")
+    label = influence_label(mode, s.get("similarity") or "?") if mode else "not recorded"
+    if s.get("influence_mode_note"):
+        return label, s["influence_mode_note"]
+    if mode == "mixed":
+        return label, ", ".join(f"{n} questions {m}" for m, n in (s.get("influence_mode_counts") or {}).items())
+    if s.get("influence_mode_requested") == "auto":
+        return label, "auto: the backend scores log-probabilities"
+    return label, None
+
+
+def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+    """The mode the questions ran in (``mixed`` when they differ: a resumed run whose backend
+    changed, or Ray workers whose probes disagreed), what was asked for, and auto's reason."""
+    counts = Counter(q.get("influence_mode") or config.influence.mode for q in questions)
+    notes = list(dict.fromkeys(q["influence_mode_note"] for q in questions if q.get("influence_mode_note")))
+    mode = next(iter(counts)) if len(counts) == 1 else ("mixed" if counts else config.influence.mode)
+    return {
+        "influence_mode": mode,
+        "influence_mode_requested": config.influence.mode,
+        "influence_mode_note": "; ".join(notes) or None,
+        "influence_mode_counts": dict(counts),
+    }
 
 
 def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
@@ -119,6 +147,7 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
     ems = [q["baseline_em"] for q in questions if q["baseline_em"] is not None]
     flag_counts = Counter(f for q in questions for f in q["flags"])
     gen = config.generation
+    mode = _mode(questions, config)
     return {
         "n_questions": len(questions),
         "n_measured": len(measured),
@@ -129,7 +158,8 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
         "divergent_rate": _mean([float(q["divergent"]) for q in measured]),
         "alignment": _alignment(questions, config),
         "position": _position(questions, config),
-        "validity": validity_panel(questions, passages, influence_label(config), seed=config.seed),
+        "validity": validity_panel(questions, passages, influence_label(mode["influence_mode"], config.influence.similarity),
+                                   seed=config.seed),
         "mean_dominance": _mean([q["dominance"] for q in measured]),
         "flag_counts": {f: flag_counts.get(f, 0) for f in FLAGS},
         "flag_rates": {f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
@@ -150,7 +180,7 @@ def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, m
         "model": model_id,
         "backend": gen.backend,
         "template": gen.template,
-        "influence_mode": config.influence.mode,
+        **mode,
         "similarity": config.influence.similarity,
         "retriever": config.retrieval.retriever,
         "top_k": config.retrieval.top_k,

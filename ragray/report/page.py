@@ -66,8 +66,11 @@ def _data(key: str | None, value: Any) -> str:
     return f' data-key="{esc(key)}" data-value="{esc(json.dumps(value))}"'
 
 
-def card(label: str, value: Any, *, key: str | None = None, note: str = "", spec: str = ".3f") -> str:
-    return (f'<div class="card"{_data(key, value)}><div class="label">{esc(label)}</div>'
+def card(label: str, value: Any, *, key: str | None = None, note: str = "", spec: str = ".3f",
+         data: Any = None) -> str:
+    """A labelled number; ``data-value`` carries ``data`` when given (the summary's own value
+    behind a value shown in words), else ``value``."""
+    return (f'<div class="card"{_data(key, value if data is None else data)}><div class="label">{esc(label)}</div>'
             f'<div class="value">{esc(fmt(value, spec))}</div>'
             + (f'<div class="note">{esc(note)}</div>' if note else "") + "</div>")
 

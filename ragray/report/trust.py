@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragray.metrics.summary import describe_mode
 from ragray.report import svg
 from ragray.report.page import card, cards, esc, fmt, table
 
@@ -41,6 +42,11 @@ def _position_card(s: dict[str, Any]) -> str:
                      f"{pos.get('control_calls')} extra calls ({fmt(pos.get('control_call_share'), '.0%')})")
 
 
+def _mode_card(s: dict[str, Any]) -> str:
+    label, note = describe_mode(s)
+    return card("influence measured by", label, key="influence_mode", data=s.get("influence_mode"), note=note or "")
+
+
 def alignment_section(s: dict[str, Any]) -> str:
     """Cards of the tie-robust verdict, then the note on Divergent questions it clears."""
     a = s.get("alignment")
@@ -60,6 +66,7 @@ def alignment_section(s: dict[str, Any]) -> str:
         card("mean ρ ceiling", a.get("mean_rho_ceiling"), key="alignment.mean_rho_ceiling",
              note="highest ρ the tie pattern allows"),
         _position_card(s),
+        _mode_card(s),
     ]
     return "<h2>Alignment</h2>" + cards(items) + _divergence_note(s, a)
 

@@ -117,6 +117,9 @@ class GeneratorDeployment:
     def score(self, prompts: list, answers: list) -> list:
         return self.gen.score(prompts, answers)
 
+    def scoring_problem(self) -> str | None:
+        return self.gen.scoring_problem()
+
 
 @serve.deployment(name="RagrayAPI")
 @serve.ingress()

@@ -112,6 +112,10 @@ class LockedGenerator(Generator):
         with self._lock:
             return self.generator.score(prompts, answers)
 
+    def scoring_problem(self) -> str | None:
+        with self._lock:
+            return self.generator.scoring_problem()
+
     def close(self) -> None:
         self.generator.close()
 
@@ -163,6 +167,7 @@ class RemoteGenerator(_Remote, Generator):
     def __init__(self, handle: Any, timeout_s: float) -> None:
         super().__init__(handle, timeout_s)
         self._model_id: str | None = None
+        self._probed: tuple[str | None] | None = None
 
     @property
     def model_id(self) -> str:
@@ -175,3 +180,8 @@ class RemoteGenerator(_Remote, Generator):
 
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         return self._call("score", list(prompts), list(answers))
+
+    def scoring_problem(self) -> str | None:
+        if self._probed is None:
+            self._probed = (self._call("scoring_problem"),)
+        return self._probed[0]

@@ -14,6 +14,10 @@ QUESTIONS_SCHEMA = pa.schema(
         ("baseline_answer", pa.string()),
         ("baseline_em", pa.float64()),  # exact match with a gold answer; null without gold
         ("n_passages", pa.int32()),
+        # the mode influence was measured in (generate | logprob; null in runs written before
+        # influence.mode auto) and, when auto could not have log-prob, why
+        ("influence_mode", pa.string()),
+        ("influence_mode_note", pa.string()),
         ("state", pa.string()),  # measured | context_ignored | too_few_passages | constant_influence | error
         ("spearman_rho", pa.float64()),  # null = unmeasured
         ("dominance", pa.float64()),

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -54,7 +55,7 @@ def read(out, name):
 
 def test_influence_of_used_and_unused_passages(dataset, tmp_path):
     gen = ScriptedGenerator()
-    res = run_influence(config(dataset), tmp_path / "r", generator=gen, progress=False)
+    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=gen, progress=False)
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
     ps = read(res.out, "passages")
     calls = read(res.out, "calls")
@@ -111,17 +112,17 @@ def _stable(rows):
 
 
 def test_interrupted_run_resumes_to_the_same_result(dataset, tmp_path):
-    full = run_influence(config(dataset), tmp_path / "full", generator=ScriptedGenerator(), progress=False)
+    cfg = config(dataset, "influence.mode=generate")
+    full = run_influence(cfg, tmp_path / "full", generator=ScriptedGenerator(), progress=False)
     with pytest.raises(KeyboardInterrupt):
-        run_influence(config(dataset), tmp_path / "cut", generator=Exploding(2, KeyboardInterrupt()),
-                      progress=False)
+        run_influence(cfg, tmp_path / "cut", generator=Exploding(2, KeyboardInterrupt()), progress=False)
     log = (tmp_path / "cut" / "progress.jsonl").read_text().splitlines()
     assert len(log) == 2
     # a torn half-written line (killed mid-write) must not break the resume
     with open(tmp_path / "cut" / "progress.jsonl", "a") as fh:
         fh.write('{"question": {"question_id": "q3", "que')
     gen = ScriptedGenerator()
-    res = run_influence(config(dataset), tmp_path / "cut", generator=gen, resume=True, progress=False)
+    res = run_influence(cfg, tmp_path / "cut", generator=gen, resume=True, progress=False)
     assert res.n_resumed == 2 and gen.batches == [4, 4]  # only q3 and q4 were redone
     for name in ("questions", "passages", "calls"):
         assert _stable(read(res.out, name)) == _stable(read(full.out, name))
@@ -132,7 +133,7 @@ def test_resume_guards(dataset, tmp_path):
     run_influence(config(dataset), tmp_path / "r", generator=ScriptedGenerator(), progress=False)
     with pytest.raises(InputError, match="already holds a run; pass --resume"):
         run_influence(config(dataset), tmp_path / "r", generator=ScriptedGenerator(), progress=False)
-    with pytest.raises(InputError, match="--resume: the config differs"):
+    with pytest.raises(InputError, match="--resume: the config differs.*retrieval.top_k 10 there, 2 now"):
         run_influence(config(dataset, "retrieval.top_k=2"), tmp_path / "r",
                       generator=ScriptedGenerator(), resume=True, progress=False)
 
@@ -145,6 +146,7 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert "mean Spearman rho (seed)" in out and "divergent rate (seed's rule, rho < 0.7)" in out
     assert "measured questions" in out and "misaligned rate (usage nDCG < 0.8)" in out
     assert out.index("misaligned rate") < out.index("mean Spearman rho")  # the tie-robust verdict leads
+    assert re.search(r"influence measured by\s+drop-one log-prob \(auto: the backend scores log-probabilities\)", out)
     assert "position control" in out and "influence may follow the slot" in out
     assert "validity against gold passages" in out
     assert (tmp_path / "c" / "questions.csv").read_text().count("\n") == 5
@@ -164,3 +166,60 @@ def test_logprob_mode_generates_only_the_baseline(dataset, tmp_path):
     assert len(calls) == 5 and calls[0]["answer"] == "tern" and all(c["answer"] is None for c in calls[1:])
     q1 = next(q for q in read(res.out, "questions") if q["question_id"] == "q1")
     assert q1["n_calls"] == 5 and q1["state"] in ("measured", "constant_influence", "too_few_passages")
+
+
+class CannotScore(ScriptedGenerator):
+    """A chat-only endpoint: generates, but has no prompt log-probabilities."""
+
+    def scoring_problem(self):
+        return "no /completions with echo here"
+
+    def score(self, prompts, answers):
+        raise BackendError("no /completions with echo here")
+
+
+def test_auto_mode_scores_where_the_backend_can(dataset, tmp_path):
+    gen = ScriptedGenerator()
+    res = run_influence(config(dataset), tmp_path / "auto", generator=gen, progress=False)
+    assert gen.batches == [1, 1, 1, 1]  # the default is log-prob: only baselines are generated
+    qs = read(res.out, "questions")
+    assert {q["influence_mode"] for q in qs} == {"logprob"} and {q["influence_mode_note"] for q in qs} == {None}
+    s = res.summary
+    assert (s["influence_mode"], s["influence_mode_requested"], s["influence_mode_note"]) == ("logprob", "auto", None)
+    assert s["validity"]["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one log-prob"
+
+
+def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset, tmp_path):
+    gen = CannotScore()
+    res = run_influence(config(dataset), tmp_path / "auto", generator=gen, progress=False)
+    assert gen.batches == [5, 5, 4, 4]  # every arm generated, nothing scored
+    qs = {q["question_id"]: q for q in read(res.out, "questions")}
+    assert {q["influence_mode"] for q in qs.values()} == {"generate"} and qs["q1"]["error"] is None
+    assert qs["q1"]["influence_mode_note"] == "auto chose generate: no /completions with echo here"
+    infl = {p["passage_id"]: p["influence"] for p in read(res.out, "passages")}
+    assert infl["q1-p0"] == 1.0 and infl["q1-p1"] == 0.0
+    s = res.summary
+    assert (s["influence_mode"], s["influence_mode_requested"]) == ("generate", "auto")
+    assert s["influence_mode_note"] == "auto chose generate: no /completions with echo here"
+    assert s["validity"]["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one rouge_l"
+    report = (res.out / "report.html").read_text()
+    assert 'data-key="influence_mode" data-value="&quot;generate&quot;"' in report
+    assert "auto chose generate: no /completions with echo here" in report
+
+
+def test_an_explicit_mode_is_never_probed(dataset, tmp_path):
+    gen = CannotScore()
+    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", generator=gen, progress=False)
+    assert res.summary["influence_mode"] == "generate" and res.summary["influence_mode_note"] is None
+    bad = run_influence(config(dataset, "influence.mode=logprob"), tmp_path / "l", generator=CannotScore(),
+                        progress=False)
+    assert bad.summary["errors"] == 4  # asked for log-prob on a backend that cannot: every question says so
+    assert all("no /completions" in e["error"] for e in bad.summary["error_questions"])
+
+
+def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_influence(config(dataset), tmp_path / "r", generator=Exploding(2, KeyboardInterrupt()), progress=False)
+    res = run_influence(config(dataset), tmp_path / "r", generator=CannotScore(), resume=True, progress=False)
+    s = res.summary
+    assert s["influence_mode"] == "mixed" and s["influence_mode_counts"] == {"logprob": 2, "generate": 2}

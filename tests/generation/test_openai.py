@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 import signal
 import socket
@@ -323,6 +324,33 @@ def test_score_without_a_local_tokenizer_says_what_to_set(server, make_gen):
     gen = make_gen(server.url)  # "fake-model": no local folder, packaged model or (offline) hub id
     with pytest.raises(BackendError, match="set generation.openai.tokenizer"):
         gen.score([ask("q")], ["yes"])
+
+
+def test_scoring_problem_probes_the_endpoint_once(server, make_gen, smollm2_tokenizer):
+    gen = make_gen(server.url, tokenizer="smollm2")
+    assert gen.scoring_problem() is None and gen.scoring_problem() is None
+    assert sum(path == "/v1/completions" for path, _, _ in server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        (Reply(404, {"error": {"message": "Not Found"}}), "cannot score log-probabilities: POST .*HTTP 404"),
+        (Reply(200, {"choices": [{"text": "x", "logprobs": None}]}), "returned no prompt log-probabilities"),
+        (Reply(503, {"error": {"message": "overloaded"}}), "probe POST .*/completions got no answer after 3 attempts"),
+    ],
+)
+def test_scoring_problem_says_why_an_endpoint_cannot_score(server, make_gen, smollm2_tokenizer, reply, match):
+    server.script["completions"] = [reply]
+    gen = make_gen(server.url, tokenizer="smollm2")
+    assert re.search(match, gen.scoring_problem() or "")
+    assert gen.generate([ask("still")])[0].text == "answer to still"  # generation is unaffected
+
+
+def test_scoring_problem_without_a_local_tokenizer_sends_nothing(server, make_gen):
+    gen = make_gen(server.url)
+    assert "set generation.openai.tokenizer" in (gen.scoring_problem() or "")
+    assert server.requests == []
 
 
 # -- a real vLLM OpenAI-compatible server ---------------------------------------------------------

@@ -1,6 +1,7 @@
 """Every endpoint of the HTTP API in-process (real BM25 and pipeline code, scripted generator)."""
 
 import logging
+import math
 import time
 
 import pytest
@@ -48,8 +49,12 @@ def test_influence_finds_the_passage_the_answer_comes_from(client):
     assert r.status_code == 200, r.text
     body = r.json()
     influence = {p["passage_id"]: p["influence"] for p in body["passages"]}
-    assert influence["ferry"] == 1.0
-    assert sum(influence.values()) == 1.0
+    # influence.mode auto: the scripted model scores, so log-prob (the answer keeps e^-10 without its passage)
+    assert body["question"]["influence_mode"] == "logprob"
+    assert influence["ferry"] == pytest.approx(1 - math.exp(-10)) and sum(influence.values()) == influence["ferry"]
+    generated = client.post("/influence", json={**MINIMAL, "mode": "generate"}).json()
+    assert generated["question"]["influence_mode"] == "generate"
+    assert {p["passage_id"]: p["influence"] for p in generated["passages"]}["ferry"] == 1.0
     assert body["question"]["baseline_answer"] == "tern" and body["calls"] is None
     debug = client.post("/influence", json={**MINIMAL, "debug": True}).json()
     assert len(debug["calls"]) == 5 and debug["calls"][0]["answer"] == "tern"

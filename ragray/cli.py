@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ragray import __version__
@@ -293,7 +297,8 @@ def _resumable_run(args: argparse.Namespace, command: str) -> tuple[Any, str]:
     config = load_config(args.config, args.overrides, _flag_values(args))
     if args.resume and not args.out:
         raise InputError("--resume needs --out DIR (the run directory to continue)")
-    return config, str(args.out or default_run_dir(command, config.name))
+    args.resume_dir = str(args.out or default_run_dir(command, config.name))
+    return config, args.resume_dir
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -304,7 +309,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"ragray run: {s['n_questions']} questions ({result.n_resumed} resumed), "
           f"{s['model']} via {s['backend']}, {s['retriever']} top-{s['top_k']} -> {result.out}")
     _print_influence_summary(s)
+    _print_next(result.out)
     return 0
+
+
+def _print_next(out: Path | str) -> None:
+    """Where the report is, and what to open next."""
+    report = Path(out) / "report.html"
+    print(f"\nreport: {report}")
+    print(f"next: open {report} in a browser (alignment and validity first), or `ragray dashboard "
+          f"{Path(out).parent}` to browse and compare runs")
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -511,8 +525,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ragray._imports import require
     from ragray.config import ExperimentConfig
 
@@ -534,6 +546,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.resume and not args.out:
         raise InputError("--resume needs --out: the sweep directory to continue")
+    if args.out is None:  # named here, so an interrupted sweep can say where to resume
+        from ragray.store.rundir import default_run_dir
+        from ragray.sweep.spec import load_spec
+        args.out = str(default_run_dir("sweep", load_spec(args.spec, args.overrides)[0].name))
+    args.resume_dir = args.out
     result = sweep_command(args.spec, args.out, address=args.address, resume=args.resume, overrides=args.overrides)
     return 0 if result.best is not None else 1
 
@@ -550,9 +567,57 @@ COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interp
             "dashboard": _cmd_dashboard}
 
 
+RESUMABLE = ("run", "interpret", "sweep")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's stop), handled like Ctrl-C: finished work is on disk."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def resume_command(command: str, argv: Sequence[str], out: str) -> str:
+    """The command line that continues an interrupted run: the same arguments, ``--out`` the
+    run directory it was writing, ``--resume``."""
+    words, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--out":
+            skip = True
+        elif not word.startswith("--out=") and word != "--resume":
+            words.append(word)
+    return shlex.join(["ragray", *words, "--out", out, "--resume"])
+
+
+def _interrupted(args: argparse.Namespace, argv: Sequence[str], exc: KeyboardInterrupt) -> int:
+    how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+    out = getattr(args, "resume_dir", None)
+    if out is None:
+        print(f"ragray {args.command}: {how}", file=sys.stderr)
+        return 130
+    print(f"ragray {args.command}: {how}; every finished {'trial' if args.command == 'sweep' else 'question'} "
+          f"is kept in {out}. Resume with:\n  {resume_command(args.command, argv, out)}", file=sys.stderr)
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    # resumable commands: SIGTERM stops them like Ctrl-C, saying how to resume (servers keep their own)
+    handle = args.command in RESUMABLE and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if handle else None
+    try:
+        return _dispatch(args, argv)
+    finally:
+        if handle:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if getattr(args, "no_progress", False):
         os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
@@ -568,9 +633,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BackendError, RagrayError) as exc:
         print(f"ragray {args.command}: failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"ragray {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(args, argv, exc)
 
 
 if __name__ == "__main__":

@@ -244,7 +244,8 @@ class GenerationConfig(Section):
     max_tokens: int = Field(32, ge=1)
     seed: int = 0
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on CUDA, float32 on CPU"
+        "auto", description="auto: bfloat16 on CUDA and on CPUs with native bf16 (AMX / AVX512-BF16), "
+        "float32 on other CPUs (where bf16 is emulated and slower)"
     )
     device: str = "auto"
     transformers: TransformersConfig = Field(default_factory=TransformersConfig)

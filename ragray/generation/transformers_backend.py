@@ -54,6 +54,7 @@ from ragray.generation.packed import (
     truncate,
     wave_plan,
 )
+from ragray.generation.cpu import native_bf16
 from ragray.generation.row_chunks import chunk_rows
 
 __all__ = ["TransformersGenerator"]
@@ -62,8 +63,9 @@ log = logging.getLogger(__name__)
 
 
 def _torch_dtype(torch: Any, name: str, device: str) -> Any:
+    """``generation.dtype``; ``auto`` is bf16 on CUDA and on CPUs with native bf16, else fp32."""
     if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        return torch.bfloat16 if device.startswith("cuda") or (device == "cpu" and native_bf16()) else torch.float32
     return getattr(torch, name)
 
 

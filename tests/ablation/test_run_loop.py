@@ -149,6 +149,7 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert re.search(r"influence measured by\s+drop-one log-prob \(auto: the backend scores log-probabilities\)", out)
     assert "position control" in out and "influence may follow the slot" in out
     assert "validity against gold passages" in out
+    assert f"report: {tmp_path / 'c' / 'report.html'}" in out and "next: open" in out
     assert (tmp_path / "c" / "questions.csv").read_text().count("\n") == 5
     assert main(["run", "--resume", "--dataset", str(dataset)]) == 2
     assert "--resume needs --out" in capsys.readouterr().err

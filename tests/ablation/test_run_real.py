@@ -25,7 +25,7 @@ def read(out, name):
 @pytest.mark.realdata
 def test_hotpotqa_three_questions_smollm2(shared_data, tmp_path):
     cfg = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}",
-                             "data.limit=3", f"retrieval.top_k={K}"])
+                             "data.limit=3", f"retrieval.top_k={K}", "influence.mode=generate"])
     res = run_influence(cfg, tmp_path / "h", progress=False)
     qs, ps, calls = (read(res.out, n) for n in ("questions", "passages", "calls"))
     assert len(qs) == 3 and all(q["error"] is None for q in qs)

@@ -85,5 +85,6 @@ def test_real_model_on_ray_equals_local(ray_session, tmp_path):
     assert remote.summary["model"] == local.summary["model"] == "smollm2"
     for name in ("questions", "passages", "calls"):
         assert stable(remote.out, name) == stable(local.out, name)
-    calls = stable(remote.out, "calls")
-    assert len(calls) == 2 * 4 and all(c["answer"] for c in calls)
+    calls = stable(remote.out, "calls")  # influence.mode auto: each actor's model scores, so log-prob
+    assert len(calls) == 2 * 4 and all(c["answer"] for c in calls if c["arm"] == "baseline")
+    assert {q["influence_mode"] for q in stable(remote.out, "questions")} == {"logprob"}

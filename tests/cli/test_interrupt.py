@@ -1,0 +1,79 @@
+"""Ctrl-C and kill: a real `ragray run` stopped mid-question says how to resume, and resumes to the
+same tables as a run that was never stopped."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.cli import resume_command
+
+# the packaged SmolLM2 on the demo set, 3 passages per question: a few seconds per question
+ARGS = ["run", "--limit", "3", "--set", "retrieval.top_k=3", "--set", "generation.max_tokens=16",
+        "--set", "metrics.embedding=false", "--set", "history.record=false", "--no-progress"]
+VOLATILE = {"seconds", "latency_s"}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _ragray(argv: list[str], cwd: Path, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ragray.cli", *argv], cwd=cwd, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _stop_after(proc: subprocess.Popen, progress: Path, n_done: int, sig: int) -> tuple[int, str]:
+    """Send ``sig`` once ``n_done`` questions are on disk (the next one is then under way)."""
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None:
+        if progress.is_file() and len(progress.read_text().splitlines()) >= n_done:
+            proc.send_signal(sig)
+            break
+        time.sleep(0.2)
+    _, err = proc.communicate(timeout=300)
+    return proc.returncode, err
+
+
+def _tables(out: Path) -> dict[str, list[dict]]:
+    return {name: [{k: v for k, v in row.items() if k not in VOLATILE}
+                   for row in pq.read_table(out / f"{name}.parquet").to_pylist()]
+            for name in ("questions", "passages", "calls")}
+
+
+def test_resume_command_keeps_the_arguments_and_names_the_run_directory():
+    line = resume_command("run", ["run", "--limit", "3", "--out", "old", "--set", "a=b c"], "runs/x y")
+    assert line == "ragray run --limit 3 --set 'a=b c' --out 'runs/x y' --resume"
+    assert shlex.split(line)[-3:] == ["--out", "runs/x y", "--resume"]
+    assert resume_command("run", ["run", "--out=o", "--resume"], "o") == "ragray run --out o --resume"
+
+
+@pytest.mark.slow
+def test_sigint_and_sigterm_mid_question_resume_to_the_same_tables(tmp_path):
+    ref = _ragray([*ARGS, "--out", str(tmp_path / "ref")], tmp_path)
+    _, err = ref.communicate(timeout=900)
+    assert ref.returncode == 0, err
+    out = tmp_path / "cut"
+    progress = out / "progress.jsonl"
+    code, err = _stop_after(_ragray([*ARGS, "--out", str(out)], tmp_path), progress, 1, signal.SIGINT)
+    assert code == 130 and "interrupted; every finished question is kept in" in err, err
+    resume = err.strip().splitlines()[-1].strip()
+    assert resume == resume_command("run", [*ARGS, "--out", str(out)], str(out))
+    assert len(progress.read_text().splitlines()) == 1
+    # resume as printed, and kill that one (SIGTERM) after its next question
+    code, err = _stop_after(_ragray(shlex.split(resume)[1:], tmp_path), progress, 2, signal.SIGTERM)
+    assert code == 130 and "terminated (SIGTERM); every finished question is kept" in err, err
+    assert len(progress.read_text().splitlines()) == 2
+    last = _ragray(shlex.split(err.strip().splitlines()[-1])[1:], tmp_path)
+    stdout, err = last.communicate(timeout=900)
+    assert last.returncode == 0, err
+    assert "3 questions (2 resumed)" in stdout
+    assert _tables(out) == _tables(tmp_path / "ref")

@@ -1,0 +1,42 @@
+"""generation.dtype auto on CPU: bf16 only where the CPU has it natively."""
+
+import pytest
+
+from ragray.generation import cpu
+
+AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f amx_bf16 amx_tile\n"
+EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
+
+
+@pytest.mark.parametrize(("cpuinfo", "native"), [(AMX, True), (EPYC, False), ("", False)])
+def test_native_bf16_follows_the_cpu_flags(tmp_path, monkeypatch, cpuinfo, native):
+    monkeypatch.delenv("RAGRAY_CPU_BF16", raising=False)
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    flags = cpu.cpu_flags(str(tmp_path / "cpuinfo"))
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: flags)
+    assert cpu.native_bf16() is native
+
+
+def test_the_environment_overrides_the_detection(monkeypatch):
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset({"amx_bf16"}))
+    monkeypatch.setenv("RAGRAY_CPU_BF16", "0")
+    assert cpu.native_bf16() is False
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset())
+    monkeypatch.setenv("RAGRAY_CPU_BF16", "1")
+    assert cpu.native_bf16() is True
+
+
+def test_auto_dtype_of_the_transformers_backend(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from ragray.generation import transformers_backend as tb
+
+    monkeypatch.setattr(tb, "native_bf16", lambda: True)
+    assert tb._torch_dtype(torch, "auto", "cpu") == torch.bfloat16
+    monkeypatch.setattr(tb, "native_bf16", lambda: False)
+    assert tb._torch_dtype(torch, "auto", "cpu") == torch.float32
+    assert tb._torch_dtype(torch, "auto", "cuda:0") == torch.bfloat16
+    assert tb._torch_dtype(torch, "float32", "cuda:0") == torch.float32
+
+
+def test_no_cpuinfo_means_no_flags(tmp_path):
+    assert cpu.cpu_flags(str(tmp_path / "missing")) == frozenset()

@@ -52,7 +52,7 @@ def passages_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_record_shape(records: list[dict[str, Any]]) -> None:
     assert len(records) == 36
-    assert [r["id"] for r in records] == [f"demo-{n:03d}" for n in range(1, 37)]
+    assert sorted(r["id"] for r in records) == [f"demo-{n:03d}" for n in range(1, 37)]  # order: see below
     for r in records:
         assert set(r) == {"id", "question", "answers", "passages", "gold_passage_ids", "meta"}
         assert r["question"].strip().endswith("?")
@@ -128,3 +128,9 @@ def test_sources_for_metadata_filters(records: list[dict[str, Any]]) -> None:
     assert all(isinstance(s, str) for s in sources)
     assert {"harbour-records", "visitor-guide"} <= set(sources)
     assert 20 <= sum(sources.values()) < len(unique)
+
+
+def test_the_first_twelve_are_two_of_each_kind(records: list[dict[str, Any]]) -> None:
+    """README command 1 runs ``--limit 12``: every kind of question must be among them, twice."""
+    kinds = Counter(r["meta"]["kind"] for r in records[:12])
+    assert kinds == {k: 2 for k in ("single", "multi_hop", "redundant", "conflict", "lexical_gap", "unanswerable")}

@@ -110,10 +110,11 @@ def describe_mode(s: Mapping[str, Any]) -> tuple[str, str | None]:
     """A run summary's influence measure in words, and how it was chosen (None: as configured)."""
     mode = s.get("influence_mode")
     label = influence_label(mode, s.get("similarity") or "?") if mode else "not recorded"
+    if mode == "mixed":  # say how many ran each way first, then auto's reason for the fallback
+        counts = ", ".join(f"{n} questions {m}" for m, n in (s.get("influence_mode_counts") or {}).items())
+        return label, "; ".join(filter(None, [counts, s.get("influence_mode_note")]))
     if s.get("influence_mode_note"):
         return label, s["influence_mode_note"]
-    if mode == "mixed":
-        return label, ", ".join(f"{n} questions {m}" for m, n in (s.get("influence_mode_counts") or {}).items())
     if s.get("influence_mode_requested") == "auto":
         return label, "auto: the backend scores log-probabilities"
     return label, None

@@ -12,6 +12,7 @@ from ragray.commands.run import run_influence
 from ragray.config import load_config
 from ragray.errors import BackendError, InputError
 from ragray.generation.scripted import ScriptedGenerator
+from ragray.metrics.summary import describe_mode
 
 
 def record(qid, question, texts, gold=()):
@@ -224,3 +225,6 @@ def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_pa
     res = run_influence(config(dataset), tmp_path / "r", generator=CannotScore(), resume=True, progress=False)
     s = res.summary
     assert s["influence_mode"] == "mixed" and s["influence_mode_counts"] == {"logprob": 2, "generate": 2}
+    label, note = describe_mode(s)
+    assert label == "drop-one (mixed)"
+    assert note == "2 questions logprob, 2 questions generate; auto chose generate: no /completions with echo here"

@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import SHARED_DATA, machine_info, save_result  # noqa: E402
-from ragray.commands.run import run_influence  # noqa: E402
+from ragray.pipeline import run_influence  # noqa: E402
 from ragray.config import load_config  # noqa: E402
 
 DATA = SHARED_DATA / "hotpotqa_distractor_dev.jsonl"

@@ -62,7 +62,7 @@ def _config(dataset: str, n: int, *extra: str) -> ExperimentConfig:
 
 
 def _run(config: ExperimentConfig, out: Path) -> dict[str, Any]:
-    from ragray.commands.run import run_influence
+    from ragray.pipeline import run_influence
 
     start = time.perf_counter()
     resume = (out / "progress.jsonl").is_file()

@@ -1,3 +1,42 @@
-"""ragray: influence-aware RAG diagnostics on Ray."""
+"""ragray: influence-aware RAG diagnostics on Ray.
+
+The library API is the pipeline (:mod:`ragray.pipeline`) and its typed rows (:mod:`ragray.rows`);
+the names below are imported on first use, so ``import ragray`` does no work.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    "ExperimentConfig": "ragray.config",
+    "load_config": "ragray.config",
+    "run_influence": "ragray.pipeline",
+    "run_interpret": "ragray.pipeline",
+    "run_audit": "ragray.pipeline",
+    "run_score": "ragray.pipeline",
+    "run_retrieve": "ragray.pipeline",
+    "run_sweep": "ragray.sweep.runner",
+    "simulate": "ragray.simulate",
+    "RunResult": "ragray.pipeline",
+    "AuditRun": "ragray.pipeline",
+    "InfluenceRecord": "ragray.rows.influence",
+    "FaithfulnessRecord": "ragray.rows.faithfulness",
+    "AuditEntry": "ragray.rows.audit",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'ragray' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -255,7 +255,7 @@ def _flag_values(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _cmd_retrieve(args: argparse.Namespace) -> int:
-    from ragray.commands.retrieve import run_retrieve
+    from ragray.pipeline import run_retrieve
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
@@ -302,7 +302,7 @@ def _resumable_run(args: argparse.Namespace, command: str) -> tuple[Any, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ragray.commands.run import run_influence
+    from ragray.pipeline import run_influence
     config, out = _resumable_run(args, "run")
     result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
@@ -415,7 +415,7 @@ def _p(value: object) -> str:
 
 
 def _cmd_interpret(args: argparse.Namespace) -> int:
-    from ragray.commands.interpret import run_interpret
+    from ragray.pipeline import run_interpret
     config, out = _resumable_run(args, "interpret")
     result = run_interpret(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
@@ -444,7 +444,7 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from ragray.commands.audit import run_audit
+    from ragray.pipeline import run_audit
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
@@ -479,7 +479,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from ragray.commands.score import run_score
+    from ragray.pipeline import run_score
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 

@@ -56,13 +56,14 @@ __all__ = [
 def _registered(module: str, registry: str) -> AfterValidator:
     """Validator: the value must be a name in ``module.registry`` (the error lists valid names).
 
-    The registry is imported when a config is validated, not when this module is imported, so
-    the component modules can import their config classes from here.
+    The registry's module is imported when a config is validated, not when this module is
+    imported; a registry knows its built-in names without importing the components
+    (:mod:`ragray.registry`), so the component modules import their config classes from here and
+    this module imports none of them.
     """
 
     def check(name: str) -> str:
-        getattr(importlib.import_module(module), registry).get(name)
-        return name
+        return getattr(importlib.import_module(module), registry).check(name)
 
     return AfterValidator(check)
 
@@ -149,7 +150,7 @@ class ExpandConfig(Section):
 
 
 class RetrievalConfig(Section):
-    retriever: Annotated[str, _registered("ragray.retrieval", "RETRIEVERS")] = "bm25"
+    retriever: Annotated[str, _registered("ragray.retrieval.base", "RETRIEVERS")] = "bm25"
     top_k: int = Field(10, ge=1)
     scope: Literal["per_question", "global"] = "per_question"
     min_score: float | None = None
@@ -171,7 +172,7 @@ class RetrievalConfig(Section):
 
 
 class RerankConfig(Section):
-    strategy: Annotated[str, _registered("ragray.rerank", "RERANKERS")] = "none"
+    strategy: Annotated[str, _registered("ragray.rerank.base", "RERANKERS")] = "none"
     model: str | None = Field(None, description="model path or hub id (bge: BAAI/bge-reranker-base)")
     candidates: int = Field(30, ge=1, description="first-stage hits handed to the reranker")
     batch_size: int = Field(32, ge=1)
@@ -234,7 +235,7 @@ class OpenAIConfig(Section):
 
 
 class GenerationConfig(Section):
-    backend: Annotated[str, _registered("ragray.generation", "GENERATORS")] = Field(
+    backend: Annotated[str, _registered("ragray.generation.base", "GENERATORS")] = Field(
         "transformers", description="transformers | vllm | openai"
     )
     model: str = Field("smollm2", description="'smollm2' (packaged SmolLM2-135M-Instruct), a path or a hub id")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ragray._imports import require
 from ragray.errors import BackendError
+from ragray.paths import cache_root
 from ragray.types import Passage, passage_text
 
 if TYPE_CHECKING:
@@ -103,9 +104,8 @@ def model_identity(path_or_id: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``~/.cache/ragray/embeddings`` (``$XDG_CACHE_HOME`` is honoured)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ragray" / "embeddings"
+    """``embeddings/`` of :func:`ragray.paths.cache_root` (``~/.cache/ragray/embeddings``)."""
+    return cache_root() / "embeddings"
 
 
 class EmbeddingCache:

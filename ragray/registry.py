@@ -1,23 +1,48 @@
-"""Name → class registries for the pluggable parts (retriever, reranker, chunker, loader ...)."""
+"""Name → class registries for the pluggable parts (retriever, reranker, chunker, loader ...).
+
+A registry knows its built-in components by name and module (``builtins``), like entry points:
+the module is imported, and registers its class with ``@REGISTRY.register(name)``, the first time
+the name is looked up. So checking a name (config validation) imports no component code, and the
+config module, which the components import for their settings, imports none of them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+import importlib
+from abc import ABC
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 from ragray.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["Registry"]
+__all__ = ["Component", "Registry"]
+
+
+class Component(ABC):
+    """Base of a pluggable part: registered under :attr:`name`, built from its config section."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: Any) -> Self:
+        """Build (and load) the component from its config section; one without settings is
+        built with no arguments (this default)."""
+        return cls()
 
 
 class Registry(Generic[T]):
     """A registry of one kind of component; unknown names raise an error listing valid ones."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, builtins: Mapping[str, str] | None = None) -> None:
+        """``builtins``: name -> the module that registers it (imported on first lookup)."""
         self.kind = kind
         self._items: dict[str, type[T]] = {}
+        self._builtins = dict(builtins or {})
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """Class decorator registering ``cls`` under ``name``."""
@@ -31,18 +56,30 @@ class Registry(Generic[T]):
         return decorate
 
     def get(self, name: str) -> type[T]:
+        if name not in self._items and name in self._builtins:
+            importlib.import_module(self._builtins[name])
+            if name not in self._items:
+                raise RuntimeError(f"{self._builtins[name]} does not register {self.kind} '{name}'")
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(
-                f"unknown {self.kind} '{name}'; valid: {', '.join(sorted(self._items))}"
-            ) from None
+            raise ConfigError(f"unknown {self.kind} '{name}'; valid: {', '.join(self.names())}") from None
+
+    def check(self, name: str) -> str:
+        """``name`` when it is registered (imports nothing), else the error ``get`` raises."""
+        if name not in self:
+            raise ConfigError(f"unknown {self.kind} '{name}'; valid: {', '.join(self.names())}")
+        return name
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted({*self._items, *self._builtins})
+
+    def load_all(self) -> dict[str, type[T]]:
+        """Every component, its module imported (listing them: docs, tests)."""
+        return {name: self.get(name) for name in self.names()}
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._items or name in self._builtins
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._items))
+        return iter(self.names())

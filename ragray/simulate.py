@@ -2,7 +2,7 @@
 
 ``ragray simulate --scenario S`` draws, per question, the drop-one influence of each of its ``k``
 passages from a seeded scenario, writes a dataset and a design file, and runs the ordinary
-influence loop (:func:`ragray.commands.run.run_influence`) over them with the ``given`` retriever
+influence loop (:func:`ragray.pipeline.influence.run_influence`) over them with the ``given`` retriever
 (the dataset order is the retrieval ranking) and the ``simulated`` generator
 (:mod:`ragray.generation.simulated`), whose answers make the measured influence equal the designed
 one (to 1/``WIDTH``). The output therefore has exactly the schema of a real run — the same tables,
@@ -36,7 +36,6 @@ Scenarios (influence by retrieval rank 1..k):
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,10 @@ import numpy as np
 
 from ragray.config import ExperimentConfig, apply_overrides, validate_config
 from ragray.errors import InputError
+from ragray.pipeline.influence import run_influence
+from ragray.pipeline.questions import RunResult
 
-__all__ = ["SCENARIOS", "WIDTH", "design", "simulate", "simulation_config", "simulation_marker"]
+__all__ = ["SCENARIOS", "WIDTH", "design", "simulate", "simulation_config"]
 
 #: words of a simulated baseline answer: influence resolution 1/WIDTH
 WIDTH = 40
@@ -185,9 +186,8 @@ def simulation_config(out: Path, base: ExperimentConfig | None = None) -> Experi
 
 
 def simulate(out: str | Path, *, n_questions: int = 50, k: int = 10, scenario: str = "mixed", seed: int = 0,
-             base: ExperimentConfig | None = None, progress: bool = True) -> Any:
+             base: ExperimentConfig | None = None, progress: bool = True) -> RunResult:
     """Write the design and dataset into ``out``, run the influence loop on them, mark the run."""
-    from ragray.commands.run import run_influence
 
     plan = design(n_questions, k, scenario, seed)
     out = Path(out)
@@ -200,15 +200,3 @@ def simulate(out: str | Path, *, n_questions: int = 50, k: int = 10, scenario: s
     config = simulation_config(out.resolve(), base)
     config = config.model_copy(update={"name": f"simulated-{scenario}"})
     return run_influence(config, out, progress=progress)
-
-
-def simulation_marker(design_path: str | Path) -> dict[str, Any] | bool:
-    """What ``summary.json`` says of a simulated run (``True`` when the design is unreadable)."""
-    try:
-        plan = json.loads(Path(design_path).read_text(encoding="utf-8"))
-        return {"scenario": plan["scenario"], "seed": plan["seed"], "k": plan["k"], "width": plan["width"],
-                "questions_per_scenario": dict(Counter(q["scenario"] for q in plan["questions"].values()))}
-    except (OSError, ValueError, KeyError, TypeError):
-        return True
-
-

@@ -34,11 +34,12 @@ from ragray.generation.prompts import PromptTemplate
 from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
 from ragray.metrics.position import PositionResult, content_influence, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
-from ragray.metrics.retrieval import doc_ranking
+from ragray.metrics.retrieval import doc_ranking, ranking_metrics
 from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.retrieval.stage import QuestionHits
+from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
 
-__all__ = ["QuestionOutcome", "InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
+__all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
 #: answer-quality columns of the questions table (:mod:`ragray.metrics.quality`)
 RUN_QUALITY_KEYS = (
@@ -61,38 +62,26 @@ def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
     return "generate", f"auto chose generate: {problem}"
 
 
-@dataclass(frozen=True)
-class QuestionOutcome:
-    """Rows of the three result tables for one question (plain dicts, ready for Parquet)."""
-
-    question: dict[str, Any]
-    passages: list[dict[str, Any]]
-    calls: list[dict[str, Any]]
-
-    def as_record(self) -> dict[str, Any]:
-        return {"question": self.question, "passages": self.passages, "calls": self.calls}
-
-
 def _exact_match(answer: str, gold: tuple[str, ...]) -> float | None:
     if not gold:
         return None
     return float(any(normalize_answer(answer) == normalize_answer(g) for g in gold))
 
 
-def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: float) -> dict[str, Any]:
+def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: float) -> CallRow:
     """One ``calls`` row; ``g`` is None for an arm that was scored (log-prob mode), not generated."""
-    return {
-        "question_id": question_id,
-        "arm": arm.name,
-        "removed_passage_ids": list(arm.removed),
-        "answer": g.text if g else None,
-        "similarity": similarity,
-        "latency_s": g.latency_s if g else None,
-        "prompt_tokens": g.prompt_tokens if g else None,
-        "completion_tokens": g.completion_tokens if g else None,
-        "tokens": g.prompt_tokens + g.completion_tokens if g else None,
-        "error": g.error if g else None,
-    }
+    return CallRow(
+        question_id=question_id,
+        arm=arm.name,
+        removed_passage_ids=tuple(arm.removed),
+        answer=g.text if g else None,
+        similarity=similarity,
+        latency_s=g.latency_s if g else None,
+        prompt_tokens=g.prompt_tokens if g else None,
+        completion_tokens=g.completion_tokens if g else None,
+        tokens=g.prompt_tokens + g.completion_tokens if g else None,
+        error=g.error if g else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -118,7 +107,10 @@ class InfluenceLoop:
         system_prompt: str | None = None,
         quality: QualityScorer | None = None,
         model: str | None = None,
+        retrieval_k: int | None = None,
     ) -> None:
+        """``retrieval_k``: the k of each question's ranking metrics (default: its number of hits)."""
+        self.retrieval_k = retrieval_k
         self.generator = generator
         self.template = template
         self.similarity = similarity
@@ -143,6 +135,15 @@ class InfluenceLoop:
         )
         (row,) = self.quality.score([item])
         return {k: row[k] for k in RUN_QUALITY_KEYS if k in row} | {"causal_noise_ratio": causal}
+
+    def _ranking(self, qh: QuestionHits) -> dict[str, Any]:
+        """The retrieval's ranking metrics against the gold ids (null without them), recorded so
+        a sweep trial reads them rather than recomputing them from the tables."""
+        k = self.retrieval_k or len(qh.hits)
+        ranking = ranking_metrics(doc_ranking(qh.hits), qh.question.gold_passage_ids, ks=(k, 10))
+        return {"retrieval_k": k} | ({} if ranking is None else {
+            "hit_at_k": ranking[f"hit_at_{k}"], "recall_at_k": ranking[f"recall_at_{k}"],
+            "mrr": ranking["mrr"], "ndcg_at_10": ranking["ndcg_at_10"]})
 
     def _prompts(self, qh: QuestionHits, arms: list[Arm]) -> list[ChatPrompt]:
         return [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
@@ -195,7 +196,7 @@ class InfluenceLoop:
             control[i] = by_slot[slot]
         return control, position_analysis(forward, control, order, self.config.position_threshold)
 
-    def run(self, qh: QuestionHits) -> QuestionOutcome:
+    def run(self, qh: QuestionHits) -> InfluenceRecord:
         q, hits = qh.question, qh.hits
         passages = [h.passage for h in hits]
         orders = [drop_one_plan(passages)]
@@ -246,6 +247,8 @@ class InfluenceLoop:
             "n_failed_calls": sum(1 for g in gens if not g.ok),
             "error": error,
             "seconds": time.perf_counter() - start,
+            **self._ranking(qh),
+            "precision": self.generator.precision,
         }
         answer_sim = None
         if error is None:
@@ -253,30 +256,30 @@ class InfluenceLoop:
             if self.quality is not None:
                 answer_sim = self.quality.answer_passage_similarity(baseline.text, [h.passage.text for h in hits])
         gold = set(q.gold_passage_ids)
-        passages_rows = [
-            {
-                "question_id": q.id,
-                "passage_id": h.passage.id,
-                "doc_id": h.passage.doc_id,
-                "retrieval_rank": h.rank,
-                "retrieval_score": h.score,
-                "influence": result.influence[i],
-                "influence_rank": result.influence_rank[i],
-                "is_gold": h.passage.doc_id in gold,
-                "control_slot": order.index(i) + 1 if order is not None else None,
-                "influence_control": control[i],
-                "content_influence": content[i],
-                "answer_similarity": answer_sim[i] if answer_sim is not None else None,
-            }
+        passages_rows = tuple(
+            PassageRow(
+                question_id=q.id,
+                passage_id=h.passage.id,
+                doc_id=h.passage.doc_id,
+                retrieval_rank=h.rank,
+                retrieval_score=h.score,
+                influence=result.influence[i],
+                influence_rank=result.influence_rank[i],
+                is_gold=h.passage.doc_id in gold,
+                control_slot=order.index(i) + 1 if order is not None else None,
+                influence_control=control[i],
+                content_influence=content[i],
+                answer_similarity=answer_sim[i] if answer_sim is not None else None,
+            )
             for i, h in enumerate(hits)
-        ]
+        )
         call_rows = []
         for o, arms in enumerate(orders):
             gens_o = calls.gens[o] if o < len(calls.gens) else []
             n_rows = len(arms) if self.mode == "logprob" and error is None else len(gens_o)
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
-        return QuestionOutcome(question, passages_rows, call_rows)
+        return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows))
 
 
 def _influence(sims: list[float]) -> list[float]:

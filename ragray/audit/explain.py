@@ -8,10 +8,11 @@ leaves the field empty and records the error.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
 
 from ragray.generation import Generator
 from ragray.generation.base import ChatPrompt, Message
+from ragray.rows.audit import AuditEntry
 
 __all__ = ["aspects_prompt", "explanation_prompt", "parse_aspects", "explain_audits"]
 
@@ -29,13 +30,13 @@ def aspects_prompt(question: str) -> ChatPrompt:
     return (Message("system", _ASPECTS_SYSTEM), Message("user", question))
 
 
-def explanation_prompt(question: str, entry: dict[str, Any]) -> ChatPrompt:
+def explanation_prompt(question: str, entry: AuditEntry) -> ChatPrompt:
     facts = (
-        f"Question: {question}\nStatus: {entry['status']} (score {entry['score']}, pass at "
-        f"{entry['pass_score']})\nCoverage of the expected documents: {entry['coverage']}%\n"
-        f"Noise among retrieved documents: {entry['noise_ratio']}%\n"
-        f"Missing expected documents: {', '.join(entry['missing']) or 'none'}\n"
-        f"Retrieved documents not expected: {', '.join(entry['noise']) or 'none'}"
+        f"Question: {question}\nStatus: {entry.status} (score {entry.score}, pass at "
+        f"{entry.pass_score})\nCoverage of the expected documents: {entry.coverage}%\n"
+        f"Noise among retrieved documents: {entry.noise_ratio}%\n"
+        f"Missing expected documents: {', '.join(entry.missing or ()) or 'none'}\n"
+        f"Retrieved documents not expected: {', '.join(entry.noise or ()) or 'none'}"
     )
     return (Message("system", _EXPLAIN_SYSTEM), Message("user", facts))
 
@@ -53,14 +54,14 @@ def parse_aspects(text: str) -> list[str]:
     return out[:5]
 
 
-def explain_audits(generator: Generator, entries: Sequence[dict[str, Any]]) -> None:
-    """Add ``aspects``, ``explanation`` (and ``llm_error``) to each scored audit entry, in place."""
-    scored = [e for e in entries if e["score"] is not None]
-    aspect_gens = generator.generate([aspects_prompt(e["query"]) for e in entries])
-    explain_gens = generator.generate([explanation_prompt(e["query"], e) for e in scored])
-    for e, g in zip(entries, aspect_gens):
-        e["aspects"] = parse_aspects(g.text) if g.ok else []
-        e["llm_error"] = g.error
-    for e, g in zip(scored, explain_gens):
-        e["explanation"] = g.text.strip() if g.ok else None
-        e["llm_error"] = e["llm_error"] or g.error
+def explain_audits(generator: Generator, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+    """``entries`` with ``aspects`` (every query), ``explanation`` (scored ones) and ``llm_error``."""
+    scored = [i for i, e in enumerate(entries) if e.score is not None]
+    aspect_gens = generator.generate([aspects_prompt(e.query or "") for e in entries])
+    explain_gens = generator.generate([explanation_prompt(entries[i].query or "", entries[i]) for i in scored])
+    out = [replace(e, aspects=tuple(parse_aspects(g.text)) if g.ok else (), llm_error=g.error)
+           for e, g in zip(entries, aspect_gens)]
+    for i, g in zip(scored, explain_gens):
+        out[i] = replace(out[i], explanation=g.text.strip() if g.ok else None,
+                         llm_error=out[i].llm_error or g.error)
+    return out

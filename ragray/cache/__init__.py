@@ -6,7 +6,8 @@ still matches. Keys are sha256 fingerprints of every input that affects a result
 (:mod:`ragray.cache.keys`), so a changed input never hits; entries are plain files written
 atomically (:mod:`ragray.cache.store`), so concurrent trials can share one folder.
 
-Folders under ``cache.dir`` (default ``$XDG_CACHE_HOME/ragray`` or ``~/.cache/ragray``)::
+Folders under ``cache.dir`` (default :func:`ragray.paths.cache_root`: ``$RAGRAY_CACHE``, else
+``$XDG_CACHE_HOME/ragray``, else ``~/.cache/ragray``)::
 
     embeddings/   passage embeddings (ragray.encoders; retrieval.dense.cache_dir overrides)
     chunksets/    chunked corpora

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragray.cache.fingerprint import Fingerprint, code_fingerprint, library_versions
 from ragray.config import ChunkingConfig, RerankConfig
+from ragray.rerank import reranks
 
 if TYPE_CHECKING:
     from ragray.retrieval.base import Retriever
@@ -113,9 +114,9 @@ def index_key(chunks_key: str, filters: Mapping[str, Any], retriever: Retriever)
 
 def rerank_identity(config: RerankConfig) -> dict[str, Any]:
     """Strategy, model (by :func:`model_fingerprint`), candidates and max_length of ``rerank``;
-    not ``batch_size`` or ``device``. ``none`` is just ``{"strategy": "none"}``."""
-    if config.strategy == "none":
-        return {"strategy": "none"}
+    not ``batch_size`` or ``device``. A passthrough (``none``) is just ``{"strategy": "none"}``."""
+    if not reranks(config.strategy):
+        return {"strategy": config.strategy}
     return {
         "strategy": config.strategy,
         "model": None if config.model is None else model_fingerprint(config.model),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ragray.cache.fingerprint import CACHE_FORMAT
+from ragray.paths import cache_root
 
 __all__ = ["UNREADABLE", "CacheStore", "default_cache_root"]
 
@@ -45,9 +46,8 @@ _MANIFEST = "manifest.json"
 
 
 def default_cache_root() -> Path:
-    """``$XDG_CACHE_HOME/ragray``, else ``~/.cache/ragray`` (embeddings live in its ``embeddings/``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ragray"
+    """:func:`ragray.paths.cache_root` (embeddings live in its ``embeddings/``)."""
+    return cache_root()
 
 
 def _sha256(path: Path) -> str:

@@ -1,1 +1,2 @@
-"""Library entry points behind the CLI commands (also called by Serve, Tune and jobs)."""
+"""What the CLI prints for ``ragray sweep`` and the run-history commands (the work itself is in
+:mod:`ragray.pipeline`, :mod:`ragray.sweep` and :mod:`ragray.store`)."""

@@ -27,7 +27,7 @@ from ragray.metrics.influence import analyze_influence
 from ragray.metrics.summary import summarize_run
 from ragray.report.report import write_report
 from ragray.store.rundir import RunDir
-from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
+from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
 
 __all__ = ["REQUIRED", "import_csv", "parse_passages_csv"]
 
@@ -94,26 +94,25 @@ def parse_passages_csv(text: str) -> dict[str, list[dict[str, Any]]]:
     return dict(by_q)
 
 
-def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) -> list[dict[str, Any]]:
+def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) -> list[InfluenceRecord]:
     records = []
     for qid, rows in by_q.items():
         rows = sorted(rows, key=lambda r: r["retrieval_rank"])
         result = analyze_influence([r["retrieval_rank"] for r in rows], [r["influence"] for r in rows],
                                    config.influence)
-        question = {f.name: None for f in QUESTIONS_SCHEMA}
-        question.update({
+        question = QuestionRow.from_dict({
             "question_id": qid, "question": next((r["question"] for r in rows if r["question"]), ""),
             "gold_answers": [], "baseline_answer": next((r["answer"] for r in rows if r["answer"]), ""),
             "n_passages": len(rows), **result.columns(),
             "n_calls": 0, "n_failed_calls": 0, "seconds": 0.0,
             "causal_noise_ratio": sum(1 for r in rows if r["influence"] <= config.influence.epsilon) / len(rows),
         })
-        passages = [{
-            "question_id": qid, "passage_id": r["passage_id"], "doc_id": r["doc_id"],
-            "retrieval_rank": r["retrieval_rank"], "retrieval_score": r["retrieval_score"],
-            "influence": r["influence"], "influence_rank": rank, "is_gold": r["is_gold"],
-        } for r, rank in zip(rows, result.influence_rank)]
-        records.append({"question": question, "passages": passages, "calls": []})
+        passages = tuple(PassageRow(
+            question_id=qid, passage_id=r["passage_id"], doc_id=r["doc_id"],
+            retrieval_rank=r["retrieval_rank"], retrieval_score=r["retrieval_score"],
+            influence=r["influence"], influence_rank=rank, is_gold=r["is_gold"],
+        ) for r, rank in zip(rows, result.influence_rank))
+        records.append(InfluenceRecord(question, passages, ()))
     return records
 
 
@@ -127,12 +126,12 @@ def import_csv(text: str, root: str | Path, name: str, config: ExperimentConfig 
     config = config.model_copy(update={"name": f"upload-{safe}"})
     run.save_config(config)
     records = _records(by_q, config)
-    run.write_table("questions", [r["question"] for r in records], QUESTIONS_SCHEMA)
-    run.write_table("passages", [p for r in records for p in r["passages"]], PASSAGES_SCHEMA)
-    run.write_table("calls", [], CALLS_SCHEMA)
+    run.write_rows(QuestionRow, [r.question for r in records])
+    run.write_rows(PassageRow, [p for r in records for p in r.passages])
+    run.write_rows(CallRow, [])
     summary = summarize_run(records, config, model_id="uploaded")
     summary.update({"backend": "uploaded", "retriever": "uploaded",
-                    "top_k": max(len(r["passages"]) for r in records),
+                    "top_k": max(len(r.passages) for r in records),
                     "uploaded": {"file": name, "rows": sum(len(v) for v in by_q.values())}})
     run.write_json("summary", summary)
     write_report(out)

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ragray.data.records import BadRows, RowError, iter_jsonl, read_corpus
+from ragray.data.records import BadRows, RowError, read_corpus, unique_rows
 from ragray.errors import InputError
 from ragray.types import Dataset, Question, frozen_meta
 
@@ -73,23 +73,7 @@ def load_beir(path: str | Path, *, split: str = "test", on_bad_row: str = "error
 
 
 def _read_queries(path: Path, bad: BadRows) -> dict[str, tuple[str, dict[str, Any]]]:
-    queries: dict[str, tuple[str, dict[str, Any]]] = {}
-    first: dict[str, int] = {}
-    for row in iter_jsonl(path):
-        if row.data is None:
-            if row.problem:
-                bad(str(path), row.line, row.problem)
-            continue
-        try:
-            qid, text, meta = _query(row.data)
-            if qid in first:
-                raise RowError(f"duplicate id '{qid}' (first seen on line {first[qid]})")
-        except RowError as exc:
-            bad(str(path), row.line, str(exc))
-            continue
-        first[qid] = row.line
-        queries[qid] = (text, meta)
-    return queries
+    return {qid: (text, meta) for qid, text, meta in unique_rows(path, bad, _query, lambda q: q[0])}
 
 
 def _query(raw: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

@@ -26,12 +26,14 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ragray.errors import ConfigError, InputError
 from ragray.types import Dataset, Passage, Question, SkippedRow, frozen_meta
 
-__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl"]
+__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl", "unique_rows"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +97,28 @@ def iter_jsonl(path: Path) -> Iterator[Row]:
                 yield _json_row(line, raw)
     except (gzip.BadGzipFile, EOFError) as exc:
         raise InputError(f"{path}: not a valid gzip file ({exc})") from None
+
+
+def unique_rows(path: Path, bad: BadRows, parse: Callable[[dict[str, Any]], T],
+                key: Callable[[T], str]) -> Iterator[T]:
+    """``parse`` of each row of a JSONL file, each ``key`` once: a row that is not JSON, does not
+    parse (:class:`RowError`) or repeats an id goes to ``bad`` with its line."""
+    first: dict[str, int] = {}
+    for row in iter_jsonl(path):
+        if row.data is None:
+            if row.problem:
+                bad(str(path), row.line, row.problem)
+            continue
+        try:
+            item = parse(row.data)
+            k = key(item)
+            if k in first:
+                raise RowError(f"duplicate id '{k}' (first seen on line {first[k]})")
+        except RowError as exc:
+            bad(str(path), row.line, str(exc))
+            continue
+        first[k] = row.line
+        yield item
 
 
 def _json_row(line: int, raw: bytes) -> Row:
@@ -338,24 +362,7 @@ def read_corpus(path: str | Path, bad: BadRows | None = None) -> tuple[Passage, 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"corpus file not found: {path}")
-    bad = bad or BadRows()
-    passages: list[Passage] = []
-    first: dict[str, int] = {}
-    for row in iter_jsonl(path):
-        if row.data is None:
-            if row.problem:
-                bad(str(path), row.line, row.problem)
-            continue
-        try:
-            p = _corpus_passage(row.data)
-        except RowError as exc:
-            bad(str(path), row.line, str(exc))
-            continue
-        if p.id in first:
-            bad(str(path), row.line, f"duplicate id '{p.id}' (first seen on line {first[p.id]})")
-            continue
-        first[p.id] = row.line
-        passages.append(p)
+    passages = list(unique_rows(path, bad or BadRows(), _corpus_passage, lambda p: p.id))
     if not passages:
         raise InputError(f"{path}: the corpus is empty")
     return tuple(passages)

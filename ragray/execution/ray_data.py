@@ -16,9 +16,8 @@ retry of a row fails at once with ``ActorUnavailableError`` and uses up a retry.
 (e.g. out of memory) is retried forever. A retried row whose record already came back is dropped
 here, so the run log never holds a question twice.
 
-Ray starts in-process (``address="local"``) unless ``execution.address`` or ``RAY_ADDRESS`` names a
-cluster: a bare ``ray.init()`` would attach to whatever cluster ``ray start`` last recorded in
-``/tmp/ray/ray_current_cluster``, possibly someone else's.
+Ray starts in-process unless ``execution.address`` or ``RAY_ADDRESS`` names a cluster
+(:mod:`ragray.execution.ray_runtime`).
 """
 
 from __future__ import annotations
@@ -32,20 +31,16 @@ from typing import Any
 
 import yaml
 
-from ragray._imports import require
 from ragray.config import ExperimentConfig, validate_config
+from ragray.execution.ray_runtime import connect
 from ragray.retrieval.stage import QuestionHits
+from ragray.rows.base import QuestionRecord
 
 __all__ = ["QuestionWorker", "ray_records"]
 
 log = logging.getLogger(__name__)
 
-# Ray on one machine: loopback only, no token auth, no usage stats (ENV.md); users may override.
-for _key, _value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-                     "RAY_USAGE_STATS_ENABLED": "0"}.items():
-    os.environ.setdefault(_key, _value)
-
-Builder = Callable[[ExperimentConfig], Callable[[QuestionHits], dict[str, Any]]]
+Builder = Callable[[ExperimentConfig], Callable[[QuestionHits], QuestionRecord]]
 
 
 class QuestionWorker:
@@ -64,28 +59,18 @@ class QuestionWorker:
         for blob in batch["qh"]:
             qh: QuestionHits = pickle.loads(blob)
             ids.append(qh.question.id)
-            records.append(json.dumps({**self.process(qh), "worker": self.worker}))
+            records.append(json.dumps({**self.process(qh).as_dict(), "worker": self.worker}))
         return {"question_id": ids, "record": records}
 
 
-def _init_ray(config: ExperimentConfig) -> Any:
-    ray = require("ray", extra="ray", feature="execution.executor=ray")
-    if not ray.is_initialized():
-        address = config.execution.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    return ray
-
-
 def ray_records(
-    config: ExperimentConfig, pending: list[QuestionHits], builder: Builder
-) -> Iterator[dict[str, Any]]:
-    """Records of ``pending`` questions processed on Ray, in completion order, each at most once."""
+    config: ExperimentConfig, pending: list[QuestionHits], builder: Builder, record_type: type[QuestionRecord]
+) -> Iterator[QuestionRecord]:
+    """Records of ``pending`` questions processed on Ray, in completion order, each at most once
+    (each crosses from its actor as JSON and is read back as ``record_type``)."""
     if not pending:
         return
-    ray = _init_ray(config)
+    ray = connect(config.execution.address, feature="execution.executor=ray", dashboard=False)
     ex = config.execution
     ds = ray.data.from_items(
         [{"qh": pickle.dumps(qh)} for qh in pending], override_num_blocks=len(pending)
@@ -105,4 +90,4 @@ def ray_records(
                         row["question_id"])
             continue
         seen.add(row["question_id"])
-        yield json.loads(row["record"])
+        yield record_type.from_dict(json.loads(row["record"]))

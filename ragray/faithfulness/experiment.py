@@ -63,9 +63,10 @@ from ragray.generation import Generator
 from ragray.generation.prompts import PromptTemplate
 from ragray.metrics.similarity import Similarity
 from ragray.retrieval.stage import QuestionHits
+from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.types import Passage
 
-__all__ = ["FaithfulnessExperiment", "FaithfulnessOutcome", "ATTRIBUTIONS"]
+__all__ = ["FaithfulnessExperiment", "ATTRIBUTIONS"]
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +92,10 @@ class FaithfulnessOutcome:
     cases: list[dict[str, Any]] = field(default_factory=list)
     curves: list[dict[str, Any]] = field(default_factory=list)
 
-    def as_record(self) -> dict[str, Any]:
-        return {"question": self.question, "units": self.units, "arms": self.arms,
-                "cases": self.cases, "curves": self.curves}
+    def record(self) -> FaithfulnessRecord:
+        """The typed record of these rows (a key a row class does not know is an error)."""
+        return FaithfulnessRecord.from_dict({"question": self.question, "units": self.units, "arms": self.arms,
+                                             "cases": self.cases, "curves": self.curves})
 
 
 @dataclass
@@ -163,7 +165,7 @@ class FaithfulnessExperiment:
 
     # -- one question ----------------------------------------------------------------------
 
-    def run(self, qh: QuestionHits) -> FaithfulnessOutcome:
+    def run(self, qh: QuestionHits) -> FaithfulnessRecord:
         q = qh.question
         start = time.perf_counter()
         book = self.book(self.generator, self.template, q.question, self.system_prompt, self.config.mode)
@@ -183,7 +185,7 @@ class FaithfulnessExperiment:
         row.update(calls_requested=book.requested, calls_generated=book.generated,
                    score_passes=book.score_passes, seconds=time.perf_counter() - start)
         row.setdefault("error", None)
-        return outcome
+        return outcome.record()
 
     def _run(self, qid: str, passages: tuple[Passage, ...], book: AnswerBook, row: dict[str, Any]) -> FaithfulnessOutcome:
         fc = self.config

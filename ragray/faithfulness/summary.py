@@ -22,6 +22,7 @@ from ragray.faithfulness.arms import CUMULATIVE
 from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.experiment import ATTRIBUTIONS
 from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
+from ragray.rows.faithfulness import FaithfulnessRecord
 
 __all__ = ["summarize_faithfulness"]
 
@@ -51,11 +52,13 @@ def _per_k(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def summarize_faithfulness(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
+def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: ExperimentConfig,
+                           model_id: str) -> dict[str, Any]:
+    """``summary.json`` of a faithfulness experiment over its finished ``records``."""
     fc = config.faithfulness
-    questions = [r["question"] for r in records]
+    questions = [r.question.as_dict() for r in records]
     ok = [q for q in questions if q["error"] is None]
-    cases = [c for r in records for c in r["cases"]]
+    cases = [c.as_dict() for r in records for c in r.cases]
     per_k = {label: _per_k([c for c in cases if c["k_label"] == label])
              for label in fc.k_values if label != CUMULATIVE}
     agreement = {}

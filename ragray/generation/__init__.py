@@ -1,16 +1,12 @@
-"""Generators: Hugging Face transformers, vLLM and OpenAI-compatible endpoints."""
+"""Generators: Hugging Face transformers, vLLM and OpenAI-compatible endpoints.
+
+Each backend's module is imported when the backend is first built (``GENERATORS`` names them).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragray.generation import (  # noqa: F401,E402
-    openai_compat,
-    scripted,
-    simulated,
-    transformers_backend,
-    vllm_backend,
-)
 from ragray.generation.base import (
     GENERATORS,
     ChatPrompt,

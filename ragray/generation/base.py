@@ -8,13 +8,13 @@ caused by the ablation, not by sampling noise.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
-from ragray.config import GenerationConfig
-from ragray.registry import Registry
+from ragray.registry import Component, Registry
+
 
 __all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GENERATORS"]
 
@@ -42,15 +42,16 @@ class Generation:
         return self.error is None
 
 
-class Generator(ABC):
-    """A text generator; receives only its own ``generation`` config section."""
+class Generator(Component):
+    """A text generator, built (and loaded) from its own ``generation`` config section."""
 
-    name: ClassVar[str]
+    #: True for simulation mode's generator (answers by design, no model): runs are marked simulated
+    simulated: ClassVar[bool] = False
 
     @classmethod
-    @abstractmethod
-    def from_config(cls, config: GenerationConfig) -> Generator:
-        """Build (and load) the backend from the ``generation`` config section."""
+    def simulation_marker(cls, model: str) -> dict[str, Any] | bool:
+        """What ``summary.json`` says of a run by a :attr:`simulated` generator on ``model``."""
+        return cls.simulated
 
     @property
     @abstractmethod
@@ -66,6 +67,12 @@ class Generator(ABC):
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """Teacher-forced log-probability (natural log, summed over the answer's tokens) of each
         ``answers[i]`` as the assistant reply to ``prompts[i]``; one forward pass, no sampling."""
+
+    @property
+    def precision(self) -> str | None:
+        """The dtype the model computes in (``float32``, ``bfloat16`` ...), where this process
+        knows it; None for a remote endpoint or a backend without a model."""
+        return None
 
     def scoring_problem(self) -> str | None:
         """Why :meth:`score` cannot work with this backend, or None when it can (the default:
@@ -83,4 +90,10 @@ class Generator(ABC):
         self.close()
 
 
-GENERATORS: Registry[Generator] = Registry("generator")
+GENERATORS: Registry[Generator] = Registry("generator", {
+    "transformers": "ragray.generation.transformers_backend",
+    "vllm": "ragray.generation.vllm_backend",
+    "openai": "ragray.generation.openai_compat",
+    "scripted": "ragray.generation.scripted",
+    "simulated": "ragray.generation.simulated",
+})

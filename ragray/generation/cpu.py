@@ -3,20 +3,27 @@
 Measured on machines of one kind (2-core cloud VMs): an Intel Xeon with AMX ran SmolLM2 2.6x
 faster in bf16 than in fp32; an AMD EPYC with AVX2 only emulates bf16 and ran it 4–6x *slower*.
 So bf16 is chosen on CPU only when the flags say the hardware has it (``amx_bf16`` or
-``avx512_bf16`` in ``/proc/cpuinfo``). ``RAGRAY_CPU_BF16=1`` / ``0`` overrides the detection
-(the test suite pins ``0``: its reference-equality tests compare fp32 numbers).
+``avx512_bf16`` in ``/proc/cpuinfo``). Where there are no flags to read (not Linux), a tiny
+timing decides: a 256 x 256 matrix product in each dtype, bf16 only if it is at least
+:data:`TIMING_MARGIN` times faster (~0.2 s once per process on the AVX2 EPYC, where bf16 is
+emulated). ``RAGRAY_CPU_BF16=1`` / ``0`` overrides the detection (the test suite pins ``0``: its reference-equality tests compare fp32
+numbers).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["BF16_FLAGS", "cpu_flags", "native_bf16"]
+__all__ = ["BF16_FLAGS", "TIMING_MARGIN", "bf16_faster_by_timing", "cpu_flags", "native_bf16"]
 
 #: /proc/cpuinfo flags of native bf16 matrix math
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+#: without flags, bf16 must be this much faster than fp32 in the timing to be chosen
+TIMING_MARGIN = 1.3
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,9 +39,33 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
+def _matmul_seconds(dtype_name: str, size: int = 256, repeats: int = 3) -> float:
+    """Best of ``repeats`` timings of one ``size`` x ``size`` matrix product in ``dtype_name``."""
+    import torch
+
+    a = torch.randn(size, size).to(getattr(torch, dtype_name))
+    a @ a  # warm-up: kernels chosen, memory touched
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def bf16_faster_by_timing(seconds: Callable[[str], float] = _matmul_seconds) -> bool:
+    """True when a bf16 matrix product beats fp32 by :data:`TIMING_MARGIN` on this CPU."""
+    return seconds("float32") >= TIMING_MARGIN * seconds("bfloat16")
+
+
 def native_bf16() -> bool:
-    """True when bf16 is fast on this CPU (or ``RAGRAY_CPU_BF16`` says so)."""
+    """True when bf16 is fast on this CPU (or ``RAGRAY_CPU_BF16`` says so): by the CPU's flags,
+    or where it has none to read, by a tiny timing."""
     forced = os.environ.get("RAGRAY_CPU_BF16", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
-    return any(flag in cpu_flags() for flag in BF16_FLAGS)
+    flags = cpu_flags()
+    if not flags:
+        return bf16_faster_by_timing()
+    return any(flag in flags for flag in BF16_FLAGS)

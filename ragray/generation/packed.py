@@ -22,13 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
-from ragray.generation.kv_prefix import (
-    Piece,
-    common_prefix_len,
-    continuation_attention,
-)
+from ragray.generation.kv_prefix import Piece, common_prefix_len
 
 __all__ = [
     "MAX_PACKED_TOKENS",
@@ -37,7 +32,6 @@ __all__ = [
     "Span",
     "Step",
     "pack_spans",
-    "packed_attention",
     "plan_groups",
     "truncate",
     "wave_plan",
@@ -150,30 +144,3 @@ def pack_spans(lengths: Sequence[int], reuse: Sequence[int], limit: int = MAX_PA
             chunks.append([i])
             size = new
     return chunks
-
-
-def packed_attention(layer: int, query: Any, key: Any, value: Any, packed: Packed, scale: float | None) -> Any:
-    """Attention output ``[1, total, heads, dim]`` of a packed forward (``query`` ``[1, H, total, D]``;
-    ``key``/``value`` the packed new tokens' ``[1, KV, total, D]``)."""
-    import torch
-
-    gqa = query.shape[1] != key.shape[1]
-    outs = []
-    for span in packed.spans:
-        rows = slice(span.start, span.start + span.length)
-        q = query[:, :, rows]
-        if span.prefix:
-            reuse = span.reuse
-            k = torch.cat([*(kv[layer][0][:, :, a:b] for kv, a, b in span.prefix), key[:, :, rows]], dim=2)
-            v = torch.cat([*(kv[layer][1][:, :, a:b] for kv, a, b in span.prefix), value[:, :, rows]], dim=2)
-            out = continuation_attention(q, k, v, scale)
-            if out is None:
-                mask = torch.ones((span.length, reuse + span.length), dtype=torch.bool,
-                                  device=q.device).tril(diagonal=reuse)
-                out = torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-        else:
-            out = torch.nn.functional.scaled_dot_product_attention(
-                q, key[:, :, rows], value[:, :, rows], is_causal=True, scale=scale, enable_gqa=gqa)
-        outs.append(out)
-    return torch.cat(outs, dim=2).transpose(1, 2).contiguous()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ragray.config import GenerationConfig
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 
 __all__ = ["ScriptedGenerator"]
@@ -28,10 +27,6 @@ class ScriptedGenerator(Generator):
         self.fail_on = fail_on
         self.calls: list[ChatPrompt] = []
         self.batches: list[int] = []
-
-    @classmethod
-    def from_config(cls, config: GenerationConfig) -> ScriptedGenerator:
-        return cls()
 
     @property
     def model_id(self) -> str:

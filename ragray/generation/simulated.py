@@ -21,6 +21,7 @@ mode) gives ``log((W − mismatches)/W)``, so that influence is the same ``m / W
 from __future__ import annotations
 
 import json
+from collections import Counter
 import math
 import re
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ PASSAGE_PATTERN = re.compile(r"Simulated passage ([\w.-]+)/([\w.-]+):")
 @GENERATORS.register("simulated")
 class SimulatedGenerator(Generator):
     name = "simulated"
+    simulated = True
 
     def __init__(self, design: dict[str, Any], source: str = "simulation") -> None:
         self.width = int(design["width"])
@@ -62,6 +64,17 @@ class SimulatedGenerator(Generator):
                 f"generation.model: the simulated backend needs the design file written by "
                 f"`ragray simulate` (simulation.json); could not read {path}: {exc}"
             ) from None
+
+    @classmethod
+    def simulation_marker(cls, model: str) -> dict[str, Any] | bool:
+        """What ``summary.json`` says of a run on the design file ``model``: its scenario, seed,
+        k, width and questions per scenario (``True`` when the design is unreadable)."""
+        try:
+            plan = json.loads(Path(model).read_text(encoding="utf-8"))
+            return {"scenario": plan["scenario"], "seed": plan["seed"], "k": plan["k"], "width": plan["width"],
+                    "questions_per_scenario": dict(Counter(q["scenario"] for q in plan["questions"].values()))}
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
 
     @property
     def model_id(self) -> str:

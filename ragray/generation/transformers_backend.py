@@ -30,17 +30,14 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.decoding import BatchDecoder
 from ragray.generation.drafts import DraftSource
+from ragray.generation.attention import CONTINUATION, GQA_ATTENTION, PACKED, register_gqa_attention
 from ragray.generation.kv_prefix import (
-    CONTINUATION,
-    GQA_ATTENTION,
-    PACKED,
     KVLayers,
     Piece,
     PrefillStep,
     cache_layers,
     make_cache,
     plan_prefills,
-    register_gqa_attention,
     stack_pieces,
     supports_prefix_reuse,
 )
@@ -133,6 +130,10 @@ class TransformersGenerator(Generator):
             chunk_rows(model)
         log.info("transformers generator %s on %s (%s)", path, device, dtype)
         return cls(model, tokenizer, config, path=path, device=device)
+
+    @property
+    def precision(self) -> str:
+        return str(self._model.dtype).removeprefix("torch.")
 
     @property
     def model_id(self) -> str:

@@ -97,6 +97,7 @@ class VLLMGenerator(Generator):
         self.config = config
         self.model_path = path
         self.max_model_len = int(llm.llm_engine.model_config.max_model_len)
+        self._precision = str(getattr(llm.llm_engine.model_config, "dtype", "")).removeprefix("torch.") or None
         self._prompt_tokens = 0
         self._cached_tokens = 0
 
@@ -140,6 +141,10 @@ class VLLMGenerator(Generator):
     @property
     def model_id(self) -> str:
         return self.config.model
+
+    @property
+    def precision(self) -> str | None:
+        return self._precision
 
     def _check_open(self) -> Any:
         if self._llm is None:

@@ -22,6 +22,7 @@ from ragray.config import ExperimentConfig
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.validity import validity_panel
+from ragray.rows.influence import InfluenceRecord
 
 __all__ = ["describe_mode", "influence_label", "mean_ci", "summarize_run"]
 
@@ -106,18 +107,36 @@ def influence_label(mode: str, similarity: str) -> str:
     return {"logprob": "drop-one log-prob", "generate": f"drop-one {similarity}"}.get(mode, f"drop-one ({mode})")
 
 
+#: dtypes whose log-probabilities are too coarse for small influences (benchmarks/bench_dtype.py)
+LOW_PRECISION = ("bfloat16", "float16")
+PRECISION_WARNING = (
+    "{precision}: an influence below ~0.3 can be rounding, not use (bf16 against fp32 on 10 questions: "
+    "influences moved by up to 0.40 and 2 verdicts flipped); pin generation.dtype=float32 for verdicts "
+    "on weak influences"
+)
+
+
 def describe_mode(s: Mapping[str, Any]) -> tuple[str, str | None]:
-    """A run summary's influence measure in words, and how it was chosen (None: as configured)."""
+    """A run summary's influence measure in words, and how it was chosen (None: as configured),
+    with a warning where the log-probabilities were computed in a low precision."""
     mode = s.get("influence_mode")
     label = influence_label(mode, s.get("similarity") or "?") if mode else "not recorded"
+    precision = s.get("precision")
+    if precision:
+        label = f"{label}, {precision}"
+    warning = None
+    if mode in ("logprob", "mixed") and (precision in LOW_PRECISION or precision == "mixed"):
+        warning = PRECISION_WARNING.format(precision=precision)
     if mode == "mixed":  # say how many ran each way first, then auto's reason for the fallback
         counts = ", ".join(f"{n} questions {m}" for m, n in (s.get("influence_mode_counts") or {}).items())
-        return label, "; ".join(filter(None, [counts, s.get("influence_mode_note")]))
-    if s.get("influence_mode_note"):
-        return label, s["influence_mode_note"]
-    if s.get("influence_mode_requested") == "auto":
-        return label, "auto: the backend scores log-probabilities"
-    return label, None
+        note = "; ".join(filter(None, [counts, s.get("influence_mode_note")]))
+    elif s.get("influence_mode_note"):
+        note = s["influence_mode_note"]
+    elif s.get("influence_mode_requested") == "auto":
+        note = "auto: the backend scores log-probabilities"
+    else:
+        note = None
+    return label, "; ".join(filter(None, [warning, note])) or None
 
 
 def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
@@ -126,23 +145,27 @@ def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict
     counts = Counter(q.get("influence_mode") or config.influence.mode for q in questions)
     notes = list(dict.fromkeys(q["influence_mode_note"] for q in questions if q.get("influence_mode_note")))
     mode = next(iter(counts)) if len(counts) == 1 else ("mixed" if counts else config.influence.mode)
+    precisions = Counter(q["precision"] for q in questions if q.get("precision"))
     return {
         "influence_mode": mode,
         "influence_mode_requested": config.influence.mode,
         "influence_mode_note": "; ".join(notes) or None,
         "influence_mode_counts": dict(counts),
+        # the dtype the model computed in (mixed: Ray actors or a resumed run that differed)
+        "precision": next(iter(precisions)) if len(precisions) == 1 else ("mixed" if precisions else None),
     }
 
 
-def summarize_run(records: Sequence[dict[str, Any]], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
-    questions = [r["question"] for r in records]
-    passages = [p for r in records for p in r["passages"]]
+def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
+    """``summary.json`` of an influence run over its finished ``records``."""
+    questions = [r.question.as_dict() for r in records]
+    passages = [p.as_dict() for r in records for p in r.passages]
     measured = [q for q in questions if q["state"] == "measured"]
     rhos = [q["spearman_rho"] for q in measured]
     mean_rho, lo, hi = mean_ci(rhos)
     if lo is not None and hi is not None:  # a mean of values in [-1, 1] lies there: clip the t-interval
         lo, hi = max(-1.0, lo), min(1.0, hi)
-    calls = [c for r in records for c in r["calls"]]
+    calls = [c.as_dict() for r in records for c in r.calls]
     ok_calls = [c for c in calls if c["error"] is None]
     seconds = sum(q["seconds"] for q in questions)
     ems = [q["baseline_em"] for q in questions if q["baseline_em"] is not None]

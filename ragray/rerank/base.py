@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 
-from ragray.config import RerankConfig
-from ragray.registry import Registry
+from ragray.registry import Component, Registry
 from ragray.types import Hit, Passage
+
 
 __all__ = ["Reranker", "RERANKERS"]
 
 
-class Reranker(ABC):
-    """Scores passages for a query; :meth:`rerank` turns scores into a new ranking."""
+class Reranker(Component):
+    """Scores passages for a query; :meth:`rerank` turns scores into a new ranking. Built from
+    the ``rerank`` config section."""
 
-    name: ClassVar[str]
-
-    @classmethod
-    @abstractmethod
-    def from_config(cls, config: RerankConfig) -> Reranker:
-        """Build the reranker from the ``rerank`` config section."""
+    #: True for a reranker that keeps the first-stage order (``none``): the pipeline skips it
+    passthrough: ClassVar[bool] = False
 
     @abstractmethod
     def score(self, query: str, passages: Sequence[Passage]) -> np.ndarray:
@@ -38,4 +35,9 @@ class Reranker(ABC):
         return [Hit(hits[i].passage, r, float(scores[i])) for r, i in enumerate(order, start=1)]
 
 
-RERANKERS: Registry[Reranker] = Registry("reranker")
+RERANKERS: Registry[Reranker] = Registry("reranker", {
+    "none": "ragray.rerank.none",
+    "cross_encoder": "ragray.rerank.cross_encoder",
+    "bi_encoder": "ragray.rerank.bi_encoder",
+    "bge": "ragray.rerank.flag",
+})

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragray.config import RerankConfig
 from ragray.rerank.base import RERANKERS, Reranker
 from ragray.types import Hit, Passage
 
@@ -18,10 +17,7 @@ class NoReranker(Reranker):
     """The identity reranker: first-stage ranking and scores are kept as they are."""
 
     name = "none"
-
-    @classmethod
-    def from_config(cls, config: RerankConfig) -> NoReranker:
-        return cls()
+    passthrough = True
 
     def score(self, query: str, passages: Sequence[Passage]) -> np.ndarray:
         """``n, n-1, ..., 1``: the first-stage order, as scores (higher = earlier)."""

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragray.config import RetrievalConfig
-from ragray.registry import Registry
+from ragray.registry import Component, Registry
 from ragray.types import Hit, Passage
+
 
 __all__ = ["Retriever", "SearchIndex", "RETRIEVERS", "hits_from_scores"]
 
@@ -41,15 +41,12 @@ class SearchIndex(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
 
 
-class Retriever(ABC):
-    """A retrieval method; receives only its own section of the retrieval config."""
+class Retriever(Component):
+    """A retrieval method, built from the ``retrieval`` section (reading its own sub-section)."""
 
-    name: ClassVar[str]
-
-    @classmethod
-    @abstractmethod
-    def from_config(cls, config: RetrievalConfig) -> Retriever:
-        """Build the retriever from the ``retrieval`` section (reading its own sub-section)."""
+    #: False for a retriever that ranks nothing itself (``given``: each question's own passage
+    #: order), so it cannot search a served corpus
+    ranks_corpus: ClassVar[bool] = True
 
     @abstractmethod
     def index(self, passages: Sequence[Passage]) -> SearchIndex:
@@ -72,7 +69,12 @@ class Retriever(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot load saved indexes")
 
 
-RETRIEVERS: Registry[Retriever] = Registry("retriever")
+RETRIEVERS: Registry[Retriever] = Registry("retriever", {
+    "bm25": "ragray.retrieval.bm25",
+    "dense": "ragray.retrieval.dense",
+    "given": "ragray.retrieval.given",
+    "hybrid": "ragray.retrieval.hybrid",
+})
 
 
 def hits_from_scores(

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from numbers import Real
 
-from ragray.config import RetrievalConfig
 from ragray.retrieval.base import RETRIEVERS, Retriever, SearchIndex
 from ragray.types import Hit, Passage
 
@@ -34,10 +33,7 @@ class GivenOrder(SearchIndex):
 @RETRIEVERS.register("given")
 class GivenRetriever(Retriever):
     name = "given"
-
-    @classmethod
-    def from_config(cls, config: RetrievalConfig) -> GivenRetriever:
-        return cls()
+    ranks_corpus = False
 
     def index(self, passages: Sequence[Passage]) -> GivenOrder:
         return GivenOrder(passages)

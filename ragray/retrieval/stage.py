@@ -40,10 +40,11 @@ from ragray.cache.keys import hits_key, index_key, rerank_identity, setup_key
 from ragray.config import ExperimentConfig, RetrievalConfig
 from ragray.data.chunking import chunk_passages
 from ragray.errors import InputError
-from ragray.rerank import build_reranker
+from ragray.rerank import build_reranker, reranks
 from ragray.retrieval import build_retriever
 from ragray.retrieval.base import SearchIndex
 from ragray.retrieval.expand import DocumentChunks, expand_hits, index_documents
+from ragray.retrieval.tail import finish_hits, first_stage_k
 from ragray.types import Dataset, Hit, Passage, Question
 
 __all__ = ["QuestionHits", "RetrievalStage", "passes_filters", "resolved_retrieval_config"]
@@ -95,15 +96,14 @@ class RetrievalStage:
         """``cache`` defaults to the caches of ``config.cache``."""
         self.config = config
         self.retriever = build_retriever(resolved_retrieval_config(config))
-        self.reranker = build_reranker(config.rerank) if config.rerank.strategy != "none" else None
+        self.reranker = build_reranker(config.rerank) if reranks(config.rerank.strategy) else None
         self.cache = cache if cache is not None else RetrievalCache.from_config(config.cache)
         self._configured = (self.retriever, self.reranker)
         self._setup: tuple[str | None] | None = None  # computed on first use
 
     @property
     def first_stage_k(self) -> int:
-        k = self.config.retrieval.top_k
-        return max(k, self.config.rerank.candidates) if self.reranker else k
+        return first_stage_k(self.config.retrieval.top_k, self.reranker is not None, self.config.rerank.candidates)
 
     @property
     def cache_stats(self) -> CacheStats:
@@ -204,12 +204,7 @@ class RetrievalStage:
 
     def _finish(self, question: Question, hits: Sequence[Hit]) -> QuestionHits:
         cfg = self.config.retrieval
-        if self.reranker is not None:
-            hits = self.reranker.rerank(question.question, hits, cfg.top_k)
-        hits = list(hits)[: cfg.top_k]
-        if cfg.min_score is not None:
-            hits = [h for h in hits if h.score >= cfg.min_score]
-        return QuestionHits(question, tuple(hits))
+        return QuestionHits(question, finish_hits(question.question, hits, self.reranker, cfg.top_k, cfg.min_score))
 
     def run(self, dataset: Dataset, progress: bool = True) -> Iterator[QuestionHits]:
         """Yield each question's hits, in dataset order."""

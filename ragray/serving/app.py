@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import yaml
@@ -19,12 +18,9 @@ import yaml
 from ragray._imports import require
 from ragray.config import DeploymentOptions, ExperimentConfig, load_config, validate_config
 from ragray.errors import ConfigError
+from ragray.execution.ray_runtime import apply_defaults, connect
 
 __all__ = ["build_app", "deployment_options", "app_from_config"]
-
-for _key, _value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-                     "RAY_USAGE_STATS_ENABLED": "0"}.items():
-    os.environ.setdefault(_key, _value)
 
 serve = require("ray.serve", extra="ray", feature="ragray serve")
 
@@ -120,6 +116,9 @@ class GeneratorDeployment:
     def scoring_problem(self) -> str | None:
         return self.gen.scoring_problem()
 
+    def precision(self) -> str | None:
+        return self.gen.precision
+
 
 @serve.deployment(name="RagrayAPI")
 @serve.ingress()
@@ -162,6 +161,7 @@ def build_app(args: dict[str, Any]) -> Any:
     (a list of ``a.b=value``). Relative paths resolve against the working directory, which
     ``serve run --working-dir`` / a runtime env sets.
     """
+    apply_defaults()  # `serve run` calls this builder before it connects to Ray
     unknown = set(args) - {"config", "overrides"}
     if unknown:
         raise ConfigError(f"serve application args: unknown {sorted(unknown)}; valid: config, overrides")
@@ -177,10 +177,6 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     Connects to ``execution.address`` / ``RAY_ADDRESS`` when set, else starts Ray in this process
     (with the dashboard, as Ray users expect). Returns the ingress handle when not ``blocking``.
     """
-    import ray
-
-    if not ray.is_initialized():
-        address = config.execution.address or os.environ.get("RAY_ADDRESS") or "local"
-        ray.init(address=address, log_to_driver=False)
+    connect(config.execution.address, feature="ragray serve")
     serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
     return serve.run(app_from_config(config), name=name, route_prefix="/", blocking=blocking)

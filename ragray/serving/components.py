@@ -27,7 +27,7 @@ __all__ = ["CorpusSearch", "RerankStep", "LockedGenerator", "RemoteSearch", "Rem
 
 def served_retrievers() -> list[str]:
     """Retrievers a served corpus can search (``given`` needs a question's own ranked passages)."""
-    return [name for name in RETRIEVERS.names() if name != "given"]
+    return [name for name in RETRIEVERS.names() if RETRIEVERS.get(name).ranks_corpus]
 
 
 class CorpusSearch:
@@ -116,6 +116,10 @@ class LockedGenerator(Generator):
         with self._lock:
             return self.generator.scoring_problem()
 
+    @property
+    def precision(self) -> str | None:
+        return self.generator.precision
+
     def close(self) -> None:
         self.generator.close()
 
@@ -168,6 +172,7 @@ class RemoteGenerator(_Remote, Generator):
         super().__init__(handle, timeout_s)
         self._model_id: str | None = None
         self._probed: tuple[str | None] | None = None
+        self._precision: tuple[str | None] | None = None
 
     @property
     def model_id(self) -> str:
@@ -185,3 +190,9 @@ class RemoteGenerator(_Remote, Generator):
         if self._probed is None:
             self._probed = (self._call("scoring_problem"),)
         return self._probed[0]
+
+    @property
+    def precision(self) -> str | None:
+        if self._precision is None:
+            self._precision = (self._call("precision"),)
+        return self._precision[0]

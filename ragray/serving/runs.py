@@ -158,17 +158,14 @@ class RunManager:
 
     def _work(self, run_id: str, command: str, config: ExperimentConfig, out: Path,
               generator: Generator | None) -> None:
-        from ragray.commands.audit import run_audit
-        from ragray.commands.interpret import run_interpret
-        from ragray.commands.run import run_influence
+        from ragray.pipeline import QUESTION_COMMANDS, run_audit
 
         try:
             with recording(self.history, run_id, out):  # the command's own recording joins this record
                 if command == "audit":
                     run_audit(config, out, progress=False, generator=generator)
                 else:
-                    fn = run_influence if command == "run" else run_interpret
-                    fn(config, out, resume=True, progress=False, generator=generator)
+                    QUESTION_COMMANDS[command](config, out, resume=True, progress=False, generator=generator)
         except Exception:  # recorded as failed for GET /runs/{id}; the thread must not die silently
             log.warning("run %s failed", run_id, exc_info=True)
 

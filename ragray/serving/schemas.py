@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragray.rows.audit import AuditEntry
+from ragray.rows.faithfulness import ArmRow, CaseRow, CurveRow, FaithfulnessQuestionRow, UnitRow
+from ragray.rows.influence import CallRow, PassageRow, QuestionRow
+
 __all__ = [
     "RetrieveRequest", "GenerateRequest", "InfluenceRequest", "InterpretationRequest", "AuditRequest",
     "RunRequest", "HitOut", "RetrieveResponse", "GenerateResponse", "InfluenceResponse",
@@ -23,7 +27,7 @@ __all__ = [
 RunKind = Literal["run", "interpret", "audit", "score", "sweep", "trial"]  # ragray.store.history.RUN_KINDS
 RecordedStatus = Literal["running", "done", "failed"]  # ragray.store.history.RUN_STATUSES
 Question = Field(min_length=1, max_length=4000, description="the user question")
-Row = dict[str, Any]
+Row = dict[str, Any]  # summaries (summary.json) until they are typed
 
 
 class _Request(BaseModel):
@@ -111,25 +115,24 @@ class GenerateResponse(BaseModel):
 
 
 class InfluenceResponse(BaseModel):
-    question: Row = Field(description="the run's questions-table row: answer, misaligned, usage_ndcg, "
-                          "rbo_alignment, top1_used, rho_ceiling, position_driven, rho, dominance, flags, state")
-    passages: list[Row] = Field(description="rank, score, influence, influence rank, control-order and content "
-                                "influence, answer-passage cosine per passage")
-    calls: list[Row] | None = Field(None, description="every call (debug)")
+    question: QuestionRow = Field(description="the run's questions-table row: answer, verdicts, quality")
+    passages: list[PassageRow] = Field(description="the passages-table rows: rank, score, influence per passage")
+    calls: list[CallRow] | None = Field(None, description="every call (debug)")
     model: str
 
 
 class InterpretationResponse(BaseModel):
-    question: Row = Field(description="baseline answer, controls, agreement, cost")
-    importances: list[Row] = Field(description="units with importance, rank and bucket")
-    cases: list[Row] = Field(description="case A/B/C/inconclusive per K with its statistics")
-    deletions: list[Row] = Field(description="every arm: K, similarity, changed (+ answer, removed units with debug)")
-    curves: list[Row]
+    question: FaithfulnessQuestionRow = Field(description="baseline answer, controls, agreement, cost")
+    importances: list[UnitRow] = Field(description="units with importance, rank and bucket")
+    cases: list[CaseRow] = Field(description="case A/B/C/inconclusive per K with its statistics")
+    deletions: list[ArmRow] = Field(description="every arm: K, similarity, changed (answer and removed units: "
+                                    "with debug, else null)")
+    curves: list[CurveRow]
     model: str
 
 
 class AuditResponse(BaseModel):
-    audit: Row
+    audit: AuditEntry
     hits: list[HitOut]
 
 

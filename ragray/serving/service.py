@@ -9,6 +9,7 @@ Ray Serve deployment handles) and runs the same code as the CLI for one ad-hoc q
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,22 +17,21 @@ from pydantic import ValidationError
 
 from ragray.ablation.loop import InfluenceLoop
 from ragray.audit.explain import explain_audits
-from ragray.audit.integrity import audit_documents
 from ragray.config import ExperimentConfig, format_validation_error
 from ragray.errors import ConfigError, InputError
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
 from ragray.generation.prompts import get_template
 from ragray.metrics.quality import QualityScorer
-from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.metrics.similarity import Similarity, all_measures, get_similarity
+from ragray.pipeline.audit import audit_entry
+from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
+from ragray.retrieval.tail import finish_hits, first_stage_k
 from ragray.serving import schemas as s
 from ragray.types import Hit, Passage, Question
 
 __all__ = ["RagService"]
-
-_DEBUG_ONLY = ("answer", "removed_unit_ids", "removed_text")
 
 
 def _hit_out(h: Hit) -> s.HitOut:
@@ -76,14 +76,9 @@ class RagService:
         if k > cfg.serve.max_top_k:
             raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={cfg.serve.max_top_k}")
         k = max(k, fetch)
-        rerank = cfg.rerank.strategy != "none" if req.rerank is None else req.rerank
-        first = max(k, cfg.rerank.candidates) if rerank else k
-        hits = self.search.search(req.question, retriever, first)
-        if rerank:
-            hits = self.reranker.rerank(req.question, hits, k)
-        hits = list(hits)[:k]
-        if cfg.retrieval.min_score is not None:
-            hits = [h for h in hits if h.score >= cfg.retrieval.min_score]
+        rerank = reranks(cfg.rerank.strategy) if req.rerank is None else req.rerank
+        hits = self.search.search(req.question, retriever, first_stage_k(k, rerank, cfg.rerank.candidates))
+        hits = list(finish_hits(req.question, hits, self.reranker if rerank else None, k, cfg.retrieval.min_score))
         if cfg.retrieval.expand.window and hits:
             hits = self.search.expand(hits)
         return retriever, rerank, hits
@@ -124,10 +119,11 @@ class RagService:
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
         loop = InfluenceLoop(self.generator, self.template, similarity, icfg, cfg.generation.system_prompt,
-                             quality=quality, model=cfg.generation.model)
-        record = loop.run(qh).as_record()
-        return s.InfluenceResponse(question=record["question"], passages=record["passages"],
-                                   calls=record["calls"] if req.debug else None, model=self.generator.model_id)
+                             quality=quality, model=cfg.generation.model,
+                             retrieval_k=req.top_k_docs or cfg.retrieval.top_k)
+        record = loop.run(qh)
+        return s.InfluenceResponse(question=record.question, passages=list(record.passages),
+                                   calls=list(record.calls) if req.debug else None, model=self.generator.model_id)
 
     # ------------------------------------------------------------------------ interpretation
 
@@ -154,12 +150,10 @@ class RagService:
         qh = self._question_hits(req, qid, req.answers)
         experiment = FaithfulnessExperiment(self.generator, self.template, measures, fc, seed=self.config.seed,
                                             system_prompt=self.config.generation.system_prompt)
-        record = experiment.run(qh).as_record()
-        arms = record["arms"] if req.debug else [
-            {k: v for k, v in row.items() if k not in _DEBUG_ONLY} for row in record["arms"]
-        ]
-        return s.InterpretationResponse(question=record["question"], importances=record["units"],
-                                        cases=record["cases"], deletions=arms, curves=record["curves"],
+        record = experiment.run(qh)
+        arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]
+        return s.InterpretationResponse(question=record.question, importances=list(record.units),
+                                        cases=list(record.cases), deletions=arms, curves=list(record.curves),
                                         model=self.generator.model_id)
 
     # --------------------------------------------------------------------------------- audit
@@ -168,13 +162,7 @@ class RagService:
         ac = self.config.audit
         k = req.k or ac.k
         _, _, hits = self._retrieve(req, k=k, fetch=max(ac.fetch, req.top_k_docs or 0))
-        docs = doc_ranking(hits)[:k]
-        entry = {"query_id": qid, "query": req.question,
-                 **audit_documents(docs, req.relevant_ids, ac.pass_score).report(), "pass_score": ac.pass_score}
-        ranking = score_ranking(hits, req.relevant_ids, k)
-        entry |= {"hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
-                  "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
-                  "aspects": None, "explanation": None, "llm_error": None}
+        entry = audit_entry(qid, req.question, hits, req.relevant_ids, k, ac.pass_score)
         if req.explain:
-            explain_audits(self.generator, [entry])
+            (entry,) = explain_audits(self.generator, [entry])
         return s.AuditResponse(audit=entry, hits=[_hit_out(h) for h in hits])

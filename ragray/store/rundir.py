@@ -14,6 +14,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ragray.config import ExperimentConfig
+from ragray.rows.base import Row
 
 __all__ = ["RunDir", "default_run_dir"]
 
@@ -61,6 +62,11 @@ class RunDir:
         pq.write_table(table, path)
         pacsv.write_csv(_flat_for_csv(table), self.path / f"{name}.csv")
         return path
+
+    def write_rows(self, row_type: type[Row], rows: Sequence[Row], name: str | None = None) -> Path:
+        """The table of typed ``rows`` (named ``row_type.table`` unless ``name``), with the schema
+        the row class declares."""
+        return self.write_table(name or row_type.table, [r.as_dict() for r in rows], row_type.arrow_schema())
 
     def write_json(self, name: str, data: Mapping[str, Any]) -> Path:
         path = self.path / f"{name}.json"

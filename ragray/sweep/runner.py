@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -28,20 +27,15 @@ from typing import Any
 
 import yaml
 
-from ragray._imports import require
 from ragray.config import validate_config
 from ragray.errors import InputError
+from ragray.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir
 from ragray.sweep.leaderboard import write_leaderboard
 from ragray.sweep.score import rank_trials, score_trial
 from ragray.sweep.spec import SweepSpec, Trial, load_spec
 
 __all__ = ["SweepResult", "run_sweep"]
-
-# RAY_CHDIR_TO_TRIAL_DIR=0: trials keep the working directory (relative paths in configs work)
-for _key, _value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-                     "RAY_USAGE_STATS_ENABLED": "0", "RAY_CHDIR_TO_TRIAL_DIR": "0"}.items():
-    os.environ.setdefault(_key, _value)
 
 EXPERIMENT = "tune"
 log = logging.getLogger(__name__)
@@ -108,14 +102,6 @@ def _describe(error: BaseException) -> str:
     """The trial's own exception (not Ray's wrapper), one line."""
     cause = getattr(error, "cause", None) or error
     return f"{type(cause).__name__}: {cause}".strip().splitlines()[0][:500]
-
-
-def _init_ray(address: str | None) -> Any:
-    ray = require("ray", extra="ray", feature="ragray sweep")
-    if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS") or "local"
-        ray.init(address=address, log_to_driver=False)
-    return ray
 
 
 def _check_out(out: Path, trials: list[Trial], resume: bool) -> None:
@@ -212,7 +198,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
     with recorded_run(trials[0].config.model_copy(update={"name": spec.name}), "sweep", out) as record:
         parent_id = record.id
         _ephemeral(spec, trials, register=True)
-        _init_ray(address or spec.execution.address)
+        connect(address or spec.execution.address, feature="ragray sweep")
         from ray import tune
 
         ex = spec.execution

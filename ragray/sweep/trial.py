@@ -1,10 +1,10 @@
 """One sweep trial: ``ragray run`` on the trial's config, then its step-level metrics.
 
-The trial runs the same pipeline as the CLI (:func:`ragray.commands.run.run_influence`) into
+The trial runs the same pipeline as the CLI (:func:`ragray.pipeline.influence.run_influence`) into
 ``<sweep>/trials/<id>/`` with ``resume=True``, so a trial restarted after an interruption keeps
-its finished questions. Metrics are read back from the run's tables (see
-:mod:`ragray.sweep.catalog`): per question for retrieval, generation and influence, per corpus
-for chunking; plus cost and latency for tie-breaking.
+its finished questions. Its metrics (see :mod:`ragray.sweep.catalog`) come from the question
+rows the run returns: per question for retrieval (the run records the ranking metrics), generation
+and influence, per corpus for chunking; plus cost and latency for tie-breaking.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from ragray.config import ExperimentConfig
-from ragray.data import load_dataset
-from ragray.metrics.retrieval import ranking_metrics
+from ragray.pipeline.influence import run_influence
+from ragray.rows.influence import QuestionRow
 
 __all__ = ["run_trial", "question_metrics", "trial_summary"]
 
@@ -34,53 +34,48 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(v) else v
 
 
-def question_metrics(questions: list[dict[str, Any]], passages: list[dict[str, Any]],
-                     gold_ids: dict[str, tuple[str, ...]], top_k: int) -> list[dict[str, Any]]:
+def question_metrics(questions: Sequence[QuestionRow]) -> list[dict[str, Any]]:
     """Per-question values of the catalog's metrics (None where not measurable)."""
-    by_q: dict[str, list[dict[str, Any]]] = {}
-    for p in passages:
-        by_q.setdefault(p["question_id"], []).append(p)
     out = []
     for q in questions:
-        qid = q["question_id"]
-        docs = [p["doc_id"] for p in sorted(by_q.get(qid, []), key=lambda p: p["retrieval_rank"])]
-        ranking = ranking_metrics(docs, gold_ids.get(qid, ()), ks=(top_k, 10))
-        measured = q["state"] == "measured"
-        rho = _num(q.get("spearman_rho")) if measured else None
-        hallucination = _num(q.get("hallucination"))
-        noise = _num(q.get("causal_noise_ratio"))
+        measured = q.state == "measured"
+        rho = _num(q.spearman_rho) if measured else None
+        hallucination = _num(q.hallucination)
+        noise = _num(q.causal_noise_ratio)
         out.append({
-            "question_id": qid,
-            "hit_at_k": ranking[f"hit_at_{top_k}"] if ranking else None,
-            "recall_at_k": ranking[f"recall_at_{top_k}"] if ranking else None,
-            "mrr": ranking["mrr"] if ranking else None,
-            "ndcg_at_10": ranking["ndcg_at_10"] if ranking else None,
-            "em": _num(q.get("baseline_em")),
-            "f1": _num(q.get("f1")),
-            "answer_similarity": _num(q.get("sim_answer_gold")),
-            "grounding": _num(q.get("grounding")),
+            "question_id": q.question_id,
+            "hit_at_k": _num(q.hit_at_k),
+            "recall_at_k": _num(q.recall_at_k),
+            "mrr": _num(q.mrr),
+            "ndcg_at_10": _num(q.ndcg_at_10),
+            "em": _num(q.baseline_em),
+            "f1": _num(q.f1),
+            "answer_similarity": _num(q.sim_answer_gold),
+            "grounding": _num(q.grounding),
             "faithful": None if hallucination is None else 1.0 - hallucination,
             "rank_agreement": None if rho is None else (rho + 1) / 2,
-            "not_divergent": (0.0 if q.get("divergent") else 1.0) if measured else None,
-            "usage_ndcg": _num(q.get("usage_ndcg")),
-            "aligned": None if q.get("misaligned") is None else 1.0 - float(q["misaligned"]),
+            "not_divergent": (0.0 if q.divergent else 1.0) if measured else None,
+            "usage_ndcg": _num(q.usage_ndcg),
+            "aligned": None if q.misaligned is None else 1.0 - float(q.misaligned),
             "used_context": None if noise is None else 1.0 - noise,
-            "seconds": _num(q.get("seconds")),
-            "cost_usd": _num(q.get("cost_usd")),
-            "error": q.get("error"),
+            "seconds": _num(q.seconds),
+            "cost_usd": _num(q.cost_usd),
+            "error": q.error,
         })
     return out
 
 
-def _chunking(config: ExperimentConfig, dataset: Any) -> dict[str, float | None]:
+def _chunking(config: ExperimentConfig) -> dict[str, float | None]:
     """Corpus-level chunking metrics when ``metrics.chunking`` is on (they embed a sample)."""
     if not config.metrics.chunking:
         return {}
+    from ragray.data import load_dataset
     from ragray.encoders import SentenceEncoder
     from ragray.metrics.chunking import chunk_metrics
     from ragray.retrieval.stage import RetrievalStage
 
     stage = RetrievalStage(config)
+    dataset = load_dataset(config.data)
     answers = [a for q in dataset.questions for a in q.answers[:1]]
     m = chunk_metrics(stage.chunks(dataset), SentenceEncoder(config.metrics.encoder, cache=False), answers=answers,
                       max_chunks=config.metrics.chunking_sample, seed=config.seed)
@@ -124,17 +119,11 @@ def trial_summary(per_q: list[dict[str, Any]], run_summary: dict[str, Any],
 
 def run_trial(config: ExperimentConfig, out: str | Path) -> dict[str, Any]:
     """Run the trial (resumable) and return ``{"summary": ..., "questions": [...]}``."""
-    from ragray.commands.run import run_influence
-
     out = Path(out)
     start = time.perf_counter()
     result = run_influence(config, out, resume=True, progress=False)
-    questions = pq.read_table(out / "questions.parquet").to_pylist()
-    passages = pq.read_table(out / "passages.parquet").to_pylist()
-    dataset = load_dataset(config.data)
-    gold = {q.id: q.gold_passage_ids for q in dataset.questions}
-    per_q = question_metrics(questions, passages, gold, config.retrieval.top_k)
-    chunking = _chunking(config, dataset)
+    per_q = question_metrics([r.question for r in result.records])  # type: ignore[attr-defined]
+    chunking = _chunking(config)
     for q in per_q:
         q.update({k: chunking[k] for k in ("chunk_coverage", "chunk_cohesion") if k in chunking})
     summary = trial_summary(per_q, result.summary, chunking)

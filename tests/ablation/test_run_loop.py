@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.cli import main
-from ragray.commands.run import run_influence
+from ragray.pipeline import run_influence
 from ragray.config import load_config
 from ragray.errors import BackendError, InputError
 from ragray.generation.scripted import ScriptedGenerator
@@ -228,3 +228,26 @@ def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_pa
     label, note = describe_mode(s)
     assert label == "drop-one (mixed)"
     assert note == "2 questions logprob, 2 questions generate; auto chose generate: no /completions with echo here"
+
+
+class InBf16(ScriptedGenerator):
+    @property
+    def precision(self):
+        return "bfloat16"
+
+
+def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_path):
+    """bf16 log-probabilities move influences by up to ~0.4 against fp32 (benchmarks/bench_dtype.py):
+    the run says which dtype it measured in, and warns beside the influence mode in bf16."""
+    res = run_influence(config(dataset), tmp_path / "b", generator=InBf16(), progress=False)
+    s = res.summary
+    assert s["precision"] == "bfloat16" and {r.question.precision for r in res.records} == {"bfloat16"}
+    label, note = describe_mode(s)
+    assert label == "drop-one log-prob, bfloat16"
+    assert note.startswith("bfloat16: an influence below ~0.3 can be rounding") and "generation.dtype=float32" in note
+    plain = run_influence(config(dataset), tmp_path / "s", generator=ScriptedGenerator(), progress=False)
+    assert plain.summary["precision"] is None  # a backend that does not know its dtype says nothing
+    assert describe_mode({**plain.summary, "precision": "float32"}) == (
+        "drop-one log-prob, float32", "auto: the backend scores log-probabilities")
+    generate = describe_mode({**s, "influence_mode": "generate", "influence_mode_requested": "generate"})
+    assert generate == ("drop-one rouge_l, bfloat16", None)  # the warning is about log-probabilities

@@ -10,7 +10,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.commands.run import run_influence
+from ragray.pipeline import run_influence
 from ragray.config import load_config
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.cli import main
-from ragray.commands.audit import run_audit
+from ragray.pipeline import run_audit
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator
 

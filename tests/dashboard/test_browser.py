@@ -47,7 +47,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from ragray.commands.run import run_influence
+    from ragray.pipeline import run_influence
 
     root = tmp_path_factory.mktemp("runs")
     history = f"history.url=sqlite:///{root / 'history.sqlite'}"

@@ -22,9 +22,9 @@ pytest.importorskip("ray.data")
 
 from ray.cluster_utils import Cluster
 
-from ragray.commands.questions import open_question_run, run_questions
-from ragray.commands.run import influence_processor, run_influence
 from ragray.config import load_config
+from ragray.pipeline import influence_processor, open_question_run, run_influence, run_questions
+from ragray.rows.influence import InfluenceRecord
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -157,11 +157,11 @@ def test_losing_a_worker_node_mid_run_loses_and_duplicates_nothing(cluster, base
             time.sleep(0.05)
         return None
 
-    qr = open_question_run(cfg, out, resume=False)
+    qr = open_question_run(cfg, out, resume=False, record_type=InfluenceRecord)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the kill's errors re-raise here
         kill = pool.submit(kill_a_busy_node)
         try:
-            run_questions(qr, cfg, functools.partial(slow_influence, delay=1.0), "run", False, None)
+            run_questions(qr, cfg, functools.partial(slow_influence, delay=1.0), "run", False, None, InfluenceRecord)
         finally:
             run_over.set()
         killed = kill.result(timeout=60)

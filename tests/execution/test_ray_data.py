@@ -7,8 +7,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ragray.commands.interpret import run_interpret  # noqa: E402
-from ragray.commands.run import run_influence  # noqa: E402
+from ragray.pipeline import run_influence, run_interpret  # noqa: E402
 from ragray.config import load_config  # noqa: E402
 
 pytestmark = pytest.mark.ray

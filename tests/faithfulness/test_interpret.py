@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.cli import main
-from ragray.commands.interpret import run_interpret
+from ragray.pipeline import run_interpret
 from ragray.config import load_config
 from ragray.errors import ConfigError
 from ragray.generation.scripted import ScriptedGenerator

@@ -6,7 +6,7 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.commands.interpret import run_interpret
+from ragray.pipeline import run_interpret
 from ragray.config import load_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]

@@ -8,13 +8,31 @@ AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f amx_bf16 amx_tile\n"
 EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
 
 
-@pytest.mark.parametrize(("cpuinfo", "native"), [(AMX, True), (EPYC, False), ("", False)])
+@pytest.mark.parametrize(("cpuinfo", "native"), [(AMX, True), (EPYC, False)])
 def test_native_bf16_follows_the_cpu_flags(tmp_path, monkeypatch, cpuinfo, native):
     monkeypatch.delenv("RAGRAY_CPU_BF16", raising=False)
     (tmp_path / "cpuinfo").write_text(cpuinfo)
     flags = cpu.cpu_flags(str(tmp_path / "cpuinfo"))
     monkeypatch.setattr(cpu, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(cpu, "bf16_faster_by_timing", lambda: pytest.fail("flags were there: no timing"))
     assert cpu.native_bf16() is native
+
+
+@pytest.mark.parametrize(("fp32_s", "bf16_s", "native"), [(2.6, 1.0, True), (1.0, 5.0, False), (1.2, 1.0, False)])
+def test_without_flags_a_tiny_timing_decides(monkeypatch, fp32_s, bf16_s, native):
+    """No /proc/cpuinfo (not Linux): bf16 only when a matrix product is 1.3x faster in it."""
+    monkeypatch.delenv("RAGRAY_CPU_BF16", raising=False)
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: frozenset())
+    times = {"float32": fp32_s, "bfloat16": bf16_s}
+    decide = cpu.bf16_faster_by_timing.__wrapped__  # uncached, with fake timings
+    monkeypatch.setattr(cpu, "bf16_faster_by_timing", lambda: decide(times.get))
+    assert cpu.native_bf16() is native
+
+
+def test_the_timing_runs_real_matrix_products():
+    pytest.importorskip("torch")
+    assert 0 < cpu._matmul_seconds("float32", size=64, repeats=2) < 5
+    assert 0 < cpu._matmul_seconds("bfloat16", size=64, repeats=2) < 5
 
 
 def test_the_environment_overrides_the_detection(monkeypatch):

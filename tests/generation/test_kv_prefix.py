@@ -74,7 +74,7 @@ def test_gqa_attention_equals_the_repeated_heads_to_the_bit(dtype, q_len) -> Non
     torch = pytest.importorskip("torch")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from ragray.generation.kv_prefix import gqa_sdpa_attention
+    from ragray.generation.attention import gqa_sdpa_attention
 
     g = torch.Generator().manual_seed(q_len)
     dt = getattr(torch, dtype)
@@ -97,11 +97,7 @@ def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new
     torch = pytest.importorskip("torch")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from ragray.generation.kv_prefix import (
-        CONTINUATION,
-        continuation_attention,
-        gqa_sdpa_attention,
-    )
+    from ragray.generation.attention import CONTINUATION, continuation_attention, gqa_sdpa_attention
 
     g = torch.Generator().manual_seed(cached + new)
     dt = getattr(torch, dtype)
@@ -121,7 +117,7 @@ def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new
 
 def test_continuation_falls_back_to_the_mask_where_it_does_not_pay() -> None:
     torch = pytest.importorskip("torch")
-    from ragray.generation.kv_prefix import continuation_attention
+    from ragray.generation.attention import continuation_attention
 
     def shapes(batch: int, cached: int, new: int, dt=torch.bfloat16):
         return (torch.zeros(batch, 9, new, 64, dtype=dt), torch.zeros(batch, 3, cached + new, 64, dtype=dt),

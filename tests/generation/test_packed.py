@@ -7,13 +7,13 @@ import random
 
 import pytest
 
+from ragray.generation.attention import packed_attention
 from ragray.generation.kv_prefix import plan_prefills, prefill_token_count
 from ragray.generation.packed import (
     Packed,
     Span,
     Step,
     pack_spans,
-    packed_attention,
     plan_groups,
     truncate,
     wave_plan,

@@ -62,6 +62,7 @@ def test_contract(gen) -> None:
     assert gen.prefix_reuse and gen.batch_size == 16
     check_contract(gen, max_tokens=MAX_TOKENS)
     assert gen.model_id == "smollm2"
+    assert gen.precision == "float32"  # the suite pins fp32 (RAGRAY_CPU_BF16=0): what runs record
 
 
 @pytest.mark.slow
@@ -115,7 +116,7 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     ps = [Passage(p["id"], p["text"], title=p["title"]) for p in row["passages"][:5]]
     prompts = [TEMPLATE.build(row["question"], ps)]
     prompts += [TEMPLATE.build(row["question"], ps[:i] + ps[i + 1 :]) for i in (0, 2, 4)]
-    from ragray.generation import kv_prefix, packed
+    from ragray.generation import attention
 
     padded, spans = [], []
 
@@ -128,10 +129,9 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
         spans.append(len(pack.spans))
         return packed_attention(layer, query, key, value, pack, scale)
 
-    continuation, packed_attention = kv_prefix.continuation_attention, packed.packed_attention
-    monkeypatch.setattr(kv_prefix, "continuation_attention", spy)
-    monkeypatch.setattr(packed, "continuation_attention", spy)
-    monkeypatch.setattr(packed, "packed_attention", spy_packed)
+    continuation, packed_attention = attention.continuation_attention, attention.packed_attention
+    monkeypatch.setattr(attention, "continuation_attention", spy)
+    monkeypatch.setattr(attention, "packed_attention", spy_packed)
     ours, ref = gen.generate(prompts), plain.generate(prompts)
     assert ours[0].prompt_tokens > 500
     assert [g.text for g in ours] == [g.text for g in ref]

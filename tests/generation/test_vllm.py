@@ -94,6 +94,7 @@ def gen(uncached):
 @pytest.mark.vllm
 def test_contract(gen: Generator):
     check_contract(gen, max_tokens=MAX_TOKENS)
+    assert gen.precision == "float32"  # auto on CPU; runs record it
 
 
 @pytest.mark.slow

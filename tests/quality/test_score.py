@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.cli import main
-from ragray.commands.score import run_score
+from ragray.pipeline import run_score
 from ragray.config import load_config
 from ragray.data.outputs import load_outputs
 from ragray.errors import InputError

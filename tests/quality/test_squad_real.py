@@ -3,7 +3,7 @@
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.commands.run import run_influence
+from ragray.pipeline import run_influence
 from ragray.config import load_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]

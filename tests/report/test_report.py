@@ -115,7 +115,7 @@ def test_interpret_and_audit_runs_get_reports(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_report_of_a_real_smollm2_run_on_hotpotqa(tmp_path, shared_data):
-    from ragray.commands.run import run_influence
+    from ragray.pipeline import run_influence
 
     config = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}", "data.limit=3",
                                 "retrieval.top_k=4", "generation.max_tokens=16",
@@ -137,7 +137,9 @@ def test_a_run_written_before_the_trust_measures_still_opens(tmp_path):
 
     from ragray.dashboard.app import make_dashboard
     from ragray.report.report import write_report
-    from ragray.store.schemas import PASSAGES_SCHEMA, QUESTIONS_SCHEMA
+    from ragray.rows.influence import PassageRow, QuestionRow
+
+    PASSAGES_SCHEMA, QUESTIONS_SCHEMA = PassageRow.arrow_schema(), QuestionRow.arrow_schema()
 
     out = tmp_path / "old"
     simulate(out, n_questions=3, k=4, scenario="aligned_sparse", seed=1,

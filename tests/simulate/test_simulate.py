@@ -10,7 +10,9 @@ from ragray.cli import main
 from ragray.config import load_config
 from ragray.errors import InputError
 from ragray.simulate import WIDTH, design, simulate
-from ragray.store.schemas import CALLS_SCHEMA, PASSAGES_SCHEMA, QUESTIONS_SCHEMA
+from ragray.rows.influence import CallRow, PassageRow, QuestionRow
+
+QUESTIONS_SCHEMA, PASSAGES_SCHEMA, CALLS_SCHEMA = (r.arrow_schema() for r in (QuestionRow, PassageRow, CallRow))
 
 K = 10
 

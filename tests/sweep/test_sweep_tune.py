@@ -16,7 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ragray.commands.run import run_influence  # noqa: E402
+from ragray.pipeline import run_influence  # noqa: E402
 from ragray.config import load_config  # noqa: E402
 from ragray.sweep.runner import run_sweep  # noqa: E402
 from ragray.sweep.score import score_trial  # noqa: E402

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 
 from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
@@ -15,39 +14,10 @@ from ragray.encoders import SentenceEncoder
 from ragray.metrics.chunking import chunk_metrics
 from ragray.metrics.retrieval import diversity, doc_ranking, mean_scores, ranking_metrics, score_ranking
 from ragray.retrieval.stage import RetrievalStage
+from ragray.rows.retrieval import HitRow, RetrievalQuestionRow
 from ragray.store.rundir import RunDir
 
-__all__ = ["HITS_SCHEMA", "QUESTIONS_SCHEMA", "RetrieveResult", "run_retrieve"]
-
-HITS_SCHEMA = pa.schema(
-    [
-        ("question_id", pa.string()),
-        ("passage_id", pa.string()),
-        ("doc_id", pa.string()),
-        ("position", pa.int32()),
-        ("retrieval_rank", pa.int32()),
-        ("retrieval_score", pa.float64()),
-        ("title", pa.string()),
-        ("text", pa.string()),
-        ("is_gold", pa.bool_()),
-    ]
-)
-
-QUESTIONS_SCHEMA = pa.schema(
-    [
-        ("question_id", pa.string()),
-        ("question", pa.string()),
-        ("n_hits", pa.int32()),
-        ("n_gold", pa.int32()),
-        ("hit_at_1", pa.float64()),
-        ("hit_at_5", pa.float64()),
-        ("hit_at_k", pa.float64()),
-        ("recall_at_k", pa.float64()),
-        ("mrr", pa.float64()),
-        ("ndcg_at_10", pa.float64()),
-    ]
-)
-
+__all__ = ["RetrieveResult", "run_retrieve"]
 
 @dataclass(frozen=True)
 class RetrieveResult:
@@ -71,8 +41,8 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
     dataset = load_dataset(config.data)
     stage = RetrievalStage(config)
     k = config.retrieval.top_k
-    hit_rows: list[dict[str, Any]] = []
-    q_rows: list[dict[str, Any]] = []
+    hit_rows: list[HitRow] = []
+    q_rows: list[RetrievalQuestionRow] = []
     scores = []
     ranking = []
     diversities = []
@@ -90,21 +60,17 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
                 diversities.append(d)
         for h in result.hits:
             p = h.passage
-            hit_rows.append(
-                dict(
-                    question_id=q.id, passage_id=p.id, doc_id=p.doc_id, position=p.position,
-                    retrieval_rank=h.rank, retrieval_score=h.score, title=p.title, text=p.text,
-                    is_gold=p.doc_id in gold,
-                )
-            )
-        q_rows.append(
-            dict(
-                question_id=q.id, question=q.question, n_hits=len(result.hits), n_gold=len(gold),
-                **({} if s is None else {m: getattr(s, m) for m in QUESTIONS_SCHEMA.names[4:]}),
-            )
-        )
-    run.write_table("hits", hit_rows, HITS_SCHEMA)
-    run.write_table("questions", q_rows, QUESTIONS_SCHEMA)
+            hit_rows.append(HitRow(
+                question_id=q.id, passage_id=p.id, doc_id=p.doc_id, position=p.position,
+                retrieval_rank=h.rank, retrieval_score=h.score, title=p.title, text=p.text,
+                is_gold=p.doc_id in gold,
+            ))
+        q_rows.append(RetrievalQuestionRow(
+            question_id=q.id, question=q.question, n_hits=len(result.hits), n_gold=len(gold),
+            **({} if s is None else {m: getattr(s, m) for m in RetrievalQuestionRow.columns()[4:]}),
+        ))
+    run.write_rows(HitRow, hit_rows)
+    run.write_rows(RetrievalQuestionRow, q_rows)
     metrics = mean_scores(scores)
     extra: dict[str, Any] = {"at_k": _means([r for r in ranking if r is not None])}
     if config.metrics.diversity:

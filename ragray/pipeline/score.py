@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ragray.commands.questions import RunResult
 from ragray.config import ExperimentConfig
 from ragray.data.outputs import load_outputs
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.quality import QUALITY_KEYS, QualityItem, QualityScorer
+from ragray.pipeline.questions import RunResult
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
 

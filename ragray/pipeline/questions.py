@@ -1,4 +1,5 @@
-"""The resumable per-question loop shared by ``ragray run`` and ``ragray interpret``.
+"""The resumable question run shared by ``ragray run`` and ``ragray interpret`` (and so by
+``ragray simulate``, Tune trials and ``POST /runs``).
 
 Run directory: ``config.yaml`` (resolved) and ``progress.jsonl`` (one finished question per line,
 fsync'ed as it finishes). ``--resume`` reuses the finished questions (the config must be the same)
@@ -7,22 +8,24 @@ so the final tables equal those of an uninterrupted run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ragray.config import ExperimentConfig, load_config
 from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
+from ragray.rows.base import QuestionRecord, Record
 from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
-__all__ = ["QuestionRun", "RunResult", "open_question_run", "run_questions"]
+__all__ = ["QuestionRun", "RunResult", "open_question_run", "write_record_tables"]
 
 
 def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> ProgressLog:
@@ -57,11 +60,13 @@ def _differences(before: ExperimentConfig, now: ExperimentConfig, limit: int = 5
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a per-question command returns: its run directory and ``summary.json`` content."""
+    """What a command returns: its run directory, ``summary.json`` content, how many questions a
+    resume kept, and (per-question commands) every finished record in dataset order."""
 
     out: Path
     summary: dict[str, Any]
     n_resumed: int
+    records: tuple[QuestionRecord, ...] = ()
 
 
 @dataclass
@@ -72,7 +77,7 @@ class QuestionRun:
     dataset: Dataset
     stage: RetrievalStage
     log: ProgressLog
-    done: dict[str, dict[str, Any]]
+    done: dict[str, QuestionRecord]
     n_resumed: int
 
     def pending(self) -> Iterator[QuestionHits]:
@@ -81,25 +86,18 @@ class QuestionRun:
             if qh.question.id not in self.done:
                 yield qh
 
-    def finish(self, record: dict[str, Any]) -> None:
+    def finish(self, record: QuestionRecord) -> None:
         """Log one finished question durably before the next starts."""
-        self.log.append(record)
-        self.done[record["question"]["question_id"]] = record
+        self.log.append(record.as_dict())
+        self.done[record.question_id] = record
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[QuestionRecord]:
         """Finished records in dataset order."""
         return [self.done[q.id] for q in self.dataset.questions if q.id in self.done]
 
-    def loop(
-        self, process: Callable[[QuestionHits], dict[str, Any]], *, desc: str, progress: bool,
-        postfix: Callable[[dict[str, Any]], dict[str, str]] | None = None,
-    ) -> None:
-        """``process`` every pending question here, logging each record (the local executor)."""
-        self.drain((process(qh) for qh in self.pending()), desc=desc, progress=progress, postfix=postfix)
-
     def drain(
-        self, records: Iterator[dict[str, Any]], *, desc: str, progress: bool,
-        postfix: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+        self, records: Iterator[QuestionRecord], *, desc: str, progress: bool,
+        postfix: Callable[[QuestionRecord], dict[str, str]] | None = None,
     ) -> None:
         """Log records as they arrive (in any order) with a progress bar."""
         bar = tqdm(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
@@ -114,42 +112,28 @@ class QuestionRun:
             bar.close()
 
 
-def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool) -> QuestionRun:
+def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool,
+                      record_type: type[QuestionRecord]) -> QuestionRun:
+    """The run directory ``out`` opened for ``config`` (``resume``: keep its finished questions,
+    read back as ``record_type``), its dataset loaded and its retrieval stage ready."""
     run = RunDir(out)
     log = _check_resume(run, config, resume)
     run.save_config(config)
-    done = log.load(repair=True)
+    done = {qid: record_type.from_dict(raw) for qid, raw in log.load(repair=True).items()}
     dataset = load_dataset(config.data)
     n_resumed = sum(1 for q in dataset.questions if q.id in done)
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
 
 
-def run_questions(
-    qr: QuestionRun,
-    config: ExperimentConfig,
-    builder: Callable[..., Callable[[QuestionHits], dict[str, Any]]],
-    desc: str,
-    progress: bool,
-    postfix: Callable[[dict[str, Any]], dict[str, str]] | None,
-    generator: Any = None,
-) -> str:
-    """Process the pending questions with the configured executor; returns the model id.
-
-    ``builder(config[, generator])`` makes the per-question function; records carry ``model``.
-    A given ``generator`` (tests, Serve replicas) always runs here, in this process.
-    """
-    if config.execution.executor == "ray" and generator is None:
-        from ragray.execution.ray_data import ray_records
-
-        qr.drain(ray_records(config, list(qr.pending()), builder), desc=desc, progress=progress, postfix=postfix)
-    else:
-        from ragray.generation import build_generator
-
-        gen = generator or build_generator(config.generation)
-        try:
-            qr.loop(builder(config, gen), desc=desc, progress=progress, postfix=postfix)
-        finally:
-            if generator is None:
-                gen.close()
-    models = [r["model"] for r in qr.records() if r.get("model")]
-    return models[0] if models else config.generation.model
+def write_record_tables(run: RunDir, record_type: type[Record], records: Sequence[Record],
+                        schemas: Mapping[str, pa.Schema] | None = None) -> None:
+    """The record type's tables (``questions`` and one per part) from ``records``, in order;
+    ``schemas`` overrides a part's schema (``arms``: one column per configured measure)."""
+    schemas = schemas or {}
+    run.write_rows(record_type.question_type, [r.question for r in records])  # type: ignore[attr-defined]
+    for name, row in record_type.parts.items():
+        rows = [x for r in records for x in getattr(r, name)]
+        if name in schemas:
+            run.write_table(row.table, [x.as_dict() for x in rows], schemas[name])
+        else:
+            run.write_rows(row, rows)

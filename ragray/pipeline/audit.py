@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from ragray.audit.explain import explain_audits
 from ragray.audit.integrity import FAIL, PASS, UNSCORED, audit_documents
 from ragray.config import ExperimentConfig
@@ -27,22 +25,14 @@ from ragray.generation import Generator, build_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage
+from ragray.rows.audit import AuditEntry
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
+from ragray.types import Hit
 
-__all__ = ["AuditRun", "run_audit", "AUDIT_SCHEMA"]
+__all__ = ["AUDIT_SCHEMA", "AuditRun", "audit_entry", "run_audit", "summarize_audit"]
 
-AUDIT_SCHEMA = pa.schema(
-    [
-        ("query_id", pa.string()), ("query", pa.string()), ("status", pa.string()), ("score", pa.int32()),
-        ("coverage", pa.float64()), ("precision", pa.float64()), ("recall", pa.float64()),
-        ("noise_ratio", pa.float64()),  # percent, as in the report
-        ("retrieved", pa.list_(pa.string())), ("relevant", pa.list_(pa.string())),
-        ("missing", pa.list_(pa.string())), ("noise", pa.list_(pa.string())),
-        ("hit_at_k", pa.float64()), ("mrr", pa.float64()), ("ndcg_at_10", pa.float64()),
-        ("aspects", pa.list_(pa.string())), ("explanation", pa.string()), ("llm_error", pa.string()),
-    ]
-)
+AUDIT_SCHEMA = AuditEntry.arrow_schema()
 
 
 @dataclass(frozen=True)
@@ -61,9 +51,23 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(vals) / len(vals), 4) if vals else None
 
 
-def summarize_audit(entries: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
-    counts = Counter(e["status"] for e in entries)
-    scored = [e for e in entries if e["status"] != UNSCORED]
+def audit_entry(qid: str, query: str, hits: Sequence[Hit], relevant_ids: Sequence[str], k: int,
+                pass_score: int) -> AuditEntry:
+    """One query's audit row: the top ``k`` documents of ``hits`` scored against ``relevant_ids``
+    (:mod:`ragray.audit.integrity`), with the ranking metrics at ``k``; the LLM fields empty."""
+    audit = audit_documents(doc_ranking(hits)[:k], relevant_ids, pass_score)
+    ranking = score_ranking(hits, relevant_ids, k)
+    return AuditEntry.from_dict({
+        "query_id": qid, "query": query, **audit.report(), "pass_score": pass_score,
+        "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
+        "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
+    })
+
+
+def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig) -> dict[str, Any]:
+    """``audit_report.json``'s summary: PASS/FAIL counts and the means over scored queries."""
+    counts = Counter(e.status for e in entries)
+    scored = [e for e in entries if e.status != UNSCORED]
     return {
         "n_queries": len(entries),
         "n_scored": len(scored),
@@ -71,16 +75,16 @@ def summarize_audit(entries: Sequence[dict[str, Any]], config: ExperimentConfig)
         "n_fail": counts.get(FAIL, 0),
         "n_unscored": counts.get(UNSCORED, 0),
         "pass_rate": counts.get(PASS, 0) / len(scored) if scored else None,
-        "mean_score": _mean([e["score"] for e in scored]),
-        "mean_coverage": _mean([e["coverage"] for e in scored]),  # percent
-        "mean_precision": _mean([e["precision"] for e in scored]),
-        "mean_recall": _mean([e["recall"] for e in scored]),
-        "mean_noise_ratio": _mean([e["noise_ratio"] for e in scored]),  # percent
-        "hit_at_k": _mean([e["hit_at_k"] for e in scored]),
-        "mrr": _mean([e["mrr"] for e in scored]),
-        "ndcg_at_10": _mean([e["ndcg_at_10"] for e in scored]),
-        "failing": [e["query_id"] for e in entries if e["status"] == FAIL],
-        "unscored": [e["query_id"] for e in entries if e["status"] == UNSCORED],
+        "mean_score": _mean([e.score for e in scored]),
+        "mean_coverage": _mean([e.coverage for e in scored]),  # percent
+        "mean_precision": _mean([e.precision for e in scored]),
+        "mean_recall": _mean([e.recall for e in scored]),
+        "mean_noise_ratio": _mean([e.noise_ratio for e in scored]),  # percent
+        "hit_at_k": _mean([e.hit_at_k for e in scored]),
+        "mrr": _mean([e.mrr for e in scored]),
+        "ndcg_at_10": _mean([e.ndcg_at_10 for e in scored]),
+        "failing": [e.query_id for e in entries if e.status == FAIL],
+        "unscored": [e.query_id for e in entries if e.status == UNSCORED],
         "k": config.audit.k,
         "pass_score": config.audit.pass_score,
         "retriever": config.retrieval.retriever,
@@ -102,30 +106,20 @@ def run_audit(
         retrieval = config.retrieval.model_copy(update={"top_k": fetch})
         stage = RetrievalStage(config.model_copy(update={"retrieval": retrieval}))
         dataset = load_dataset(config.data)
-        entries = []
-        for qh in stage.run(dataset, progress=progress):
-            q = qh.question
-            docs = doc_ranking(qh.hits)[: ac.k]
-            audit = audit_documents(docs, q.gold_passage_ids, ac.pass_score)
-            ranking = score_ranking(qh.hits, q.gold_passage_ids, ac.k)
-            entries.append({
-                "query_id": q.id, "query": q.question, **audit.report(), "pass_score": ac.pass_score,
-                "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
-                "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
-                "aspects": None, "explanation": None, "llm_error": None,
-            })
+        entries = [audit_entry(qh.question.id, qh.question.question, qh.hits, qh.question.gold_passage_ids,
+                               ac.k, ac.pass_score) for qh in stage.run(dataset, progress=progress)]
         if ac.llm and entries:
             gen = generator or build_generator(config.generation)
             try:
-                explain_audits(gen, entries)
+                entries = explain_audits(gen, entries)
             finally:
                 if generator is None:
                     gen.close()
-        report = {"summary": summarize_audit(entries, config), "queries": entries}
+        report = {"summary": summarize_audit(entries, config), "queries": [e.as_dict() for e in entries]}
         report["summary"]["skipped_rows"] = len(dataset.skipped)
         report["summary"]["wall_seconds"] = time.perf_counter() - start
         run.write_json("audit_report", report)
-        run.write_table("audit", entries, AUDIT_SCHEMA)
+        run.write_rows(AuditEntry, entries)
         write_report(run.path)
         recording.summary = report["summary"]
     return AuditRun(run.path, report)

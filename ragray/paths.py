@@ -1,0 +1,23 @@
+"""Where ragray keeps files between runs: the one cache-root resolver.
+
+``$RAGRAY_CACHE``, else ``$XDG_CACHE_HOME/ragray``, else ``~/.cache/ragray``. Under it:
+``models/`` (packaged generators converted once, :mod:`ragray.generation.packaged`),
+``embeddings/`` (:mod:`ragray.encoders`) and the fingerprint caches of :mod:`ragray.cache`
+(``cache.dir`` in a config moves those two; ``retrieval.dense.cache_dir`` moves embeddings).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cache_root"]
+
+
+def cache_root() -> Path:
+    """``$RAGRAY_CACHE``, else ``$XDG_CACHE_HOME/ragray``, else ``~/.cache/ragray``."""
+    env = os.environ.get("RAGRAY_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ragray"

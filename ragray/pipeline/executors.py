@@ -1,0 +1,161 @@
+"""Where the per-question work runs: here, or over Ray Data actors (``execution.executor``).
+
+An :class:`Executor` turns the pending questions of a :class:`~ragray.pipeline.questions.QuestionRun`
+into records, each made by the per-question processor that ``builder(config[, generator])`` builds
+(:mod:`ragray.pipeline.processors`); the run logs each record the moment it arrives, so both
+executors resume the same way and give the same tables.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from ragray.config import ExperimentConfig
+from ragray.generation import GENERATORS, Generator, build_generator
+from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run, write_record_tables
+from ragray.report.report import write_report
+from ragray.registry import Registry
+from ragray.retrieval.stage import QuestionHits
+from ragray.rows.base import QuestionRecord, Record
+from ragray.store.recording import recorded_run
+
+__all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "RayExecutor", "run_questions"]
+
+#: ``builder(config[, generator])`` -> the per-question function (records carry ``model``)
+Builder = Callable[..., Callable[[QuestionHits], QuestionRecord]]
+
+
+class Executor(ABC):
+    """Processes questions somewhere and yields their records (in any order)."""
+
+    name: ClassVar[str]
+
+    def __init__(self, record_type: type[QuestionRecord]) -> None:
+        """``record_type``: what the processors return (and the run log holds)."""
+        self.record_type = record_type
+
+    @abstractmethod
+    def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
+                builder: Builder) -> Iterator[QuestionRecord]:
+        """One record per pending question, each at most once."""
+
+
+EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": __name__})
+
+
+@EXECUTORS.register("local")
+class LocalExecutor(Executor):
+    """In this process, one question after another, retrieving each as it comes. A given
+    ``generator`` (tests, Serve replicas) is used and left open; else one is built and closed."""
+
+    name = "local"
+
+    def __init__(self, record_type: type[QuestionRecord], generator: Generator | None = None) -> None:
+        super().__init__(record_type)
+        self.generator = generator
+
+    def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
+                builder: Builder) -> Iterator[QuestionRecord]:
+        gen = self.generator or build_generator(config.generation)
+        try:
+            process = builder(config, gen)
+            for qh in pending:
+                yield process(qh)
+        finally:
+            if self.generator is None:
+                gen.close()
+
+
+@EXECUTORS.register("ray")
+class RayExecutor(Executor):
+    """Over ``execution.actors`` Ray Data actors, each holding its own generator
+    (:mod:`ragray.execution.ray_data`)."""
+
+    name = "ray"
+
+    def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
+                builder: Builder) -> Iterator[QuestionRecord]:
+        from ragray.execution.ray_data import ray_records
+
+        return ray_records(config, list(pending), builder, self.record_type)
+
+
+def run_questions(
+    qr: QuestionRun,
+    config: ExperimentConfig,
+    builder: Builder,
+    desc: str,
+    progress: bool,
+    postfix: Callable[[QuestionRecord], dict[str, str]] | None,
+    record_type: type[QuestionRecord],
+    generator: Generator | None = None,
+) -> str:
+    """Process the pending questions with the configured executor; returns the model id.
+
+    A given ``generator`` (tests, Serve replicas) always runs here, in this process.
+    """
+    executor = (LocalExecutor(record_type, generator) if generator is not None
+                else EXECUTORS.get(config.execution.executor)(record_type))
+    qr.drain(executor.records(config, qr.pending(), builder), desc=desc, progress=progress, postfix=postfix)
+    models = [r.model for r in qr.records() if r.model]
+    return models[0] if models else config.generation.model
+
+
+@dataclass(frozen=True)
+class QuestionCommand:
+    """A resumable per-question command (``ragray run``, ``ragray interpret``) as data: what runs
+    per question and what the run writes. Calling it runs the command from start to end: open (or
+    resume) the run directory, process the pending questions with the configured executor, write
+    the record type's tables, ``summary.json`` (``summarize(records, config, model_id=...)`` plus
+    the run's own counts) and the report, and record the run in the history database."""
+
+    command: str
+    record_type: type[Record]
+    builder: Builder
+    summarize: Callable[..., dict[str, Any]]
+    #: a fresh progress-bar postfix per call (it may keep running totals)
+    postfix: Callable[[], Callable[[Any], dict[str, str]]] | None = None
+    #: part -> schema where a table's columns depend on the config (``arms``: the measures)
+    schemas: Callable[[ExperimentConfig], Mapping[str, pa.Schema]] | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "__doc__", self.doc)
+
+    def __call__(
+        self,
+        config: ExperimentConfig,
+        out: str | Path,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        generator: Generator | None = None,
+    ) -> RunResult:
+        start = time.perf_counter()
+        with recorded_run(config, self.command, out) as recording:
+            qr = open_question_run(config, out, resume=resume, record_type=self.record_type)
+            postfix = self.postfix() if self.postfix else None
+            model_id = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
+                                     generator)
+            records = qr.records()
+            schemas = self.schemas(config) if self.schemas else None
+            write_record_tables(qr.run, self.record_type, records, schemas)  # type: ignore[arg-type]
+            summary = self.summarize(records, config, model_id=model_id)
+            summary["skipped_rows"] = len(qr.dataset.skipped)
+            summary["resumed_questions"] = qr.n_resumed
+            summary["cache"] = qr.stage.cache_stats.as_dict()  # this process's hits and misses
+            backend = GENERATORS.get(config.generation.backend)
+            if backend.simulated:
+                summary["simulated"] = backend.simulation_marker(config.generation.model)
+            summary["wall_seconds"] = time.perf_counter() - start
+            qr.run.write_json("summary", summary)
+            write_report(qr.run.path)
+            recording.summary = summary
+        return RunResult(qr.run.path, summary, qr.n_resumed, tuple(records))

@@ -1,0 +1,124 @@
+"""Rows of ``ragray run`` (SPEC §9): ``questions``, ``passages`` and ``calls``, and the record of
+one question that the run log holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from ragray.rows.base import Record, Row, doc
+
+__all__ = ["CallRow", "InfluenceRecord", "PassageRow", "QuestionRow"]
+
+_Float = Annotated[float | None, doc("")]
+
+
+@dataclass(frozen=True)
+class QuestionRow(Row):
+    """One question of an influence run: its answer, verdicts and quality."""
+
+    table = "questions"
+
+    question_id: str
+    question: str | None = None
+    gold_answers: tuple[str, ...] | None = None
+    baseline_answer: str | None = None
+    baseline_em: Annotated[float | None, doc("exact match with a gold answer; null without gold")] = None
+    n_passages: int | None = None
+    influence_mode: Annotated[str | None, doc("generate | logprob: how influence was measured "
+                                              "(null in runs written before influence.mode auto)")] = None
+    influence_mode_note: Annotated[str | None, doc("why influence.mode auto chose generate")] = None
+    state: Annotated[str | None, doc("measured | context_ignored | too_few_passages | constant_influence"
+                                     " | error")] = None
+    spearman_rho: Annotated[float | None, doc("influence vs retrieval ranks; null = unmeasured")] = None
+    dominance: Annotated[float | None, doc("max influence / sum of influence")] = None
+    divergent: Annotated[bool | None, doc("rho below influence.divergence_threshold")] = None
+    flags: tuple[str, ...] | None = None
+    usage_ndcg: Annotated[float | None, doc("tie-robust alignment: nDCG of the retrieval order against "
+                                            "influence as gain; null = nothing above epsilon")] = None
+    rbo_alignment: Annotated[float | None, doc("rank-biased overlap of the two orders")] = None
+    top1_used: Annotated[bool | None, doc("the top retrieved passage has influence above epsilon")] = None
+    relies_on_lower_rank: Annotated[bool | None, doc("the most influential passage ranks below the top "
+                                                     "and beats the top-ranked one")] = None
+    rho_ceiling: Annotated[float | None, doc("the largest rho the influence ties allow")] = None
+    misaligned: Annotated[bool | None, doc("the tie-robust misalignment verdict")] = None
+    position_control: Annotated[str | None, doc("none | reversed | shuffled")] = None
+    position_sensitivity: _Float = None
+    position_driven: bool | None = None
+    n_calls: int | None = None
+    n_control_calls: Annotated[int | None, doc("calls of the position control's order (in n_calls)")] = None
+    n_failed_calls: int | None = None
+    error: str | None = None
+    seconds: float | None = None
+    f1: Annotated[float | None, doc("answer quality of the baseline; null when not computable")] = None
+    recall_at_k_cosine: float | None = None
+    sim_answer_gold: float | None = None
+    grounding: float | None = None
+    hallucination: float | None = None
+    relevance: float | None = None
+    label_noise_ratio: Annotated[float | None, doc("retrieved documents not among the gold ids")] = None
+    label_coverage: float | None = None
+    cost_usd: float | None = None
+    causal_noise_ratio: Annotated[float | None, doc("retrieved passages with influence <= epsilon")] = None
+    retrieval_k: Annotated[int | None, doc("the k of the ranking metrics (retrieval.top_k)")] = None
+    hit_at_k: Annotated[float | None, doc("a gold document among the top k; null without gold ids")] = None
+    recall_at_k: float | None = None
+    mrr: float | None = None
+    ndcg_at_10: float | None = None
+    precision: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
+                                         "where unknown (a remote endpoint)")] = None
+
+
+@dataclass(frozen=True)
+class PassageRow(Row):
+    """One retrieved passage of a question, with its influence."""
+
+    table = "passages"
+
+    question_id: str
+    passage_id: str | None = None
+    doc_id: str | None = None
+    retrieval_rank: int | None = None
+    retrieval_score: float | None = None
+    influence: Annotated[float | None, doc("share of the answer lost without it; NaN = that ablation "
+                                           "call failed")] = None
+    influence_rank: Annotated[float | None, doc("1 = most influential, ties averaged")] = None
+    is_gold: bool | None = None
+    control_slot: Annotated[int | None, doc("1-based slot in the position control's order")] = None
+    influence_control: Annotated[float | None, doc("influence with the passages in that order")] = None
+    content_influence: Annotated[float | None, doc("mean of the two orders' influence")] = None
+    answer_similarity: Annotated[float | None, doc("cosine of passage and baseline answer (embedding "
+                                                   "control)")] = None
+
+
+@dataclass(frozen=True)
+class CallRow(Row):
+    """One model call (or, in log-prob mode, one scored arm) of a question."""
+
+    table = "calls"
+
+    question_id: str
+    arm: Annotated[str | None, doc("baseline | drop | control_baseline | control_drop")] = None
+    removed_passage_ids: tuple[str, ...] | None = None
+    answer: Annotated[str | None, doc("null: scored, not generated")] = None
+    similarity: Annotated[float | None, doc("to the baseline answer (log-prob mode: share of its "
+                                            "probability kept)")] = None
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tokens: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class InfluenceRecord(Record):
+    """One finished question of an influence run: what ``progress.jsonl`` holds per line."""
+
+    parts = {"passages": PassageRow, "calls": CallRow}
+    question_type = QuestionRow
+
+    question: QuestionRow
+    passages: tuple[PassageRow, ...]
+    calls: tuple[CallRow, ...]
+    model: str | None = None
+    worker: dict[str, Any] | None = None  # where it ran (Ray executor): node id and pid

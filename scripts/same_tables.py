@@ -1,0 +1,219 @@
+"""Before/after check of a refactoring: the same commands give the same tables (issue 19).
+
+    python scripts/same_tables.py --base <commit> [--work /tmp/same-tables] [--questions 4]
+
+Checks out ``--base`` in a git worktree, then runs the same commands on the packaged demo set
+with the packaged SmolLM2 in fp32 (deterministic on one machine) once with the base tree and once
+with the working tree, each in its own folder:
+
+- ``ragray run --limit N`` (influence, log-prob by default) and ``--set influence.mode=generate``;
+- ``ragray interpret --limit N/2`` (faithfulness: importance, deletion arms, cases, curves);
+- ``ragray audit`` (the integrity audit of the demo's retrieval) and ``ragray retrieve``;
+- ``ragray score`` of a few records written here (answer-quality metrics);
+- ``ragray sweep`` of two trials (two prompt templates) on N/2 questions.
+
+Every Parquet table of every run directory (sweep trials and leaderboard included) must be equal
+cell for cell (same schema, same values, floats bit for bit), and every ``summary.json`` equal
+key for key, except what measures time or names a path: the columns and keys in ``VOLATILE``.
+Exit 0 when everything matches; else the differences, per file, and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: columns / summary keys that measure wall time, hold a timestamp, or name a run's path
+VOLATILE = frozenset({
+    "seconds", "latency_s", "wall_seconds", "trial_seconds", "time_total_s", "timestamp",
+    "time_this_iter_s", "date", "started", "finished", "created_at", "out", "path", "logdir",
+    "trial_dir", "run_dir", "hostname", "node_ip", "pid", "mean_seconds", "seconds_per_question",
+    "calls_per_second", "mean_latency_s",
+    # cache hits depend on what ran before on the machine (the caches are shared), not on the code
+    "cache",
+})
+VOLATILE_PREFIXES = ("cache_",)
+
+
+def volatile(name: str) -> bool:
+    return name in VOLATILE or name.startswith(VOLATILE_PREFIXES)
+
+#: outputs of "your own pipeline" for ``ragray score`` (written by this script, about the demo's archipelago)
+SCORE_RECORDS = [
+    {"id": "s1", "question": "Which ferry sails to Kell?", "answer": "The Tern",
+     "contexts": ["The ferry to Kell is the Tern.", "Puffins nest on the stacks."], "answers": ["Tern"],
+     "latency_s": 1.2, "prompt_tokens": 100, "completion_tokens": 5, "model": "m"},
+    {"id": "s2", "question": "Where do puffins nest?", "answer": "Bread is baked on Tuesdays.",
+     "passages": [{"id": "ferry", "text": "The ferry sails at noon."},
+                  {"id": "birds", "text": "Puffins nest on the north stacks."}],
+     "ground_truth": "on the north stacks", "gold_passage_ids": ["birds"]},
+]
+
+SWEEP_SPEC = textwrap.dedent("""\
+    name: same-tables
+    set: [data.limit={n}]
+    generation: {{template: [numbered, plain]}}
+    execution: {{concurrency: 1, cpus_per_trial: 1}}
+""")
+
+
+def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
+    half = max(1, n // 2)
+    spec = out / "sweep.yaml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(SWEEP_SPEC.format(n=half))
+    records = out / "score_records.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in SCORE_RECORDS), encoding="utf-8")
+    return {
+        "run": ["run", "--limit", str(n), "--out", str(out / "run"), "--no-progress"],
+        "run_generate": ["run", "--limit", str(n), "--set", "influence.mode=generate",
+                         "--out", str(out / "run_generate"), "--no-progress"],
+        "interpret": ["interpret", "--limit", str(half), "--out", str(out / "interpret"), "--no-progress"],
+        "audit": ["audit", "--out", str(out / "audit"), "--no-progress"],
+        "retrieve": ["retrieve", "--out", str(out / "retrieve"), "--no-progress"],
+        "score": ["score", "--records", str(records), "--out", str(out / "score"), "--no-progress"],
+        "sweep": ["sweep", str(spec), "--out", str(out / "sweep")],
+    }
+
+
+def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:
+    """Runs the commands with ``tree``'s code into ``out`` (``keep``: skip those already there)."""
+    if not keep and out.exists():
+        shutil.rmtree(out)
+    env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "RAGRAY_CPU_BF16": "0", "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
+    for name, args in commands(tree, out, n).items():
+        if (out / name).exists():
+            print(f"  {name}: kept from an earlier call", flush=True)
+            continue
+        print(f"  ragray {' '.join(args)}", flush=True)
+        proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.cli import main; sys.exit(main())",
+                               *args], cwd=tree, env=env, capture_output=True, text=True)
+        if proc.returncode not in ((0, 1) if name == "audit" else (0,)):  # audit exits 1 when a query FAILs
+            raise SystemExit(f"{name} failed in {tree} (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def _strip(value: Any, out: Path) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v, out) for k, v in value.items() if not volatile(k)}
+    if isinstance(value, list):
+        return [_strip(v, out) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(out), "<out>")
+    return value
+
+
+def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: bool = False) -> list[str]:
+    """How the Parquet tables ``a`` and ``b`` differ, ignoring ``VOLATILE`` columns (empty: equal).
+    ``allow_added``: columns only ``b`` has, after all of ``a``'s, are reported, not counted."""
+    import pyarrow.parquet as pq
+
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    keep = [c for c in ta.column_names if not volatile(c)]
+    now = [c for c in tb.column_names if not volatile(c)]
+    if allow_added and now[: len(keep)] == keep and len(now) > len(keep):
+        ADDED.setdefault(", ".join(now[len(keep):]), []).append(a.name)
+        now = keep
+    if now != keep:
+        return [f"columns differ: {ta.column_names} vs {tb.column_names}"]
+    diffs = []
+    if ta.num_rows != tb.num_rows:
+        diffs.append(f"{ta.num_rows} rows vs {tb.num_rows}")
+    for c in keep:
+        if ta.schema.field(c).type != tb.schema.field(c).type:
+            diffs.append(f"{c}: type {ta.schema.field(c).type} vs {tb.schema.field(c).type}")
+            continue
+        va = _strip(ta.column(c).to_pylist(), out_a)
+        vb = _strip(tb.column(c).to_pylist(), out_b)
+        bad = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y and not (x != x and y != y)]  # NaN == NaN
+        if bad:
+            diffs.append(f"{c}: {len(bad)} rows differ, first row {bad[0]}: {va[bad[0]]!r} vs {vb[bad[0]]!r}")
+    return diffs
+
+
+#: columns the working tree added (``--allow-added``) -> the tables that gained them
+ADDED: dict[str, list[str]] = {}
+
+
+def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, list[str]]:
+    """Every table and summary under ``out_a`` against its twin under ``out_b``."""
+    problems: dict[str, list[str]] = {}
+    files_a = {p.relative_to(out_a) for p in out_a.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json"}
+    files_b = {p.relative_to(out_b) for p in out_b.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json"}
+    for rel in sorted(files_a ^ files_b):
+        problems[str(rel)] = ["only in " + ("base" if rel in files_a else "working tree")]
+    for rel in sorted(files_a & files_b):
+        if rel.suffix == ".parquet":
+            diffs = table_differences(out_a / rel, out_b / rel, out_a, out_b, allow_added)
+        else:
+            sa = _strip(json.loads((out_a / rel).read_text()), out_a)
+            sb = _strip(json.loads((out_b / rel).read_text()), out_b)
+            if allow_added:
+                sb = _drop_added(sa, sb)
+            diffs = [] if sa == sb else [_first_difference(sa, sb)]
+        if diffs:
+            problems[str(rel)] = diffs
+    return problems
+
+
+def _drop_added(before: Any, now: Any) -> Any:
+    """``now`` without the dict keys ``before`` lacks (``--allow-added``: new summary keys)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        return {k: _drop_added(before[k], v) for k, v in now.items() if k in before}
+    if isinstance(before, list) and isinstance(now, list) and len(before) == len(now):
+        return [_drop_added(x, y) for x, y in zip(before, now)]
+    return now
+
+
+def _first_difference(a: Any, b: Any, key: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in dict.fromkeys([*a, *b]):
+            if a.get(k) != b.get(k):
+                return _first_difference(a.get(k), b.get(k), f"{key}.{k}" if key else str(k))
+    return f"{key or '<root>'}: {a!r} vs {b!r}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the commit before the change (e.g. a tag or a hash)")
+    ap.add_argument("--work", default="/tmp/same-tables", help="worktree and run folders (kept between calls)")
+    ap.add_argument("--questions", type=int, default=4)
+    ap.add_argument("--compare-only", action="store_true", help="compare the folders of an earlier call, run nothing")
+    ap.add_argument("--allow-added", action="store_true",
+                    help="columns (at a table's end) and summary keys only the working tree has are listed, not failed")
+    args = ap.parse_args()
+    work = Path(args.work)
+    base = work / "base-tree"
+    commit = subprocess.run(["git", "rev-parse", args.base], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    if not base.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(base), commit], cwd=REPO, check=True)
+    out_a, out_b = work / f"out-{commit[:10]}", work / "out-working-tree"
+    if not args.compare_only:
+        print(f"base {commit[:10]}:", flush=True)
+        run_all(base, out_a, args.questions, keep=True)
+        print("working tree:", flush=True)
+        run_all(REPO, out_b, args.questions, keep=False)
+    problems = compare(out_a, out_b, args.allow_added)
+    n = sum(1 for p in out_a.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json")
+    for rel, diffs in problems.items():
+        print(f"DIFFERENT {rel}")
+        for d in diffs:
+            print(f"    {d}")
+    for columns, tables in ADDED.items():
+        print(f"added (allowed): {columns}  in {len(tables)} table(s): {', '.join(sorted(set(tables)))}")
+    print(f"{n - len(problems)} of {n} tables and summaries equal (volatile columns ignored: timings, paths)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

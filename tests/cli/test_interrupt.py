@@ -26,9 +26,16 @@ def _env() -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def _default_sigint() -> None:
+    """A shell that starts jobs in the background (``nohup pytest &``, some CI runners) hands them
+    SIGINT ignored, and Python then leaves it ignored: give the run the default, as in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ragray(argv: list[str], cwd: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ragray.cli", *argv], cwd=cwd, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint, **kw)
 
 
 def _stop_after(proc: subprocess.Popen, progress: Path, n_done: int, sig: int) -> tuple[int, str]:

@@ -51,12 +51,11 @@ class NaiveBook(AnswerBook):
     """The seed's loop: one generate call per arm, no reuse of any kind."""
 
     def fill(self, ctx, ablations):
-        self.requested += len(ablations)
+        self.calls.request(len(ablations))
         for ab in ablations:
             p = self.prompt(ctx, ab)
             (gen,) = self.generator.generate([p])
-            self.generated += 1
-            self._answers[p] = gen
+            self.calls.record(p, gen)
             if self.baseline is None:
                 self.baseline = gen
 

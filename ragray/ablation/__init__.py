@@ -1,1 +1,3 @@
-"""Ablation plans (which passages each call sees) and the loop that runs them."""
+"""The ablation engine (:mod:`ragray.ablation.engine`: prompts paid once, batched, their cost
+counted, measured by a scorer), the influence run's plans (which passages each call sees) and
+the loop that runs them; the faithfulness experiments use the same engine."""

@@ -1,7 +1,11 @@
-"""The influence loop for one question: prompts → one batched generate call → influence.
+"""The influence loop for one question: a leave-one-out plan on the ablation engine.
 
-All k + 1 calls of a question go to the generator in ONE ``generate`` call, baseline first, so
-backends can share the prompt prefixes (vLLM's prefix cache, the transformers backend's KV reuse).
+The baseline and the k drop-one arms (:mod:`ragray.ablation.plan`) go through one
+:class:`~ragray.ablation.engine.CallBook`, which sends them to the generator in ONE batched call,
+baseline first, so backends can share the prompt prefixes (vLLM's prefix cache, the transformers
+backend's KV reuse), pays for each distinct prompt once and counts the cost (``calls_requested``,
+``calls_generated``, ``score_passes``); the mode's :class:`~ragray.ablation.engine.Scorer`
+measures the arms.
 A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
 NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
 one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
@@ -25,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ragray.ablation.engine import SCORERS, CallBook, CallCost
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.config import InfluenceConfig
 from ragray.errors import BackendError
@@ -87,12 +92,15 @@ def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: floa
 @dataclass(frozen=True)
 class _Calls:
     """What the backend returned for one question: generations per order (log-prob mode: the
-    baseline only), the share of the baseline's probability each arm keeps (log-prob mode), or
-    the error that stopped the question."""
+    baseline only), each arm's similarity to its order's baseline (log-prob mode: the share of
+    the baseline's probability it keeps; ``scored``), the error that stopped the question, and
+    what it cost."""
 
     gens: list[list[Generation]]
-    kept: list[list[float]] | None
+    sims: list[list[float]]
+    scored: bool
     error: str | None
+    cost: CallCost
 
 
 class InfluenceLoop:
@@ -119,6 +127,7 @@ class InfluenceLoop:
         self.quality = quality
         self.model = model
         self.mode, self.mode_note = resolve_mode(config.mode, generator)
+        self.scorer = SCORERS.get(self.mode)(similarity)
 
     def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
         """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
@@ -149,42 +158,19 @@ class InfluenceLoop:
         return [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
 
     def _call(self, qh: QuestionHits, orders: list[list[Arm]]) -> _Calls:
-        """One backend call for every order's arms (baseline of each order first in its list).
-
-        Generate mode: every arm is generated; similarity is to the baseline answer *of the same
-        order*. Log-prob mode: each order's baseline is generated, and each arm scores its order's
-        baseline answer, keeping exp(min(0, Δ log p)) of it (NaN where that baseline failed)."""
+        """Every order's arms through one :class:`~ragray.ablation.engine.CallBook` (baseline of
+        each order first in its list), measured by this run's scorer: generate mode compares each
+        arm's answer to its order's baseline answer; log-prob mode scores the order's baseline
+        answer under each arm (NaN where that baseline failed)."""
         prompts = [self._prompts(qh, arms) for arms in orders]
-        flat = [p for ps in prompts for p in ps]
+        book = CallBook(self.generator)
+        book.request(sum(map(len, prompts)))
         try:
-            if self.mode == "generate":
-                gens = self.generator.generate(flat)
-                return _Calls(_split(gens, prompts), None, None)
-            baselines = self.generator.generate([ps[0] for ps in prompts])
-            if not baselines[0].ok:
-                return _Calls([[baselines[0]]], None, None)
-            scored = [(ps, b.text) for ps, b in zip(prompts, baselines) if b.ok]
-            lps = iter(_split(self.generator.score([p for ps, _ in scored for p in ps],
-                                                   [a for ps, a in scored for _ in ps]), [ps for ps, _ in scored]))
-            kept = [_kept(next(lps)) if b.ok else [float("nan")] * len(ps) for ps, b in zip(prompts, baselines)]
-            return _Calls([[b] for b in baselines], kept, None)
+            m = self.scorer.measure(book, prompts)
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
-            return _Calls([], None, str(exc))
-
-    def _similarities(self, calls: _Calls, orders: list[list[Arm]]) -> list[list[float]]:
-        """Per order, each arm's similarity to that order's baseline (NaN = not measured)."""
-        if calls.kept is not None:
-            return calls.kept
-        out = []
-        for o, arms in enumerate(orders):
-            gens = calls.gens[o] if o < len(calls.gens) else []
-            base = gens[0] if gens else None
-            if base is None or not base.ok:
-                out.append([float("nan")] * len(arms))
-            else:
-                out.append([self.similarity(base.text, g.text) if g.ok else float("nan") for g in gens])
-        return out
+            return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost)
+        return _Calls(m.gens, m.similarities, m.scored, None, book.cost)
 
     def _position(
         self, order: list[int], forward: list[float], control_sims: list[float]
@@ -210,8 +196,7 @@ class InfluenceLoop:
         error = calls.error
         if baseline is None or not baseline.ok:
             error = error or (baseline.error if baseline else "no generation")
-        sims = ([[float("nan")] * len(arms) for arms in orders] if error is not None
-                else self._similarities(calls, orders))
+        sims = [[float("nan")] * len(arms) for arms in orders] if error is not None else calls.sims
         infl = _influence(sims[0])
         result: InfluenceResult = (
             error_result(len(hits)) if error is not None
@@ -227,7 +212,7 @@ class InfluenceLoop:
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
-        n_calls, n_control = _call_counts(calls, orders, self.mode)
+        n_calls, n_control = _call_counts(calls, orders)
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -245,6 +230,9 @@ class InfluenceLoop:
             "n_calls": n_calls,
             "n_control_calls": n_control,
             "n_failed_calls": sum(1 for g in gens if not g.ok),
+            "calls_requested": calls.cost.requested,
+            "calls_generated": calls.cost.generated,
+            "score_passes": calls.cost.score_passes,
             "error": error,
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
@@ -276,7 +264,7 @@ class InfluenceLoop:
         call_rows = []
         for o, arms in enumerate(orders):
             gens_o = calls.gens[o] if o < len(calls.gens) else []
-            n_rows = len(arms) if self.mode == "logprob" and error is None else len(gens_o)
+            n_rows = len(arms) if calls.scored else len(gens_o)
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
         return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows))
@@ -287,25 +275,11 @@ def _influence(sims: list[float]) -> list[float]:
     return [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
 
 
-def _call_counts(calls: _Calls, orders: list[list[Arm]], mode: str) -> tuple[int, int]:
+def _call_counts(calls: _Calls, orders: list[list[Arm]]) -> tuple[int, int]:
     """Model calls of the question and of its position-control order. Generate mode: every
     generation. Log-prob mode: every arm is scored (the first order's baseline counted once as
     generated-and-scored, as before), plus each further order's generated baseline."""
-    if mode == "generate" or calls.kept is None:
+    if not calls.scored:
         return sum(map(len, calls.gens)), sum(len(gs) for gs in calls.gens[1:])
     extra = len(calls.gens) - 1  # generated baselines of the control orders
     return sum(map(len, orders)) + extra, sum(map(len, orders[1:])) + extra
-
-
-def _kept(logprobs: list[float]) -> list[float]:
-    """Share of the baseline answer's probability each arm keeps: exp(min(0, Δ log p)) to arm 0."""
-    return [math.exp(min(0.0, lp - logprobs[0])) for lp in logprobs]
-
-
-def _split(values: list[Any], groups: list[list[Any]]) -> list[list[Any]]:
-    """``values`` cut into consecutive runs as long as each of ``groups``."""
-    out, at = [], 0
-    for g in groups:
-        out.append(values[at : at + len(g)])
-        at += len(g)
-    return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ragray.ablation.engine import SCORERS, CallBook
 from ragray.faithfulness.arms import DEL_NONE, Ablation
 from ragray.faithfulness.units import Context
 from ragray.generation import Generation, Generator
@@ -30,7 +31,9 @@ __all__ = ["AnswerBook", "SimilarityBook"]
 
 
 class AnswerBook:
-    """Answers (``generate`` mode) or baseline-answer log-probabilities (``logprob`` mode) per prompt.
+    """Answers (``generate`` mode) or baseline-answer log-probabilities (``logprob`` mode) of an
+    experiment's ablations, on the ablation engine's :class:`~ragray.ablation.engine.CallBook`
+    (each distinct prompt paid once, the cost counted).
 
     In ``logprob`` mode only the baseline is generated; every other arm is one teacher-forced
     forward pass scoring the baseline answer under that arm's context.
@@ -45,55 +48,57 @@ class AnswerBook:
         self.question = question
         self.system = system
         self.mode = mode
-        self._answers: dict[ChatPrompt, Generation] = {}
-        self._logprobs: dict[ChatPrompt, float] = {}
+        #: the mode's scorer generates every arm (generate) or only the baseline (logprob)
+        self.generates_arms = SCORERS.get(mode).generates_arms
+        self.calls = CallBook(generator)
         self.baseline: Generation | None = None
-        self.requested = 0
-        self.generated = 0
-        self.score_passes = 0
+
+    @property
+    def requested(self) -> int:
+        return self.calls.requested
+
+    @property
+    def generated(self) -> int:
+        return self.calls.generated
+
+    @property
+    def score_passes(self) -> int:
+        return self.calls.score_passes
 
     def prompt(self, ctx: Context, ab: Ablation) -> ChatPrompt:
         passages = () if ab.closed_book else ctx.without(ab.removed, ab.order)
         return self.template.build(self.question if ab.question else "", passages, self.system)
 
-    def _generate(self, prompts: Sequence[ChatPrompt]) -> None:
-        todo = list(dict.fromkeys(p for p in prompts if p not in self._answers))
-        if todo:
-            self._answers.update(zip(todo, self.generator.generate(todo)))
-            self.generated += len(todo)
-
     def fill(self, ctx: Context, ablations: Sequence[Ablation]) -> None:
         """Answer (or score) every prompt of ``ablations`` not done yet, in one call, in order."""
-        self.requested += len(ablations)
+        self.calls.request(len(ablations))
         if self.baseline is None:
             base = self.prompt(ctx, Ablation(DEL_NONE))
-            self._generate([base] if self.mode == "logprob" else [self.prompt(ctx, a) for a in ablations])
-            self.baseline = self._answers[base]
-            if self.mode == "generate":
+            first = [self.prompt(ctx, a) for a in ablations] if self.generates_arms else [base]
+            self.calls.generate(first)
+            self.baseline = self.calls.answer(base)
+            if self.generates_arms:
                 return
-        if self.mode == "generate":
-            self._generate([self.prompt(ctx, a) for a in ablations])
+        if self.generates_arms:
+            self.calls.generate([self.prompt(ctx, a) for a in ablations])
         elif self.baseline.ok:
             self.logprobs(ctx, ablations)
 
     def get(self, ctx: Context, ab: Ablation) -> Generation | None:
         """The generated answer (None for arms that were only scored)."""
-        return self._answers.get(self.prompt(ctx, ab))
+        return self.calls.answer(self.prompt(ctx, ab))
 
     def known_logprob(self, ctx: Context, ab: Ablation) -> float | None:
         """The arm's baseline-answer log-probability if it was scored, else None."""
-        return self._logprobs.get(self.prompt(ctx, ab))
+        if self.baseline is None:
+            return None
+        return self.calls.known_score(self.prompt(ctx, ab), self.baseline.text)
 
     def logprobs(self, ctx: Context, ablations: Sequence[Ablation]) -> list[float]:
         """log p(baseline answer | arm's prompt) per ablation; new prompts scored in one call."""
+        assert self.baseline is not None
         prompts = [self.prompt(ctx, ab) for ab in ablations]
-        todo = list(dict.fromkeys(p for p in prompts if p not in self._logprobs))
-        if todo:
-            assert self.baseline is not None
-            scores = self.generator.score(todo, [self.baseline.text] * len(todo))
-            self._logprobs.update(zip(todo, scores))
-            self.score_passes += len(todo)
-        return [self._logprobs[p] for p in prompts]
+        return self.calls.score(prompts, [self.baseline.text] * len(prompts))
 
 
 class SimilarityBook:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ragray.ablation.engine import kept_share
 from ragray.config import FaithfulnessConfig
 from ragray.errors import BackendError
 from ragray.faithfulness.answers import AnswerBook, SimilarityBook
@@ -49,15 +50,13 @@ from ragray.faithfulness.arms import (
     random_draws,
     resolve_k,
 )
+from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, ATTRIBUTIONS, Evidence
 from ragray.faithfulness.cases import decide_case
 from ragray.faithfulness.importance import (
     buckets,
-    logprob_scores,
-    loo_scores,
     normalize,
     rank_units,
 )
-from ragray.faithfulness.surrogate import surrogate_weights
 from ragray.faithfulness.units import Context, Level, units_in
 from ragray.generation import Generator
 from ragray.generation.prompts import PromptTemplate
@@ -66,11 +65,10 @@ from ragray.retrieval.stage import QuestionHits
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.types import Passage
 
-__all__ = ["FaithfulnessExperiment", "ATTRIBUTIONS"]
+__all__ = ["FaithfulnessExperiment"]
 
 log = logging.getLogger(__name__)
 
-ATTRIBUTIONS = ("loo", "logprob", "surrogate")
 _PATHS: dict[str, tuple[Level, ...]] = {
     "passage": ("passage",),
     "sentence": ("passage", "sentence"),
@@ -194,7 +192,7 @@ class FaithfulnessExperiment:
         controls = [Ablation(DEL_Q, question=False)] if fc.controls.question_removal else []
         controls += [Ablation(CLOSED_BOOK, closed_book=True)] if fc.controls.closed_book else []
         path = _PATHS[fc.level] if fc.hierarchical else (fc.level,)
-        state = _State(book, qid, fc.mode, self.measures)
+        state = _State(book, qid, self.measures)
         stages: list[_Stage] = []
         for depth, level in enumerate(path):
             if depth == 0:
@@ -240,26 +238,23 @@ class FaithfulnessExperiment:
                 draws = random_draws(n, k, fc.random_repeats, question_rng(self.seed, state.qid, k))
                 state.populations[label] = draws.population
                 randoms += [Ablation(DEL_RANDOM, s, label, k, draw=d) for d, s in enumerate(draws.subsets)]
-        phase = extra + (loo if "loo" in attrs else []) + randoms
+        methods = [ATTRIBUTIONS.get(name)() for name in ATTRIBUTION_ORDER if name in attrs]
+        phase = extra + (loo if any(m.needs_loo_arms for m in methods) else []) + randoms
         state.book.fill(ctx, phase)
         state.start(ctx)
-        sim = state.similarity(ctx, phase, fc.similarity)
+        evidence = Evidence(n, loo, randoms, state.similarity(ctx, phase, fc.similarity),
+                            lambda ablations: state.book.logprobs(ctx, ablations))
         raw: dict[str, list[float]] = {}
-        if "loo" in attrs:
-            raw["loo"] = loo_scores([sim(a) for a in loo])
-            state.explainer_calls += n if explainer == "loo" else 0
-        if "logprob" in attrs:
+        for method in methods:
             try:
-                lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
-                raw["logprob"] = logprob_scores(lps[0], lps[1:])
-                state.explainer_calls += n + 1 if explainer == "logprob" else 0
+                raw[method.name] = method.raw(evidence)
             except BackendError as exc:
-                if explainer == "logprob" or fc.mode == "logprob":
+                if method.name == explainer or not state.book.generates_arms:
                     raise
                 # only compared, not needed: an endpoint that cannot score leaves it out
-                log.warning("log-prob attribution skipped for question %s: %s", state.qid, exc)
-        if "surrogate" in attrs:
-            raw["surrogate"] = surrogate_weights(n, [a.removed for a in randoms], [sim(a) for a in randoms])
+                log.warning("%s attribution skipped for question %s: %s", method.name, state.qid, exc)
+                continue
+            state.explainer_calls += method.calls(n) if method.name == explainer else 0
         importance = {m: normalize(v) for m, v in raw.items()}
         order = rank_units(importance[explainer], question_rng(self.seed, state.qid, 7919, depth))
         return _Stage(depth, ctx, order, importance, raw, explainer, phase)
@@ -277,7 +272,7 @@ class FaithfulnessExperiment:
                 "start": u.span.start, "end": u.span.end, "text": u.text,
                 "importance": stage.importance[stage.explainer][i], "rank": rank[i], "bucket": bucket[i],
             }
-            for m in ATTRIBUTIONS:
+            for m in ATTRIBUTION_ORDER:
                 r[f"importance_{m}"] = stage.importance[m][i] if m in stage.importance else None
             r["loo_change"] = stage.raw["loo"][i] if "loo" in stage.raw else None
             r["logprob_drop"] = stage.raw["logprob"][i] if "logprob" in stage.raw else None
@@ -392,15 +387,10 @@ class FaithfulnessExperiment:
         row["position_sensitive"] = any(s < fc.threshold_t for s in known) if known else None
 
     def _agreement_row(self, row: dict[str, Any], importance: dict[str, list[float]]) -> None:
-        for i, a in enumerate(ATTRIBUTIONS):
-            for b in ATTRIBUTIONS[i + 1 :]:
+        for i, a in enumerate(ATTRIBUTION_ORDER):
+            for b in ATTRIBUTION_ORDER[i + 1 :]:
                 rho, top = _agreement(importance[a], importance[b]) if a in importance and b in importance else (None, None)
                 row[f"rho_{a}_{b}"], row[f"top1_{a}_{b}"] = rho, top
-
-
-def _retained(logprob: float, full: float) -> float:
-    """Share of the baseline answer's probability an arm keeps: exp(min(0, Δ log p)) ∈ [0, 1]."""
-    return math.exp(min(0.0, logprob - full))
 
 
 @dataclass
@@ -409,7 +399,6 @@ class _State:
 
     book: AnswerBook
     qid: str
-    mode: str
     measures: Mapping[str, Similarity]
     sims: SimilarityBook | None = None
     explainer_calls: int = 0
@@ -425,10 +414,10 @@ class _State:
 
     def similarity(self, ctx: Context, ablations: Sequence[Ablation], primary: str) -> Callable[[Ablation], float]:
         """The primary similarity of each ablation's outcome to the baseline (NaN: call failed)."""
-        if self.mode == "logprob":
+        if not self.book.generates_arms:
             full = self.book.logprobs(ctx, [Ablation(DEL_NONE)])[0]
             lps = dict(zip(ablations, self.book.logprobs(ctx, ablations)))
-            return lambda a: _retained(lps[a], full)
+            return lambda a: kept_share(lps[a], full)
         gens = {a: self.book.get(ctx, a) for a in ablations}
         self.sims.ensure([g.text for g in gens.values() if g.ok], [primary])
         return lambda a: self.sims.of(gens[a], primary)

@@ -20,7 +20,7 @@ from typing import Any
 from ragray.config import ExperimentConfig
 from ragray.faithfulness.arms import CUMULATIVE
 from ragray.faithfulness.cases import CASES
-from ragray.faithfulness.experiment import ATTRIBUTIONS
+from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
 from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
 from ragray.rows.faithfulness import FaithfulnessRecord
 
@@ -62,8 +62,8 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
     per_k = {label: _per_k([c for c in cases if c["k_label"] == label])
              for label in fc.k_values if label != CUMULATIVE}
     agreement = {}
-    for i, a in enumerate(ATTRIBUTIONS):
-        for b in ATTRIBUTIONS[i + 1 :]:
+    for i, a in enumerate(ATTRIBUTION_ORDER):
+        for b in ATTRIBUTION_ORDER[i + 1 :]:
             if a in fc.attributions and b in fc.attributions:
                 agreement[f"{a}_vs_{b}"] = {
                     "mean_spearman": _mean([q[f"rho_{a}_{b}"] for q in ok]),

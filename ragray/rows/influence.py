@@ -67,6 +67,10 @@ class QuestionRow(Row):
     ndcg_at_10: float | None = None
     precision: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
                                          "where unknown (a remote endpoint)")] = None
+    calls_requested: Annotated[int | None, doc("arms asked for (ablation engine: each distinct prompt is "
+                                               "paid once)")] = None
+    calls_generated: Annotated[int | None, doc("generations the backend made")] = None
+    score_passes: Annotated[int | None, doc("teacher-forced scoring passes (log-prob mode)")] = None
 
 
 @dataclass(frozen=True)

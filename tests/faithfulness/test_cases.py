@@ -60,3 +60,17 @@ def test_min_effect_guards_against_tiny_significant_differences():
     assert res.most.status == "similar"
     loose = decide_case(0.98, 1.0, rand, population=None, decision=DecisionConfig(min_effect=0.0))
     assert loose.most.status == "below"
+
+
+def test_attribution_methods_are_a_registry_in_a_fixed_order():
+    from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, ATTRIBUTIONS, Evidence
+    from ragray.faithfulness.arms import LOO, Ablation
+
+    assert ATTRIBUTIONS.names() == sorted(ATTRIBUTION_ORDER) and ATTRIBUTION_ORDER == ("loo", "logprob", "surrogate")
+    loo = [Ablation(LOO, (i,), k=1) for i in range(3)]
+    sims = {loo[0]: 0.0, loo[1]: 1.0, loo[2]: 0.5}
+    evidence = Evidence(3, loo, [], sims.__getitem__, lambda abs_: [-1.0, -3.0, -1.0, -2.0][: len(abs_)])
+    assert ATTRIBUTIONS.get("loo")().raw(evidence) == [1.0, 0.0, 0.5]
+    assert ATTRIBUTIONS.get("logprob")().raw(evidence) == [2.0, 0.0, 1.0]
+    assert [ATTRIBUTIONS.get(n)().calls(3) for n in ATTRIBUTION_ORDER] == [3, 4, 0]
+    assert [n for n in ATTRIBUTION_ORDER if ATTRIBUTIONS.get(n).needs_loo_arms] == ["loo"]

@@ -1,0 +1,43 @@
+"""/openapi.json describes the influence, interpretation and audit responses field by field
+(their models are the typed rows of ragray.rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ragray.rows import ArmRow, AuditEntry, CallRow, FaithfulnessQuestionRow, PassageRow, QuestionRow, UnitRow
+from ragray.serving.local import local_app
+
+
+@pytest.fixture()
+def schema(served_config):
+    with TestClient(local_app(served_config)) as client:
+        return client.get("/openapi.json").json()
+
+
+def _props(schema: dict, name: str) -> dict:
+    return schema["components"]["schemas"][name]["properties"]
+
+
+@pytest.mark.parametrize(("response", "field", "row"), [
+    ("InfluenceResponse", "question", QuestionRow), ("InfluenceResponse", "passages", PassageRow),
+    ("InfluenceResponse", "calls", CallRow), ("InterpretationResponse", "question", FaithfulnessQuestionRow),
+    ("InterpretationResponse", "importances", UnitRow), ("InterpretationResponse", "deletions", ArmRow),
+    ("AuditResponse", "audit", AuditEntry),
+])
+def test_every_row_field_is_in_the_schema(schema, response, field, row):
+    text = str(_props(schema, response)[field])
+    assert row.__name__ in text  # the response field refers to the row's model ...
+    props = _props(schema, row.__name__)
+    assert set(props) == {f.name for f in dataclasses.fields(row)}  # ... which lists every column
+
+
+def test_fields_carry_their_meaning(schema):
+    q = _props(schema, "QuestionRow")
+    assert "tie-robust misalignment" in q["misaligned"]["description"]
+    assert "dtype" in q["precision"]["description"]
+    assert "NaN = that ablation call failed" in _props(schema, "PassageRow")["influence"]["description"]
+    assert "sim_<measure>" in _props(schema, "ArmRow")["similarities"]["description"]

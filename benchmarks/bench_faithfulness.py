@@ -81,8 +81,8 @@ def _run(config: ExperimentConfig, generator: Any, *, naive: bool = False) -> di
     start = time.perf_counter()
     for qh in RetrievalStage(config).run(load_dataset(config.data), progress=False):
         out = exp.run(qh)
-        rows.append(out.question)
-        cases += [(c["question_id"], c["k_label"], c["case"]) for c in out.cases]
+        rows.append(out.question.as_dict())
+        cases += [(c.question_id, c.k_label, c.case) for c in out.cases]
     wall = time.perf_counter() - start
     n = len(rows)
     return {

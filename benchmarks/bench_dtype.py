@@ -58,6 +58,15 @@ def _tables(run_dir: Path) -> tuple[dict[str, dict], dict[str, dict[str, float]]
     return questions, influence
 
 
+def _top(ids: list[str], values: np.ndarray, ok: np.ndarray) -> frozenset[str]:
+    """The most influential passages (all of them when tied; none when nothing has influence),
+    so a tie broken differently in each dtype is not counted as a disagreement."""
+    if not ok.any() or np.nanmax(values[ok]) <= 0:
+        return frozenset()
+    top = np.nanmax(values[ok])
+    return frozenset(i for i, v, good in zip(ids, values, ok) if good and v == top)
+
+
 def compare_question(q32: dict, q16: dict, inf32: dict[str, float], inf16: dict[str, float]) -> dict[str, Any]:
     """One question's agreement between the fp32 and the bf16 run (None where a run has no number)."""
     ids = sorted(set(inf32) & set(inf16))
@@ -67,8 +76,7 @@ def compare_question(q32: dict, q16: dict, inf32: dict[str, float], inf16: dict[
     rho = None
     if ok.sum() >= 2 and np.ptp(a[ok]) > 0 and np.ptp(b[ok]) > 0:
         rho = float(spearmanr(a[ok], b[ok]).statistic)
-    top32 = ids[int(np.nanargmax(a))] if ok.any() and np.nanmax(a) > 0 else None
-    top16 = ids[int(np.nanargmax(b))] if ok.any() and np.nanmax(b) > 0 else None
+    top32, top16 = _top(ids, a, ok), _top(ids, b, ok)
     return {
         "question_id": q32["question_id"],
         "same_answer": q32["baseline_answer"] == q16["baseline_answer"],

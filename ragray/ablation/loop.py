@@ -121,7 +121,6 @@ class InfluenceLoop:
         self.retrieval_k = retrieval_k
         self.generator = generator
         self.template = template
-        self.similarity = similarity
         self.config = config
         self.system_prompt = system_prompt
         self.quality = quality

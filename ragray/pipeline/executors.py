@@ -23,7 +23,7 @@ from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run,
 from ragray.report.report import write_report
 from ragray.registry import Registry
 from ragray.retrieval.stage import QuestionHits
-from ragray.rows.base import QuestionRecord, Record
+from ragray.rows.base import QuestionRecord
 from ragray.store.recording import recorded_run
 
 __all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "RayExecutor", "run_questions"]
@@ -63,9 +63,14 @@ class LocalExecutor(Executor):
 
     def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
                 builder: Builder) -> Iterator[QuestionRecord]:
+        pending = iter(pending)
+        first = next(pending, None)
+        if first is None:  # nothing left (a finished run resumed): no model to load
+            return
         gen = self.generator or build_generator(config.generation)
         try:
             process = builder(config, gen)
+            yield process(first)
             for qh in pending:
                 yield process(qh)
         finally:
@@ -117,7 +122,7 @@ class QuestionCommand:
     the run's own counts) and the report, and record the run in the history database."""
 
     command: str
-    record_type: type[Record]
+    record_type: type[QuestionRecord]
     builder: Builder
     summarize: Callable[..., dict[str, Any]]
     #: a fresh progress-bar postfix per call (it may keep running totals)

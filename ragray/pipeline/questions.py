@@ -20,7 +20,7 @@ from ragray.config import ExperimentConfig, load_config
 from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
-from ragray.rows.base import QuestionRecord, Record
+from ragray.rows.base import QuestionRecord
 from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
@@ -125,7 +125,7 @@ def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
 
 
-def write_record_tables(run: RunDir, record_type: type[Record], records: Sequence[Record],
+def write_record_tables(run: RunDir, record_type: type[QuestionRecord], records: Sequence[QuestionRecord],
                         schemas: Mapping[str, pa.Schema] | None = None) -> None:
     """The record type's tables (``questions`` and one per part) from ``records``, in order;
     ``schemas`` overrides a part's schema (``arms``: one column per configured measure)."""

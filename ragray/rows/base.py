@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 import typing
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 from pydantic import Field
@@ -56,7 +57,7 @@ def arrow_type(hint: Any, where: str) -> pa.DataType:
             return m.type
     base = typing.get_args(hint)[0] if metadata else hint
     args = [a for a in typing.get_args(base) if a is not type(None)]
-    if typing.get_origin(base) in (typing.Union, getattr(__import__("types"), "UnionType")) and len(args) == 1:
+    if typing.get_origin(base) in (typing.Union, types.UnionType) and len(args) == 1:
         base = args[0]
     if typing.get_origin(base) in (tuple, list):
         return pa.list_(arrow_type(typing.get_args(base)[0], where))
@@ -72,13 +73,17 @@ class Row:
     table: ClassVar[str] = ""
 
     @classmethod
+    def arrow_fields(cls) -> list[pa.Field]:
+        """Every field with its column type, in order (``NOT_STORED`` ones typed null)."""
+        hints = typing.get_type_hints(cls, include_extras=True)
+        return [pa.field(f.name, arrow_type(hints[f.name], f"{cls.__name__}.{f.name}"))
+                for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+    @classmethod
     @functools.cache
     def arrow_schema(cls) -> pa.Schema:
-        """The Parquet schema: the fields in order, each with its column type."""
-        hints = typing.get_type_hints(cls, include_extras=True)
-        fields = [(f.name, arrow_type(hints[f.name], f"{cls.__name__}.{f.name}"))
-                  for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        return pa.schema([(name, t) for name, t in fields if t != pa.null()])
+        """The Parquet schema: the stored fields in order, each with its column type."""
+        return pa.schema([f for f in cls.arrow_fields() if f.type != pa.null()])
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -100,10 +105,10 @@ class Row:
                 ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))}  # type: ignore[arg-type]
 
 
-class Record:
-    """Base of the per-question records (frozen dataclasses): a ``question`` row, one tuple of
-    rows per other table (``parts``: field -> row class), the ``model`` and, on Ray, the
-    ``worker``. Their JSON form is a line of ``progress.jsonl``."""
+class QuestionRecord:
+    """One finished question of a resumable run; base of the record dataclasses: a ``question``
+    row, one tuple of rows per other table (``parts``: field -> row class), the ``model`` and,
+    on Ray, the ``worker``. Its JSON form is a line of ``progress.jsonl``."""
 
     #: the record's tables besides ``question``: field name -> row class
     parts: ClassVar[dict[str, type[Row]]] = {}
@@ -128,20 +133,4 @@ class Record:
                    model=data.get("model"), worker=data.get("worker"))
 
 
-RecordT = TypeVar("RecordT", bound=Record)
-
-
-class QuestionRecord(Protocol):
-    """One finished question of a resumable run (a line of ``progress.jsonl``): its rows of every
-    table, the model that made them and, on Ray, where it ran."""
-
-    model: str | None
-    worker: dict[str, Any] | None
-
-    @property
-    def question_id(self) -> str: ...
-
-    def as_dict(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> QuestionRecord: ...
+RecordT = TypeVar("RecordT", bound="QuestionRecord")

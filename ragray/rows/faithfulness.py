@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pyarrow as pa
 
-from ragray.rows.base import INT64, Record, Row, arrow_type, doc
+from ragray.rows.base import INT64, NOT_STORED, QuestionRecord, Row, doc
 
 __all__ = ["ArmRow", "CaseRow", "CurveRow", "FaithfulnessQuestionRow", "FaithfulnessRecord", "UnitRow"]
 
@@ -80,7 +79,7 @@ class UnitRow(Row):
     text: str | None = None
     importance: Annotated[_F, doc("by the configured explainer, normalized")] = None
     rank: int | None = None
-    bucket: Annotated[str | None, doc("most | middle | least")] = None
+    bucket: Annotated[str | None, doc("most | important | least")] = None
     importance_loo: _F = None
     importance_logprob: _F = None
     importance_surrogate: _F = None
@@ -108,8 +107,8 @@ class ArmRow(Row):
     similarity: _F = None
     changed: bool | None = None
     logprob: Annotated[_F, doc("log p(baseline answer | this context), when scored")] = None
-    similarities: Annotated[dict[str, float | None], doc("answer similarity per configured measure "
-                                                          "(the sim_<measure> columns)")] = \
+    similarities: Annotated[dict[str, float | None], NOT_STORED, doc("answer similarity per configured "
+                                                                      "measure (the sim_<measure> columns)")] = \
         dataclasses.field(default_factory=dict)
     latency_s: _F = None
     prompt_tokens: int | None = None
@@ -119,20 +118,12 @@ class ArmRow(Row):
     @classmethod
     @functools.cache
     def arrow_schema_for(cls, measures: tuple[str, ...]) -> pa.Schema:
-        """The ``arms`` schema with one ``sim_<measure>`` column per configured measure."""
+        """The ``arms`` schema with one ``sim_<measure>`` column per configured measure, where
+        ``similarities`` stands."""
         fields: list[pa.Field] = []
-        for f in cls._fixed_schema():
-            if f.name == "similarities":
-                fields += [pa.field(f"sim_{m}", pa.float64()) for m in measures]
-            else:
-                fields.append(f)
+        for f in cls.arrow_fields():
+            fields += [pa.field(f"sim_{m}", pa.float64()) for m in measures] if f.name == "similarities" else [f]
         return pa.schema(fields)
-
-    @classmethod
-    def _fixed_schema(cls) -> list[pa.Field]:
-        hints = typing.get_type_hints(cls, include_extras=True)
-        return [pa.field(f.name, pa.null() if f.name == "similarities" else arrow_type(hints[f.name], f.name))
-                for f in dataclasses.fields(cls)]
 
     @classmethod
     def arrow_schema(cls) -> pa.Schema:
@@ -206,7 +197,7 @@ class CurveRow(Row):
 
 
 @dataclass(frozen=True)
-class FaithfulnessRecord(Record):
+class FaithfulnessRecord(QuestionRecord):
     """One finished question of a faithfulness experiment: what ``progress.jsonl`` holds per line."""
 
     parts = {"units": UnitRow, "arms": ArmRow, "cases": CaseRow, "curves": CurveRow}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ragray.rows.base import Record, Row, doc
+from ragray.rows.base import QuestionRecord, Row, doc
 
 __all__ = ["CallRow", "InfluenceRecord", "PassageRow", "QuestionRow"]
 
@@ -115,7 +115,7 @@ class CallRow(Row):
 
 
 @dataclass(frozen=True)
-class InfluenceRecord(Record):
+class InfluenceRecord(QuestionRecord):
     """One finished question of an influence run: what ``progress.jsonl`` holds per line."""
 
     parts = {"passages": PassageRow, "calls": CallRow}

@@ -9,8 +9,8 @@ Ray Serve deployment handles) and runs the same code as the CLI for one ad-hoc q
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError

@@ -251,3 +251,33 @@ def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_
         "drop-one log-prob, float32", "auto: the backend scores log-probabilities")
     generate = describe_mode({**s, "influence_mode": "generate", "influence_mode_requested": "generate"})
     assert generate == ("drop-one rouge_l, bfloat16", None)  # the warning is about log-probabilities
+
+
+def test_resuming_a_finished_run_loads_no_model(dataset, tmp_path, monkeypatch):
+    first = run_influence(config(dataset), tmp_path / "r", progress=False)
+    import ragray.pipeline.executors as executors
+
+    monkeypatch.setattr(executors, "build_generator", lambda _: pytest.fail("a model was loaded for no question"))
+    again = run_influence(config(dataset), tmp_path / "r", resume=True, progress=False)
+    assert again.n_resumed == len(first.records) == 4
+    assert [r.question for r in again.records] == [r.question for r in first.records]
+
+
+def test_question_rows_carry_the_retrieval_ranking_metrics(dataset, tmp_path):
+    """q1's gold passage is retrieved (hit 1, recall 1, its reciprocal rank); q2 has no gold ids:
+    every ranking metric is null, never 0."""
+    res = run_influence(config(dataset, "retrieval.top_k=3"), tmp_path / "k", progress=False)
+    q1, q2 = res.records[0], res.records[1]
+    rank = next(p.retrieval_rank for p in q1.passages if p.passage_id == "q1-p0")
+    assert q1.question.retrieval_k == 3 and q1.question.hit_at_k == 1.0 and q1.question.recall_at_k == 1.0
+    assert q1.question.mrr == 1.0 / rank
+    assert (q2.question.hit_at_k, q2.question.recall_at_k, q2.question.mrr, q2.question.ndcg_at_10) == (None,) * 4
+
+
+def test_question_rows_count_what_the_ablations_cost(dataset, tmp_path):
+    """Log-prob: k + 1 arms asked for, only the baseline generated, every arm scored once;
+    generate: every arm generated."""
+    lp = run_influence(config(dataset), tmp_path / "lp", progress=False).records[0].question
+    assert (lp.calls_requested, lp.calls_generated, lp.score_passes) == (5, 1, 5)
+    gen = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", progress=False).records[0].question
+    assert (gen.calls_requested, gen.calls_generated, gen.score_passes) == (5, 5, 0)

@@ -51,9 +51,9 @@ def one_run(n: int, dtype: str, root: Path, name: str, threads: int | None = Non
     result = run_influence(config, root / name, progress=False)
     wall = time.perf_counter() - began
     s = result.summary
-    return {"questions": n, "calls": s["n_calls"], "wall_s": round(wall, 2),
-            "calls_per_s_wall": round(s["n_calls"] / wall, 4),
-            "calls_per_s_generation": s["calls_per_second"], "execution": execution,
+    return {"questions": n, "calls": s.n_calls, "wall_s": round(wall, 2),
+            "calls_per_s_wall": round(s.n_calls / wall, 4),
+            "calls_per_s_generation": s.calls_per_second, "execution": execution,
             "threads": threads, "loadavg_1m_after": round(os.getloadavg()[0], 2)}
 
 

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragray import __version__
 from ragray.console import print_pairs, print_table
@@ -27,6 +27,9 @@ from ragray.errors import (
     MissingDependencyError,
     RagrayError,
 )
+
+if TYPE_CHECKING:
+    from ragray.rows.summaries import RunSummary
 
 __all__ = ["main", "build_parser"]
 
@@ -306,8 +309,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config, out = _resumable_run(args, "run")
     result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
-    print(f"ragray run: {s['n_questions']} questions ({result.n_resumed} resumed), "
-          f"{s['model']} via {s['backend']}, {s['retriever']} top-{s['top_k']} -> {result.out}")
+    print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
+          f"{s.model} via {s.backend}, {s.retriever} top-{s.top_k} -> {result.out}")
     _print_influence_summary(s)
     _print_next(result.out)
     return 0
@@ -331,44 +334,44 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     result = simulate(out, n_questions=args.questions, k=args.k, scenario=args.scenario, seed=args.seed,
                       base=base, progress=not args.no_progress)
     s = result.summary
-    mix = ", ".join(f"{k} {v}" for k, v in s["simulated"]["questions_per_scenario"].items())
-    print(f"ragray simulate: {s['n_questions']} simulated questions ({mix}), k={args.k}, seed {args.seed}, "
+    mix = ", ".join(f"{k} {v}" for k, v in s.simulated["questions_per_scenario"].items())
+    print(f"ragray simulate: {s.n_questions} simulated questions ({mix}), k={args.k}, seed {args.seed}, "
           f"no model -> {result.out}")
     _print_influence_summary(s)
     return 0
 
 
-def _alignment_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+def _alignment_rows(s: RunSummary) -> list[tuple[str, str]]:
     """The tie-robust verdict first (absent from runs written before it existed)."""
-    a = s.get("alignment")
+    a = s.alignment
     if not a:
         return [("misaligned rate", "not measured (run written before the tie-robust measures)")]
-    nd, rbo = a["usage_ndcg"], a["rbo_alignment"]
+    nd, rbo = a.usage_ndcg, a.rbo_alignment
     rows = [
-        (f"misaligned rate (usage nDCG < {a['misalignment_threshold']})",
-         f"{_fmt(a['misaligned_rate'])}  over {a['n_scored']} questions with some influence"),
-        ("usage nDCG / RBO (p=%g)" % a["rbo_p"],
-         f"{_fmt(nd['mean'])} (95% CI {_fmt(nd['low'])} .. {_fmt(nd['high'])}) / {_fmt(rbo['mean'])}"),
+        (f"misaligned rate (usage nDCG < {a.misalignment_threshold})",
+         f"{_fmt(a.misaligned_rate)}  over {a.n_scored} questions with some influence"),
+        ("usage nDCG / RBO (p=%g)" % a.rbo_p,
+         f"{_fmt(nd.mean)} (95% CI {_fmt(nd.low)} .. {_fmt(nd.high)}) / {_fmt(rbo.mean)}"),
         ("top-1 used / relies on lower rank",
-         f"{_fmt(a['top1_used_rate'])} / {_fmt(a['relies_on_lower_rank_rate'])}"),
+         f"{_fmt(a.top1_used_rate)} / {_fmt(a.relies_on_lower_rank_rate)}"),
     ]
-    if a["divergent_not_misaligned"]:
+    if a.divergent_not_misaligned:
         rows.append(("divergent but not misaligned",
-                     f"{a['divergent_not_misaligned']} questions: the seed's rho rule fires, yet the retriever's "
-                     f"order matches use (mean rho ceiling {_fmt(a['divergent_not_misaligned_mean_rho_ceiling'])})"))
-    pos = s.get("position") or {}
-    if pos.get("control", "none") == "none":
+                     f"{a.divergent_not_misaligned} questions: the seed's rho rule fires, yet the retriever's "
+                     f"order matches use (mean rho ceiling {_fmt(a.divergent_not_misaligned_mean_rho_ceiling)})"))
+    pos = s.position
+    if pos is None or pos.control == "none":
         rows.append(("position control", "none: influence may follow the slot, not the passage "
                      "(influence.position_control: reversed)"))
     else:
-        rows.append((f"position-driven rate ({pos['control']} order)",
-                     f"{_fmt(pos['position_driven_rate'])}, mean sensitivity {_fmt(pos['position_sensitivity']['mean'])}"
-                     f", {pos['control_calls']} extra calls ({_fmt(pos['control_call_share'], '.0%')})"))
+        rows.append((f"position-driven rate ({pos.control} order)",
+                     f"{_fmt(pos.position_driven_rate)}, mean sensitivity {_fmt(pos.position_sensitivity.mean)}"
+                     f", {pos.control_calls} extra calls ({_fmt(pos.control_call_share, '.0%')})"))
     return rows
 
 
-def _validity_lines(s: dict[str, Any]) -> list[str]:
-    v = s.get("validity") or {}
+def _validity_lines(s: RunSummary) -> list[str]:
+    v = s.validity or {}
     if not v.get("available"):
         return [f"  validity: not measured ({v.get('reason') or 'run written before the validity panel'})"]
     out = ["  validity against gold passages (recovery@1 / AUC, 95% bootstrap CI):"]
@@ -382,29 +385,29 @@ def _validity_lines(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def _mode_text(s: dict[str, Any]) -> str:
+def _mode_text(s: RunSummary) -> str:
     from ragray.metrics.summary import describe_mode
     label, note = describe_mode(s)
     return f"{label} ({note})" if note else label
 
 
-def _print_influence_summary(s: dict[str, Any]) -> None:
-    lo, hi = s["mean_spearman_ci95"]
+def _print_influence_summary(s: RunSummary) -> None:
+    lo, hi = s.mean_spearman_ci95
     rows = [
-        ("measured questions", f"{s['n_measured']} / {s['n_questions']}  {s['states']}"),
+        ("measured questions", f"{s.n_measured} / {s.n_questions}  {s.states}"),
         ("influence measured by", _mode_text(s)),
         *_alignment_rows(s),
-        ("mean Spearman rho (seed)", f"{_fmt(s['mean_spearman'])}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
-        (f"divergent rate (seed's rule, rho < {s['divergence_threshold']})", _fmt(s["divergent_rate"])),
-        ("mean dominance", _fmt(s["mean_dominance"])),
-        ("baseline exact match / F1", f"{_fmt(s['baseline_exact_match'])} / {_fmt(s['quality']['f1'])}"),
+        ("mean Spearman rho (seed)", f"{_fmt(s.mean_spearman)}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
+        (f"divergent rate (seed's rule, rho < {s.divergence_threshold})", _fmt(s.divergent_rate)),
+        ("mean dominance", _fmt(s.mean_dominance)),
+        ("baseline exact match / F1", f"{_fmt(s.baseline_exact_match)} / {_fmt(s.quality.f1)}"),
         ("grounding / hallucination rate",
-         f"{_fmt(s['quality']['grounding'])} / {_fmt(s['quality']['hallucination_rate'])}"),
+         f"{_fmt(s.quality.grounding)} / {_fmt(s.quality.hallucination_rate)}"),
         ("noise ratio: labels / causal",
-         f"{_fmt(s['quality']['label_noise_ratio'])} / {_fmt(s['quality']['causal_noise_ratio'])}"),
-        ("flags", ", ".join(f"{k} {v}" for k, v in s["flag_counts"].items() if v) or "none"),
-        ("calls", f"{s['n_calls']} ({s['n_failed_calls']} failed), {_fmt(s['calls_per_second'], '.2f')} calls/s"),
-        ("errors", str(s["errors"])),
+         f"{_fmt(s.quality.label_noise_ratio)} / {_fmt(s.quality.causal_noise_ratio)}"),
+        ("flags", ", ".join(f"{k} {v}" for k, v in s.flag_counts.items() if v) or "none"),
+        ("calls", f"{s.n_calls} ({s.n_failed_calls} failed), {_fmt(s.calls_per_second, '.2f')} calls/s"),
+        ("errors", str(s.errors)),
     ]
     print_pairs(rows)
     print("\n".join(_validity_lines(s)))
@@ -419,11 +422,11 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
     config, out = _resumable_run(args, "interpret")
     result = run_interpret(config, out, resume=args.resume, progress=not args.no_progress)
     s = result.summary
-    print(f"ragray interpret: {s['n_questions']} questions ({result.n_resumed} resumed, {s['n_failed']} failed), "
-          f"{s['model']}, {s['level']} level{' (hierarchical)' if s['hierarchical'] else ''}, "
-          f"explainer {s['explainer']}, {s['mode']} mode, R={s['random_repeats']} -> {result.out}")
+    print(f"ragray interpret: {s.n_questions} questions ({result.n_resumed} resumed, {s.n_failed} failed), "
+          f"{s.model}, {s.level} level{' (hierarchical)' if s.hierarchical else ''}, "
+          f"explainer {s.explainer}, {s.mode} mode, R={s.random_repeats} -> {result.out}")
     rows = []
-    for label, k in s["per_k"].items():
+    for label, k in s.per_k.items():
         c = {name: v["count"] for name, v in k["cases"].items()}
         mv = k["most_vs_random"]
         rows.append([label, c["A"], c["B"], c["C"], c["inconclusive"], _fmt(k["sim_most_mean"]),
@@ -431,15 +434,15 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
                      _p(mv["paired"]["wilcoxon"]["p_value"]), _p(mv["mcnemar"]["p_value"])])
     print_table(["K", "A", "B", "C", "inc.", "sim most", "random", "least", "Wilcoxon p", "McNemar p"], rows,
                 numeric=range(1, 10))
-    ctl, cost = s["controls"], s["cost"]
-    print(f"  controls: parametric {_fmt(ctl['parametric_rate'])}, position-sensitive "
-          f"{_fmt(ctl['position_sensitive_rate'])}, sim without question {_fmt(ctl['del_q_sim_mean'])}")
-    for pair, v in s["agreement"].items():
+    ctl, cost = s.controls, s.cost
+    print(f"  controls: parametric {_fmt(ctl.parametric_rate)}, position-sensitive "
+          f"{_fmt(ctl.position_sensitive_rate)}, sim without question {_fmt(ctl.del_q_sim_mean)}")
+    for pair, v in s.agreement.items():
         print(f"  agreement {pair}: Spearman {_fmt(v['mean_spearman'])}, top-1 {_fmt(v['top1_agreement'])}")
-    print(f"  cost per question: {_fmt(cost['calls_generated_per_question'], '.1f')} model calls "
-          f"({_fmt(cost['calls_requested_per_question'], '.1f')} arm calls), "
-          f"{_fmt(cost['score_passes_per_question'], '.1f')} scoring passes, "
-          f"{_fmt(cost['seconds_per_question'], '.1f')} s")
+    print(f"  cost per question: {_fmt(cost.calls_generated_per_question, '.1f')} model calls "
+          f"({_fmt(cost.calls_requested_per_question, '.1f')} arm calls), "
+          f"{_fmt(cost.score_passes_per_question, '.1f')} scoring passes, "
+          f"{_fmt(cost.seconds_per_question, '.1f')} s")
     return 0
 
 
@@ -458,23 +461,23 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides, values)
     out = args.out or default_run_dir("audit", config.name)
     result = run_audit(config, out, progress=not args.no_progress)
-    s, queries = result.report["summary"], result.report["queries"]
+    s, queries = result.summary, result.entries
     print("=== RETRIEVAL INTEGRITY AUDIT ===")
-    for e in queries if len(queries) <= 10 else [e for e in queries if e["status"] != "PASS"][:20]:
-        print(f"query: {e['query']}")
+    for e in queries if len(queries) <= 10 else [e for e in queries if e.status != "PASS"][:20]:
+        print(f"query: {e.query}")
         for key in ("score", "coverage", "precision", "recall", "noise_ratio", "status"):
-            print(f"{key}: {'-' if e[key] is None else e[key]}")
-        if e.get("explanation"):
-            print(f"explanation: {e['explanation']}")
+            print(f"{key}: {'-' if getattr(e, key) is None else getattr(e, key)}")
+        if e.explanation:
+            print(f"explanation: {e.explanation}")
         print()
     if len(queries) > 10:
-        print(f"(showing the first {min(20, s['n_fail'] + s['n_unscored'])} queries that did not pass; "
+        print(f"(showing the first {min(20, s.n_fail + s.n_unscored)} queries that did not pass; "
               "all are in audit_report.json)")
-    print(f"ragray audit: {s['n_pass']}/{s['n_scored']} PASS (pass rate {_fmt(s['pass_rate'])}), "
-          f"{s['n_unscored']} unscored, {config.retrieval.retriever} top-{s['k']} documents -> {result.out}")
-    print_pairs([("mean score", _fmt(s["mean_score"], ".1f")), ("coverage %", _fmt(s["mean_coverage"], ".1f")),
-                 ("noise %", _fmt(s["mean_noise_ratio"], ".1f")), ("precision", _fmt(s["mean_precision"], ".2f")),
-                 ("recall", _fmt(s["mean_recall"], ".2f"))])
+    print(f"ragray audit: {s.n_pass}/{s.n_scored} PASS (pass rate {_fmt(s.pass_rate)}), "
+          f"{s.n_unscored} unscored, {config.retrieval.retriever} top-{s.k} documents -> {result.out}")
+    print_pairs([("mean score", _fmt(s.mean_score, ".1f")), ("coverage %", _fmt(s.mean_coverage, ".1f")),
+                 ("noise %", _fmt(s.mean_noise_ratio, ".1f")), ("precision", _fmt(s.mean_precision, ".2f")),
+                 ("recall", _fmt(s.mean_recall, ".2f"))])
     return result.exit_code
 
 
@@ -487,17 +490,17 @@ def _cmd_score(args: argparse.Namespace) -> int:
     out = args.out or default_run_dir("score", config.name)
     result = run_score(config, args.records, out)
     s = result.summary
-    print(f"ragray score: {s['n']} records ({s['n_with_gold']} with gold answers, "
-          f"{s['skipped_rows']} skipped) -> {result.out}")
+    print(f"ragray score: {s.n} records ({s.n_with_gold} with gold answers, "
+          f"{s.skipped_rows} skipped) -> {result.out}")
     rows = [
-        ("exact match / token F1", f"{_fmt(s['em'])} / {_fmt(s['f1'])}"),
-        ("recall@k (cosine >= tau)", _fmt(s["recall_at_k_cosine"])),
-        ("Sim(answer, gold)", _fmt(s["sim_answer_gold"])),
-        ("grounding Sim(answer, context)", _fmt(s["grounding"])),
-        (f"hallucination rate (tau_h {s['tau_h']})", _fmt(s["hallucination_rate"])),
-        ("relevance Sim(answer, question)", _fmt(s["relevance"])),
-        ("label noise ratio", _fmt(s["label_noise_ratio"])),
-        ("latency s / cost USD", f"{_fmt(s['latency_s'], '.2f')} / {_fmt(s['cost_usd_total'], '.4f')}"),
+        ("exact match / token F1", f"{_fmt(s.em)} / {_fmt(s.f1)}"),
+        ("recall@k (cosine >= tau)", _fmt(s.recall_at_k_cosine)),
+        ("Sim(answer, gold)", _fmt(s.sim_answer_gold)),
+        ("grounding Sim(answer, context)", _fmt(s.grounding)),
+        (f"hallucination rate (tau_h {s.tau_h})", _fmt(s.hallucination_rate)),
+        ("relevance Sim(answer, question)", _fmt(s.relevance)),
+        ("label noise ratio", _fmt(s.label_noise_ratio)),
+        ("latency s / cost USD", f"{_fmt(s.latency_s, '.2f')} / {_fmt(s.cost_usd_total, '.4f')}"),
     ]
     print_pairs(rows)
     return 0

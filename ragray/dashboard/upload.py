@@ -18,6 +18,7 @@ import math
 import re
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,10 +130,9 @@ def import_csv(text: str, root: str | Path, name: str, config: ExperimentConfig 
     run.write_rows(QuestionRow, [r.question for r in records])
     run.write_rows(PassageRow, [p for r in records for p in r.passages])
     run.write_rows(CallRow, [])
-    summary = summarize_run(records, config, model_id="uploaded")
-    summary.update({"backend": "uploaded", "retriever": "uploaded",
-                    "top_k": max(len(r.passages) for r in records),
-                    "uploaded": {"file": name, "rows": sum(len(v) for v in by_q.values())}})
-    run.write_json("summary", summary)
+    summary = replace(summarize_run(records, config, model_id="uploaded"), backend="uploaded", retriever="uploaded",
+                      top_k=max(len(r.passages) for r in records),
+                      uploaded={"file": name, "rows": sum(len(v) for v in by_q.values())})
+    run.write_json("summary", summary.as_dict())
     write_report(out)
     return out

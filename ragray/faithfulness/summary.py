@@ -23,6 +23,7 @@ from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
 from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
 from ragray.rows.faithfulness import FaithfulnessRecord
+from ragray.rows.summaries import ControlsSummary, DeletionCurveSummary, FaithfulnessCost, FaithfulnessSummary
 
 __all__ = ["summarize_faithfulness"]
 
@@ -53,7 +54,7 @@ def _per_k(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: ExperimentConfig,
-                           model_id: str) -> dict[str, Any]:
+                           model_id: str) -> FaithfulnessSummary:
     """``summary.json`` of a faithfulness experiment over its finished ``records``."""
     fc = config.faithfulness
     questions = [r.question.as_dict() for r in records]
@@ -73,40 +74,40 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
     flat = _mean([q["n_units_flat"] for q in ok])
     auc_most, auc_least = [q["auc_most"] for q in ok], [q["auc_least"] for q in ok]
     paired_auc = [(m, s) for m, s in zip(auc_most, auc_least) if m is not None and s is not None]
-    return {
-        "model": model_id,
-        "backend": config.generation.backend,
-        "level": fc.level,
-        "hierarchical": fc.hierarchical,
-        "explainer": fc.explainer,
-        "mode": fc.mode,
-        "similarity": fc.similarity,
-        "threshold_t": fc.threshold_t,
-        "random_repeats": fc.random_repeats,
-        "decision": fc.decision.model_dump(),
-        "n_questions": len(questions),
-        "n_failed": len(questions) - len(ok),
-        "per_k": per_k,
-        "controls": {
-            "parametric_rate": _mean([q["parametric"] for q in ok]),
-            "closed_book_sim_mean": _mean([q["closed_book_sim"] for q in ok]),
-            "del_q_sim_mean": _mean([q["del_q_sim"] for q in ok]),
-            "position_sensitive_rate": _mean([q["position_sensitive"] for q in ok]),
+    return FaithfulnessSummary(
+        model=model_id,
+        backend=config.generation.backend,
+        level=fc.level,
+        hierarchical=fc.hierarchical,
+        explainer=fc.explainer,
+        mode=fc.mode,
+        similarity=fc.similarity,
+        threshold_t=fc.threshold_t,
+        random_repeats=fc.random_repeats,
+        decision=fc.decision.model_dump(),
+        n_questions=len(questions),
+        n_failed=len(questions) - len(ok),
+        per_k=per_k,
+        controls=ControlsSummary(
+            parametric_rate=_mean([q["parametric"] for q in ok]),
+            closed_book_sim_mean=_mean([q["closed_book_sim"] for q in ok]),
+            del_q_sim_mean=_mean([q["del_q_sim"] for q in ok]),
+            position_sensitive_rate=_mean([q["position_sensitive"] for q in ok]),
             **{f"move_{w}_sim_mean": _mean([q[f"move_{w}_sim"] for q in ok]) for w in ("start", "middle", "end")},
-        },
-        "deletion_curve": {
-            "auc_most_mean": _mean(auc_most),
-            "auc_least_mean": _mean(auc_least),
-            "least_vs_most": paired_tests([s for _, s in paired_auc], [m for m, _ in paired_auc]) if paired_auc else None,
-        },
-        "agreement": agreement,
-        "cost": {
-            "calls_requested_per_question": _mean([q["calls_requested"] for q in questions]),
-            "calls_generated_per_question": _mean([q["calls_generated"] for q in questions]),
-            "score_passes_per_question": _mean([q["score_passes"] for q in questions]),
-            "explainer_calls_per_question": explained,
-            "explainer_calls_flat_per_question": flat,
-            "hierarchical_saving": (1 - explained / flat) if fc.hierarchical and explained is not None and flat else None,
-            "seconds_per_question": _mean([q["seconds"] for q in questions]),
-        },
-    }
+        ),
+        deletion_curve=DeletionCurveSummary(
+            auc_most_mean=_mean(auc_most),
+            auc_least_mean=_mean(auc_least),
+            least_vs_most=paired_tests([s for _, s in paired_auc], [m for m, _ in paired_auc]) if paired_auc else None,
+        ),
+        agreement=agreement,
+        cost=FaithfulnessCost(
+            calls_requested_per_question=_mean([q["calls_requested"] for q in questions]),
+            calls_generated_per_question=_mean([q["calls_generated"] for q in questions]),
+            score_passes_per_question=_mean([q["score_passes"] for q in questions]),
+            explainer_calls_per_question=explained,
+            explainer_calls_flat_per_question=flat,
+            hierarchical_saving=(1 - explained / flat) if fc.hierarchical and explained is not None and flat else None,
+            seconds_per_question=_mean([q["seconds"] for q in questions]),
+        ),
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.validity import validity_panel
 from ragray.rows.influence import InfluenceRecord
+from ragray.rows.summaries import AlignmentSummary, MeanCI, PositionSummary, RunQuality, RunSummary
 
 __all__ = ["describe_mode", "influence_label", "mean_ci", "summarize_run"]
 
@@ -43,7 +44,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def _quality(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _quality(questions: Sequence[dict[str, Any]]) -> RunQuality:
     """Means of the answer-quality columns over the questions where each is defined."""
     rows = [{**q, "em": q["baseline_em"]} for q in questions if q["error"] is None]
     out = summarize_answers(rows)
@@ -52,7 +53,7 @@ def _quality(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in ("label_noise_ratio", "label_coverage", "causal_noise_ratio"):
         vals = [q[key] for q in rows if q.get(key) is not None]
         out[key] = float(np.mean(vals)) if vals else None
-    return out
+    return RunQuality(**out)
 
 
 def _rate(values: Sequence[Any]) -> float | None:
@@ -60,46 +61,45 @@ def _rate(values: Sequence[Any]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _mean_ci(values: Sequence[Any]) -> dict[str, float | None]:
-    mean, lo, hi = mean_ci([float(v) for v in values if v is not None])
-    return {"mean": mean, "low": lo, "high": hi}
+def _mean_ci(values: Sequence[Any]) -> MeanCI:
+    return MeanCI(*mean_ci([float(v) for v in values if v is not None]))
 
 
-def _alignment(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+def _alignment(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> AlignmentSummary:
     """The tie-robust verdict over questions that have one (anything above ε), and how many of the
     seed's Divergent questions it clears (their ρ is capped by ties or moved by unused passages)."""
     rows = [q for q in questions if q.get("misaligned") is not None]
     cleared = [q for q in rows if q.get("divergent") and not q["misaligned"]]
     ceilings = [q["rho_ceiling"] for q in cleared if q.get("rho_ceiling") is not None]
-    return {
-        "n_scored": len(rows),
-        "misaligned_rate": _rate([q["misaligned"] for q in rows]),
-        "misalignment_threshold": config.influence.misalignment_threshold,
-        "usage_ndcg": _mean_ci([q["usage_ndcg"] for q in rows]),
-        "rbo_alignment": _mean_ci([q["rbo_alignment"] for q in rows]),
-        "rbo_p": config.influence.rbo_p,
-        "top1_used_rate": _rate([q["top1_used"] for q in rows]),
-        "relies_on_lower_rank_rate": _rate([q["relies_on_lower_rank"] for q in rows]),
-        "mean_rho_ceiling": _rate([q.get("rho_ceiling") for q in rows]),
-        "divergent_not_misaligned": len(cleared),
-        "divergent_not_misaligned_mean_rho_ceiling": _rate(ceilings),
-    }
+    return AlignmentSummary(
+        n_scored=len(rows),
+        misaligned_rate=_rate([q["misaligned"] for q in rows]),
+        misalignment_threshold=config.influence.misalignment_threshold,
+        usage_ndcg=_mean_ci([q["usage_ndcg"] for q in rows]),
+        rbo_alignment=_mean_ci([q["rbo_alignment"] for q in rows]),
+        rbo_p=config.influence.rbo_p,
+        top1_used_rate=_rate([q["top1_used"] for q in rows]),
+        relies_on_lower_rank_rate=_rate([q["relies_on_lower_rank"] for q in rows]),
+        mean_rho_ceiling=_rate([q.get("rho_ceiling") for q in rows]),
+        divergent_not_misaligned=len(cleared),
+        divergent_not_misaligned_mean_rho_ceiling=_rate(ceilings),
+    )
 
 
-def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
+def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> PositionSummary:
     """Position control: how often influence followed the slot, and what the second order cost."""
     mode = config.influence.position_control
     rows = [q for q in questions if q.get("position_sensitivity") is not None]
     n_calls = sum(q.get("n_calls") or 0 for q in questions)
     n_control = sum(q.get("n_control_calls") or 0 for q in questions)
-    return {
-        "control": mode,
-        "n_scored": len(rows),
-        "position_driven_rate": _rate([q["position_driven"] for q in rows]),
-        "position_sensitivity": _mean_ci([q["position_sensitivity"] for q in rows]),
-        "control_calls": n_control,
-        "control_call_share": n_control / n_calls if n_calls else None,
-    }
+    return PositionSummary(
+        control=mode,
+        n_scored=len(rows),
+        position_driven_rate=_rate([q["position_driven"] for q in rows]),
+        position_sensitivity=_mean_ci([q["position_sensitivity"] for q in rows]),
+        control_calls=n_control,
+        control_call_share=n_control / n_calls if n_calls else None,
+    )
 
 
 def influence_label(mode: str, similarity: str) -> str:
@@ -116,23 +116,23 @@ PRECISION_WARNING = (
 )
 
 
-def describe_mode(s: Mapping[str, Any]) -> tuple[str, str | None]:
+def describe_mode(s: RunSummary) -> tuple[str, str | None]:
     """A run summary's influence measure in words, and how it was chosen (None: as configured),
     with a warning where the log-probabilities were computed in a low precision."""
-    mode = s.get("influence_mode")
-    label = influence_label(mode, s.get("similarity") or "?") if mode else "not recorded"
-    precision = s.get("precision")
+    mode = s.influence_mode
+    label = influence_label(mode, s.similarity or "?") if mode else "not recorded"
+    precision = s.precision
     if precision:
         label = f"{label}, {precision}"
     warning = None
     if mode in ("logprob", "mixed") and (precision in LOW_PRECISION or precision == "mixed"):
         warning = PRECISION_WARNING.format(precision=precision)
     if mode == "mixed":  # say how many ran each way first, then auto's reason for the fallback
-        counts = ", ".join(f"{n} questions {m}" for m, n in (s.get("influence_mode_counts") or {}).items())
-        note = "; ".join(filter(None, [counts, s.get("influence_mode_note")]))
-    elif s.get("influence_mode_note"):
-        note = s["influence_mode_note"]
-    elif s.get("influence_mode_requested") == "auto":
+        counts = ", ".join(f"{n} questions {m}" for m, n in (s.influence_mode_counts or {}).items())
+        note = "; ".join(filter(None, [counts, s.influence_mode_note]))
+    elif s.influence_mode_note:
+        note = s.influence_mode_note
+    elif s.influence_mode_requested == "auto":
         note = "auto: the backend scores log-probabilities"
     else:
         note = None
@@ -156,7 +156,7 @@ def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict
     }
 
 
-def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, model_id: str) -> dict[str, Any]:
+def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, model_id: str) -> RunSummary:
     """``summary.json`` of an influence run over its finished ``records``."""
     questions = [r.question.as_dict() for r in records]
     passages = [p.as_dict() for r in records for p in r.passages]
@@ -172,41 +172,41 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
     flag_counts = Counter(f for q in questions for f in q["flags"])
     gen = config.generation
     mode = _mode(questions, config)
-    return {
-        "n_questions": len(questions),
-        "n_measured": len(measured),
-        "states": dict(Counter(q["state"] for q in questions)),
-        "mean_spearman": mean_rho,
-        "mean_spearman_ci95": [lo, hi],
-        "median_spearman": float(np.median(rhos)) if rhos else None,
-        "divergent_rate": _mean([float(q["divergent"]) for q in measured]),
-        "alignment": _alignment(questions, config),
-        "position": _position(questions, config),
-        "validity": validity_panel(questions, passages, influence_label(mode["influence_mode"], config.influence.similarity),
-                                   seed=config.seed),
-        "mean_dominance": _mean([q["dominance"] for q in measured]),
-        "flag_counts": {f: flag_counts.get(f, 0) for f in FLAGS},
-        "flag_rates": {f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
-        "baseline_exact_match": _mean(ems),
-        "quality": _quality(questions),
-        "n_calls": len(calls),
-        "n_failed_calls": len(calls) - len(ok_calls),
-        "errors": sum(1 for q in questions if q["error"] is not None),
-        "error_questions": [
+    return RunSummary(
+        n_questions=len(questions),
+        n_measured=len(measured),
+        states=dict(Counter(q["state"] for q in questions)),
+        mean_spearman=mean_rho,
+        mean_spearman_ci95=(lo, hi),
+        median_spearman=float(np.median(rhos)) if rhos else None,
+        divergent_rate=_mean([float(q["divergent"]) for q in measured]),
+        alignment=_alignment(questions, config),
+        position=_position(questions, config),
+        validity=validity_panel(questions, passages, influence_label(mode["influence_mode"], config.influence.similarity),
+                                seed=config.seed),
+        mean_dominance=_mean([q["dominance"] for q in measured]),
+        flag_counts={f: flag_counts.get(f, 0) for f in FLAGS},
+        flag_rates={f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
+        baseline_exact_match=_mean(ems),
+        quality=_quality(questions),
+        n_calls=len(calls),
+        n_failed_calls=len(calls) - len(ok_calls),
+        errors=sum(1 for q in questions if q["error"] is not None),
+        error_questions=tuple(
             {"question_id": q["question_id"], "error": q["error"]} for q in questions if q["error"]
-        ],
-        "calls_per_second": len(calls) / seconds if seconds else None,
+        ),
+        calls_per_second=len(calls) / seconds if seconds else None,
         # generated calls only (log-prob mode scores its ablations: no completion)
-        "mean_prompt_tokens": _mean([c["prompt_tokens"] for c in ok_calls if c["prompt_tokens"] is not None]),
-        "mean_completion_tokens": _mean(
+        mean_prompt_tokens=_mean([c["prompt_tokens"] for c in ok_calls if c["prompt_tokens"] is not None]),
+        mean_completion_tokens=_mean(
             [c["completion_tokens"] for c in ok_calls if c["completion_tokens"] is not None]
         ),
-        "model": model_id,
-        "backend": gen.backend,
-        "template": gen.template,
+        model=model_id,
+        backend=gen.backend,
+        template=gen.template,
         **mode,
-        "similarity": config.influence.similarity,
-        "retriever": config.retrieval.retriever,
-        "top_k": config.retrieval.top_k,
-        "divergence_threshold": config.influence.divergence_threshold,
-    }
+        similarity=config.influence.similarity,
+        retriever=config.retrieval.retriever,
+        top_k=config.retrieval.top_k,
+        divergence_threshold=config.influence.divergence_threshold,
+    )

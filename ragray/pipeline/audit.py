@@ -26,24 +26,28 @@ from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage
 from ragray.rows.audit import AuditEntry
+from ragray.rows.summaries import AuditSummary
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
 from ragray.types import Hit
 
-__all__ = ["AUDIT_SCHEMA", "AuditRun", "audit_entry", "run_audit", "summarize_audit"]
-
-AUDIT_SCHEMA = AuditEntry.arrow_schema()
-
+__all__ = ["AuditRun", "audit_entry", "run_audit", "summarize_audit"]
 
 @dataclass(frozen=True)
 class AuditRun:
+    """An audit's run directory, its summary and one entry per query (``audit_report.json``)."""
+
     out: Path
-    report: dict[str, Any]
+    summary: AuditSummary
+    entries: tuple[AuditEntry, ...]
 
     @property
     def exit_code(self) -> int:
-        s = self.report["summary"]
-        return 0 if s["n_scored"] > 0 and s["n_fail"] == 0 else 1
+        return self.summary.exit_code
+
+    def report(self) -> dict[str, Any]:
+        """``audit_report.json``'s content."""
+        return {"summary": self.summary.as_dict(), "queries": [e.as_dict() for e in self.entries]}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -64,33 +68,34 @@ def audit_entry(qid: str, query: str, hits: Sequence[Hit], relevant_ids: Sequenc
     })
 
 
-def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig) -> dict[str, Any]:
+def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, **footer: Any) -> AuditSummary:
     """``audit_report.json``'s summary: PASS/FAIL counts and the means over scored queries."""
     counts = Counter(e.status for e in entries)
     scored = [e for e in entries if e.status != UNSCORED]
-    return {
-        "n_queries": len(entries),
-        "n_scored": len(scored),
-        "n_pass": counts.get(PASS, 0),
-        "n_fail": counts.get(FAIL, 0),
-        "n_unscored": counts.get(UNSCORED, 0),
-        "pass_rate": counts.get(PASS, 0) / len(scored) if scored else None,
-        "mean_score": _mean([e.score for e in scored]),
-        "mean_coverage": _mean([e.coverage for e in scored]),  # percent
-        "mean_precision": _mean([e.precision for e in scored]),
-        "mean_recall": _mean([e.recall for e in scored]),
-        "mean_noise_ratio": _mean([e.noise_ratio for e in scored]),  # percent
-        "hit_at_k": _mean([e.hit_at_k for e in scored]),
-        "mrr": _mean([e.mrr for e in scored]),
-        "ndcg_at_10": _mean([e.ndcg_at_10 for e in scored]),
-        "failing": [e.query_id for e in entries if e.status == FAIL],
-        "unscored": [e.query_id for e in entries if e.status == UNSCORED],
-        "k": config.audit.k,
-        "pass_score": config.audit.pass_score,
-        "retriever": config.retrieval.retriever,
-        "scope": config.retrieval.scope,
-        "dataset": config.data.path,
-    }
+    return AuditSummary(
+        n_queries=len(entries),
+        n_scored=len(scored),
+        n_pass=counts.get(PASS, 0),
+        n_fail=counts.get(FAIL, 0),
+        n_unscored=counts.get(UNSCORED, 0),
+        pass_rate=counts.get(PASS, 0) / len(scored) if scored else None,
+        mean_score=_mean([e.score for e in scored]),
+        mean_coverage=_mean([e.coverage for e in scored]),  # percent
+        mean_precision=_mean([e.precision for e in scored]),
+        mean_recall=_mean([e.recall for e in scored]),
+        mean_noise_ratio=_mean([e.noise_ratio for e in scored]),  # percent
+        hit_at_k=_mean([e.hit_at_k for e in scored]),
+        mrr=_mean([e.mrr for e in scored]),
+        ndcg_at_10=_mean([e.ndcg_at_10 for e in scored]),
+        failing=tuple(e.query_id for e in entries if e.status == FAIL),
+        unscored=tuple(e.query_id for e in entries if e.status == UNSCORED),
+        k=config.audit.k,
+        pass_score=config.audit.pass_score,
+        retriever=config.retrieval.retriever,
+        scope=config.retrieval.scope,
+        dataset=config.data.path,
+        **footer,
+    )
 
 
 def run_audit(
@@ -115,11 +120,11 @@ def run_audit(
             finally:
                 if generator is None:
                     gen.close()
-        report = {"summary": summarize_audit(entries, config), "queries": [e.as_dict() for e in entries]}
-        report["summary"]["skipped_rows"] = len(dataset.skipped)
-        report["summary"]["wall_seconds"] = time.perf_counter() - start
-        run.write_json("audit_report", report)
+        summary = summarize_audit(entries, config, skipped_rows=len(dataset.skipped),
+                                  wall_seconds=time.perf_counter() - start)
+        result = AuditRun(run.path, summary, tuple(entries))
+        run.write_json("audit_report", result.report())
         run.write_rows(AuditEntry, entries)
         write_report(run.path)
-        recording.summary = report["summary"]
-    return AuditRun(run.path, report)
+        recording.summary = summary.as_dict()
+    return result

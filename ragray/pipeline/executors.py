@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +24,7 @@ from ragray.report.report import write_report
 from ragray.registry import Registry
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.base import QuestionRecord
+from ragray.rows.summaries import FaithfulnessSummary, RunSummary
 from ragray.store.recording import recorded_run
 
 __all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "RayExecutor", "run_questions"]
@@ -124,7 +125,8 @@ class QuestionCommand:
     command: str
     record_type: type[QuestionRecord]
     builder: Builder
-    summarize: Callable[..., dict[str, Any]]
+    #: ``summarize(records, config, model_id=...)``: the summary; the command fills its run footer
+    summarize: Callable[..., RunSummary | FaithfulnessSummary]
     #: a fresh progress-bar postfix per call (it may keep running totals)
     postfix: Callable[[], Callable[[Any], dict[str, str]]] | None = None
     #: part -> schema where a table's columns depend on the config (``arms``: the measures)
@@ -152,15 +154,15 @@ class QuestionCommand:
             records = qr.records()
             schemas = self.schemas(config) if self.schemas else None
             write_record_tables(qr.run, self.record_type, records, schemas)  # type: ignore[arg-type]
-            summary = self.summarize(records, config, model_id=model_id)
-            summary["skipped_rows"] = len(qr.dataset.skipped)
-            summary["resumed_questions"] = qr.n_resumed
-            summary["cache"] = qr.stage.cache_stats.as_dict()  # this process's hits and misses
             backend = GENERATORS.get(config.generation.backend)
-            if backend.simulated:
-                summary["simulated"] = backend.simulation_marker(config.generation.model)
-            summary["wall_seconds"] = time.perf_counter() - start
-            qr.run.write_json("summary", summary)
+            summary = replace(
+                self.summarize(records, config, model_id=model_id),
+                skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
+                cache=qr.stage.cache_stats.as_dict(),  # this process's hits and misses
+                simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
+                wall_seconds=time.perf_counter() - start,
+            )
+            recording.summary = summary.as_dict()
+            qr.run.write_json("summary", recording.summary)
             write_report(qr.run.path)
-            recording.summary = summary
         return RunResult(qr.run.path, summary, qr.n_resumed, tuple(records))

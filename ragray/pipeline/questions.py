@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from tqdm.auto import tqdm
@@ -21,6 +20,7 @@ from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
 from ragray.rows.base import QuestionRecord
+from ragray.rows.summaries import FaithfulnessSummary, RunSummary, ScoreSummary
 from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
@@ -64,7 +64,7 @@ class RunResult:
     resume kept, and (per-question commands) every finished record in dataset order."""
 
     out: Path
-    summary: dict[str, Any]
+    summary: RunSummary | FaithfulnessSummary | ScoreSummary
     n_resumed: int
     records: tuple[QuestionRecord, ...] = ()
 

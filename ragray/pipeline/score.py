@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
 
 from ragray.config import ExperimentConfig
 from ragray.data.outputs import load_outputs
 from ragray.metrics.answers import summarize_answers
-from ragray.metrics.quality import QUALITY_KEYS, QualityItem, QualityScorer
+from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.pipeline.questions import RunResult
+from ragray.rows.quality import ScoreRow
+from ragray.rows.summaries import ScoreSummary, SkippedRow
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
 
-__all__ = ["run_score", "SCORES_SCHEMA"]
-
-SCORES_SCHEMA = pa.schema(
-    [("id", pa.string()), ("question", pa.string()), ("answer", pa.string()), ("n_contexts", pa.int32()),
-     ("golds", pa.list_(pa.string())), ("model", pa.string()),
-     *[(k, pa.int64() if k.endswith("_tokens") else pa.float64()) for k in QUALITY_KEYS]]
-)
-
+__all__ = ["run_score"]
 
 def run_score(
     config: ExperimentConfig, records: str | Path, out: str | Path, *, scorer: QualityScorer | None = None
@@ -47,25 +39,25 @@ def run_score(
             for r in outputs
         ]
         scores = (scorer or QualityScorer(config.metrics)).score(items)
-        rows: list[dict[str, Any]] = [
-            {"id": r.id, "question": r.question, "answer": r.answer, "n_contexts": len(r.passages),
-             "golds": list(r.golds), "model": i.model, **s}
+        rows = [
+            ScoreRow.from_dict({"id": r.id, "question": r.question, "answer": r.answer, "n_contexts": len(r.passages),
+                                "golds": list(r.golds), "model": i.model, **s})
             for r, i, s in zip(outputs, items, scores)
         ]
-        run.write_table("scores", rows, SCORES_SCHEMA)
-        labelled = [s["label_noise_ratio"] for s in scores if s["label_noise_ratio"] is not None]
-        summary = {
-            **summarize_answers(rows),
-            "label_noise_ratio": sum(labelled) / len(labelled) if labelled else None,
-            "n_with_gold_ids": len(labelled),
-            "records": str(records),
-            "skipped_rows": len(skipped),
-            "skipped": [{"line": s.line, "reason": s.reason} for s in skipped],
-            "encoder": config.metrics.encoder if config.metrics.embedding else None,
-            "tau_recall": config.metrics.tau_recall,
-            "tau_h": config.metrics.tau_h,
-            "wall_seconds": time.perf_counter() - start,
-        }
-        run.write_json("summary", summary)
-        recording.summary = summary
+        run.write_rows(ScoreRow, rows)
+        labelled = [r.label_noise_ratio for r in rows if r.label_noise_ratio is not None]
+        summary = ScoreSummary(
+            **summarize_answers([r.as_dict() for r in rows]),
+            label_noise_ratio=sum(labelled) / len(labelled) if labelled else None,
+            n_with_gold_ids=len(labelled),
+            records=str(records),
+            skipped_rows=len(skipped),
+            skipped=tuple(SkippedRow(line=s.line, reason=s.reason) for s in skipped),
+            encoder=config.metrics.encoder if config.metrics.embedding else None,
+            tau_recall=config.metrics.tau_recall,
+            tau_h=config.metrics.tau_h,
+            wall_seconds=time.perf_counter() - start,
+        )
+        recording.summary = summary.as_dict()
+        run.write_json("summary", recording.summary)
     return RunResult(run.path, summary, 0)

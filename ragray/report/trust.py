@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragray.metrics.summary import describe_mode
+from ragray.rows.summaries import RunSummary
 from ragray.report import svg
 from ragray.report.page import card, cards, esc, fmt, table
 
@@ -43,7 +44,7 @@ def _position_card(s: dict[str, Any]) -> str:
 
 
 def _mode_card(s: dict[str, Any]) -> str:
-    label, note = describe_mode(s)
+    label, note = describe_mode(RunSummary.from_dict(s))
     return card("influence measured by", label, key="influence_mode", data=s.get("influence_mode"), note=note or "")
 
 

@@ -1,5 +1,6 @@
 """Typed table rows (:mod:`ragray.rows.base`): the influence run, the faithfulness experiment,
-the audit and retrieval; their Arrow schemas, HTTP models and JSON lines all come from these classes."""
+the audit, retrieval and scoring; their Arrow schemas, HTTP models and JSON lines all come from
+these classes. The summaries (``summary.json``) are typed the same way (:mod:`ragray.rows.summaries`)."""
 
 from ragray.rows.audit import AuditEntry
 from ragray.rows.base import QuestionRecord, Row
@@ -12,16 +13,20 @@ from ragray.rows.faithfulness import (
     UnitRow,
 )
 from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
+from ragray.rows.quality import ScoreRow
 from ragray.rows.retrieval import HitRow, RetrievalQuestionRow
+from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary, Summary
 
 __all__ = [
     "ArmRow",
     "AuditEntry",
+    "AuditSummary",
     "CallRow",
     "CaseRow",
     "CurveRow",
     "FaithfulnessQuestionRow",
     "FaithfulnessRecord",
+    "FaithfulnessSummary",
     "HitRow",
     "InfluenceRecord",
     "PassageRow",
@@ -29,5 +34,9 @@ __all__ = [
     "QuestionRow",
     "RetrievalQuestionRow",
     "Row",
+    "RunSummary",
+    "ScoreRow",
+    "ScoreSummary",
+    "Summary",
     "UnitRow",
 ]

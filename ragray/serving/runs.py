@@ -25,6 +25,7 @@ from ragray.config import (
 )
 from ragray.errors import InputError, RagrayError
 from ragray.generation import Generator
+from ragray.rows.summaries import read_summary
 from ragray.serving import schemas as s
 from ragray.store.history import (
     History,
@@ -177,7 +178,8 @@ class RunManager:
         except OSError:
             done = 0
         return s.RunStatus(run_id=record.id, command=record.kind, status=record.status, out=record.out or "",
-                           questions_done=done, summary=record.summary, error=record.error, name=record.name,
+                           questions_done=done, error=record.error, name=record.name,
+                           summary=read_summary(record.kind, record.summary) if record.summary else None,
                            parent_id=record.parent_id, started_at=record.started_at,
                            finished_at=record.finished_at, seconds=record.seconds)
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragray.rows.audit import AuditEntry
 from ragray.rows.faithfulness import ArmRow, CaseRow, CurveRow, FaithfulnessQuestionRow, UnitRow
 from ragray.rows.influence import CallRow, PassageRow, QuestionRow
+from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary
 
 __all__ = [
     "RetrieveRequest", "GenerateRequest", "InfluenceRequest", "InterpretationRequest", "AuditRequest",
@@ -27,7 +28,8 @@ __all__ = [
 RunKind = Literal["run", "interpret", "audit", "score", "sweep", "trial"]  # ragray.store.history.RUN_KINDS
 RecordedStatus = Literal["running", "done", "failed"]  # ragray.store.history.RUN_STATUSES
 Question = Field(min_length=1, max_length=4000, description="the user question")
-Row = dict[str, Any]  # summaries (summary.json) until they are typed
+#: a run's summary: typed for run, interpret, audit and score; a sweep's or trial's leaderboard columns
+RunSummaryBody = RunSummary | FaithfulnessSummary | AuditSummary | ScoreSummary | dict[str, Any]
 
 
 class _Request(BaseModel):
@@ -144,7 +146,7 @@ class RunStatus(BaseModel):
     status: Literal["running", "done", "failed", "incomplete"]
     out: str
     questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")
-    summary: Row | None = None
+    summary: RunSummaryBody | None = Field(None, description="summary.json of the run (by its command)")
     error: str | None = None
     name: str | None = Field(None, description="the config's name")
     parent_id: str | None = Field(None, description="the sweep a trial belongs to")
@@ -169,7 +171,7 @@ class Preset(BaseModel):
 
 
 class PresetRequest(_Request):
-    config: Row = Field(description="a ragray config mapping (as in a YAML file); unset keys take their defaults")
+    config: dict[str, Any] = Field(description="a ragray config mapping (as in a YAML file); unset keys take their defaults")
     description: str | None = Field(None, max_length=2000, description="omitted: keep the saved description")
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from ragray.config import ExperimentConfig
 from ragray.pipeline.influence import run_influence
 from ragray.rows.influence import QuestionRow
+from ragray.rows.summaries import RunSummary
 
 __all__ = ["run_trial", "question_metrics", "trial_summary"]
 
@@ -90,7 +91,7 @@ def _mean(values: list[float | None]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def trial_summary(per_q: list[dict[str, Any]], run_summary: dict[str, Any],
+def trial_summary(per_q: list[dict[str, Any]], run_summary: RunSummary,
                   chunking: dict[str, Any]) -> dict[str, Any]:
     """Step-level means of one trial plus its cost and latency (the leaderboard's columns)."""
     from ragray.sweep.catalog import METRICS
@@ -98,18 +99,18 @@ def trial_summary(per_q: list[dict[str, Any]], run_summary: dict[str, Any],
     out: dict[str, Any] = {name: _mean([q[name] for q in per_q]) for name in METRICS if name in per_q[0]} \
         if per_q else {}
     out.update({k: v for k, v in chunking.items()})
-    tokens = (run_summary.get("mean_prompt_tokens") or 0) + (run_summary.get("mean_completion_tokens") or 0)
-    calls = run_summary.get("n_calls") or 0
-    n = max(1, run_summary.get("n_questions") or len(per_q))
+    tokens = (run_summary.mean_prompt_tokens or 0) + (run_summary.mean_completion_tokens or 0)
+    calls = run_summary.n_calls or 0
+    n = max(1, run_summary.n_questions or len(per_q))
     costs = [q["cost_usd"] for q in per_q if q["cost_usd"] is not None]
     out.update({
-        "n_questions": run_summary.get("n_questions"),
-        "n_measured": run_summary.get("n_measured"),
+        "n_questions": run_summary.n_questions,
+        "n_measured": run_summary.n_measured,
         "n_errors": sum(1 for q in per_q if q["error"]),
-        "mean_rho": run_summary.get("mean_spearman"),
-        "divergent_rate": run_summary.get("divergent_rate"),
-        "mean_dominance": run_summary.get("mean_dominance"),
-        "wasted_context": (run_summary.get("quality") or {}).get("causal_noise_ratio"),
+        "mean_rho": run_summary.mean_spearman,
+        "divergent_rate": run_summary.divergent_rate,
+        "mean_dominance": run_summary.mean_dominance,
+        "wasted_context": run_summary.quality.causal_noise_ratio if run_summary.quality else None,
         "latency_s": _mean([q["seconds"] for q in per_q]),  # per question, all its calls
         "tokens_per_question": tokens * calls / n,
         "cost_usd_per_question": sum(costs) / n if costs else None,
@@ -127,6 +128,6 @@ def run_trial(config: ExperimentConfig, out: str | Path) -> dict[str, Any]:
     for q in per_q:
         q.update({k: chunking[k] for k in ("chunk_coverage", "chunk_cohesion") if k in chunking})
     summary = trial_summary(per_q, result.summary, chunking)
-    summary.update({f"cache_{k}": v for k, v in (result.summary.get("cache") or {}).items()})
+    summary.update({f"cache_{k}": v for k, v in (result.summary.cache or {}).items()})
     summary["trial_seconds"] = time.perf_counter() - start
     return {"summary": summary, "questions": per_q, "out": str(out)}

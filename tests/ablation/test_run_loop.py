@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 import re
 
 import pyarrow.parquet as pq
@@ -87,7 +88,7 @@ def test_failed_calls_are_recorded_and_the_run_goes_on(dataset, tmp_path):
     res = run_influence(config(dataset), tmp_path / "r", generator=gen, progress=False)
     q2 = next(q for q in read(res.out, "questions") if q["question_id"] == "q2")
     assert q2["state"] == "error" and "scripted failure" in q2["error"]
-    assert res.summary["errors"] == 1 and res.summary["n_questions"] == 4
+    assert res.summary.errors == 1 and res.summary.n_questions == 4
 
 
 class Exploding(ScriptedGenerator):
@@ -187,8 +188,8 @@ def test_auto_mode_scores_where_the_backend_can(dataset, tmp_path):
     qs = read(res.out, "questions")
     assert {q["influence_mode"] for q in qs} == {"logprob"} and {q["influence_mode_note"] for q in qs} == {None}
     s = res.summary
-    assert (s["influence_mode"], s["influence_mode_requested"], s["influence_mode_note"]) == ("logprob", "auto", None)
-    assert s["validity"]["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one log-prob"
+    assert (s.influence_mode, s.influence_mode_requested, s.influence_mode_note) == ("logprob", "auto", None)
+    assert s.validity["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one log-prob"
 
 
 def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset, tmp_path):
@@ -201,9 +202,9 @@ def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset
     infl = {p["passage_id"]: p["influence"] for p in read(res.out, "passages")}
     assert infl["q1-p0"] == 1.0 and infl["q1-p1"] == 0.0
     s = res.summary
-    assert (s["influence_mode"], s["influence_mode_requested"]) == ("generate", "auto")
-    assert s["influence_mode_note"] == "auto chose generate: no /completions with echo here"
-    assert s["validity"]["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one rouge_l"
+    assert (s.influence_mode, s.influence_mode_requested) == ("generate", "auto")
+    assert s.influence_mode_note == "auto chose generate: no /completions with echo here"
+    assert s.validity["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one rouge_l"
     report = (res.out / "report.html").read_text()
     assert 'data-key="influence_mode" data-value="&quot;generate&quot;"' in report
     assert "auto chose generate: no /completions with echo here" in report
@@ -212,11 +213,11 @@ def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset
 def test_an_explicit_mode_is_never_probed(dataset, tmp_path):
     gen = CannotScore()
     res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", generator=gen, progress=False)
-    assert res.summary["influence_mode"] == "generate" and res.summary["influence_mode_note"] is None
+    assert res.summary.influence_mode == "generate" and res.summary.influence_mode_note is None
     bad = run_influence(config(dataset, "influence.mode=logprob"), tmp_path / "l", generator=CannotScore(),
                         progress=False)
-    assert bad.summary["errors"] == 4  # asked for log-prob on a backend that cannot: every question says so
-    assert all("no /completions" in e["error"] for e in bad.summary["error_questions"])
+    assert bad.summary.errors == 4  # asked for log-prob on a backend that cannot: every question says so
+    assert all("no /completions" in e["error"] for e in bad.summary.error_questions)
 
 
 def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_path):
@@ -224,7 +225,7 @@ def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_pa
         run_influence(config(dataset), tmp_path / "r", generator=Exploding(2, KeyboardInterrupt()), progress=False)
     res = run_influence(config(dataset), tmp_path / "r", generator=CannotScore(), resume=True, progress=False)
     s = res.summary
-    assert s["influence_mode"] == "mixed" and s["influence_mode_counts"] == {"logprob": 2, "generate": 2}
+    assert s.influence_mode == "mixed" and s.influence_mode_counts == {"logprob": 2, "generate": 2}
     label, note = describe_mode(s)
     assert label == "drop-one (mixed)"
     assert note == "2 questions logprob, 2 questions generate; auto chose generate: no /completions with echo here"
@@ -241,15 +242,15 @@ def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_
     the run says which dtype it measured in, and warns beside the influence mode in bf16."""
     res = run_influence(config(dataset), tmp_path / "b", generator=InBf16(), progress=False)
     s = res.summary
-    assert s["precision"] == "bfloat16" and {r.question.precision for r in res.records} == {"bfloat16"}
+    assert s.precision == "bfloat16" and {r.question.precision for r in res.records} == {"bfloat16"}
     label, note = describe_mode(s)
     assert label == "drop-one log-prob, bfloat16"
     assert note.startswith("bfloat16: an influence below ~0.3 can be rounding") and "generation.dtype=float32" in note
     plain = run_influence(config(dataset), tmp_path / "s", generator=ScriptedGenerator(), progress=False)
-    assert plain.summary["precision"] is None  # a backend that does not know its dtype says nothing
-    assert describe_mode({**plain.summary, "precision": "float32"}) == (
+    assert plain.summary.precision is None  # a backend that does not know its dtype says nothing
+    assert describe_mode(replace(plain.summary, precision="float32")) == (
         "drop-one log-prob, float32", "auto: the backend scores log-probabilities")
-    generate = describe_mode({**s, "influence_mode": "generate", "influence_mode_requested": "generate"})
+    generate = describe_mode(replace(s, influence_mode="generate", influence_mode_requested="generate"))
     assert generate == ("drop-one rouge_l, bfloat16", None)  # the warning is about log-probabilities
 
 

@@ -95,4 +95,4 @@ def test_hotpotqa_logprob_mode_smollm2(shared_data, tmp_path):
     assert all(c["answer"] is None for c in calls if c["arm"] != "baseline")
     # a real model's answer probability moves when any passage is removed: influence is graded
     assert len({round(p["influence"], 6) for p in ps}) > 2
-    assert res.summary["influence_mode"] == "logprob"
+    assert res.summary.influence_mode == "logprob"

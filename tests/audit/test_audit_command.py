@@ -8,6 +8,7 @@ from ragray.cli import main
 from ragray.pipeline import run_audit
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator
+from tests.architecture.summaries import check_summary_file
 
 pytest.importorskip("reportlab.pdfgen.canvas")
 pytest.importorskip("pypdf")
@@ -73,9 +74,10 @@ def test_jsonl_dataset_with_chunks_collapses_to_documents(tmp_path):
     config = load_config(None, [f"data.path={path}", "chunking.method=words", "chunking.size=20",
                                 "audit.k=2", "retrieval.scope=per_question"])
     res = run_audit(config, tmp_path / "o", progress=False)
-    (e,) = res.report["queries"]
-    assert e["retrieved"] == ["birds", "ferry"]  # many chunks, two documents
-    assert e["score"] == 55 and res.exit_code == 1
+    check_summary_file(res.summary, res.out / "audit_report.json", key="summary")
+    (e,) = res.entries
+    assert e.retrieved == ("birds", "ferry")  # many chunks, two documents
+    assert e.score == 55 and res.exit_code == 1
 
 
 def test_llm_explanations_never_change_the_score(pdf_folder, tmp_path):
@@ -83,10 +85,10 @@ def test_llm_explanations_never_change_the_score(pdf_folder, tmp_path):
     plain = run_audit(base, tmp_path / "plain", progress=False)
     llm = run_audit(base.model_copy(update={"audit": base.audit.model_copy(update={"llm": True})}),
                     tmp_path / "llm", progress=False, generator=ScriptedGenerator())
-    for a, b in zip(plain.report["queries"], llm.report["queries"]):
-        assert {k: a[k] for k in ("score", "status", "coverage")} == {k: b[k] for k in ("score", "status", "coverage")}
-        assert b["aspects"] == ["unknown"]  # the scripted model's reply, parsed into lines
-        assert (b["explanation"] is None) == (b["status"] == "UNSCORED")
+    for a, b in zip(plain.entries, llm.entries):
+        assert (a.score, a.status, a.coverage) == (b.score, b.status, b.coverage)
+        assert b.aspects == ("unknown",)  # the scripted model's reply, parsed into lines
+        assert (b.explanation is None) == (b.status == "UNSCORED")
 
 
 def test_bad_audit_arguments(pdf_folder, tmp_path, capsys):
@@ -103,8 +105,8 @@ def test_llm_steps_with_the_real_generator(pdf_folder, tmp_path):
     config = load_config(None, [f"data.path={pdf_folder / 'pdfs'}", "audit.llm=true", "generation.max_tokens=48"])
     res = run_audit(config, tmp_path / "llm", progress=False)
     plain = run_audit(load_config(None, [f"data.path={pdf_folder / 'pdfs'}"]), tmp_path / "plain", progress=False)
-    for a, b in zip(res.report["queries"], plain.report["queries"]):
-        assert (a["score"], a["status"]) == (b["score"], b["status"])
-        assert a["llm_error"] is None and a["aspects"] and all(isinstance(x, str) and x for x in a["aspects"])
-        if a["status"] != "UNSCORED":
-            assert isinstance(a["explanation"], str) and len(a["explanation"].split()) >= 3
+    for a, b in zip(res.entries, plain.entries):
+        assert (a.score, a.status) == (b.score, b.status)
+        assert a.llm_error is None and a.aspects and all(isinstance(x, str) and x for x in a.aspects)
+        if a.status != "UNSCORED":
+            assert isinstance(a.explanation, str) and len(a.explanation.split()) >= 3

@@ -48,7 +48,7 @@ def test_run_on_ray_equals_local_and_resumes(ray_session, dataset, tmp_path):
     remote = run_influence(cfg, tmp_path / "ray", progress=False)
     for name in ("questions", "passages", "calls"):
         assert stable(remote.out, name) == stable(local.out, name)
-    assert remote.summary["model"] == local.summary["model"] == "scripted"
+    assert remote.summary.model == local.summary.model == "scripted"
     # a resumed Ray run only sends the questions the log does not hold
     log = (tmp_path / "ray" / "progress.jsonl").read_text().splitlines()
     part = tmp_path / "part"
@@ -81,7 +81,7 @@ def test_real_model_on_ray_equals_local(ray_session, tmp_path):
     local = run_influence(load_config(None, base), tmp_path / "local", progress=False)
     remote = run_influence(load_config(None, [*base, "execution.executor=ray", "execution.num_cpus=1"]),
                            tmp_path / "ray", progress=False)
-    assert remote.summary["model"] == local.summary["model"] == "smollm2"
+    assert remote.summary.model == local.summary.model == "smollm2"
     for name in ("questions", "passages", "calls"):
         assert stable(remote.out, name) == stable(local.out, name)
     calls = stable(remote.out, "calls")  # influence.mode auto: each actor's model scores, so log-prob

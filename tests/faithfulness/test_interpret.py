@@ -13,6 +13,7 @@ from ragray.pipeline import run_interpret
 from ragray.config import load_config
 from ragray.errors import ConfigError
 from ragray.generation.scripted import ScriptedGenerator
+from tests.architecture.summaries import check_summary_file
 
 FILLER = [
     "Kell has a lighthouse built of grey stone.", "Ferries sail daily from the harbour.",
@@ -87,7 +88,7 @@ def test_used_ignored_and_duplicated_evidence_give_cases_a_b_c(dataset, tmp_path
     assert qs["ignored"]["parametric"] is True and qs["ignored"]["top_passage_id"] is None
     assert qs["dup"]["top_passage_id"] == "dup-p1"
     assert qs["used"]["auc_most"] < 0.1 and qs["used"]["auc_least"] > 0.9
-    s = json.loads((res.out / "summary.json").read_text())
+    s = check_summary_file(res.summary, res.out / "summary.json")
     top1 = s["per_k"]["top-1"]
     assert {c: v["count"] for c, v in top1["cases"].items()} == {"A": 1, "B": 1, "C": 1, "inconclusive": 0}
     assert top1["cases"]["A"]["share"] == pytest.approx(1 / 3)
@@ -146,7 +147,7 @@ def test_hierarchical_sentence_and_token_levels_cost_less_and_find_the_unit(tmp_
     assert qh["explainer_calls"] == 10 + 6  # 10 passages, then the sentences of the top 2
     assert qh["closed_book_answer"] == "unknown" and qh["del_q_sim"] == 1.0  # controls come along
     assert {a["arm"] for a in read(hier.out, "arms")} >= {"DEL_NONE", "CLOSED_BOOK", "DEL_Q", "LOO"}
-    assert hier.summary["cost"]["hierarchical_saving"] == pytest.approx(1 - 16 / 30)
+    assert hier.summary.cost.hierarchical_saving == pytest.approx(1 - 16 / 30)
     for res in (flat, hier):
         top = min((u for u in read(res.out, "units") if u["level"] == "sentence"), key=lambda u: u["rank"])
         assert top["unit_id"] == "h-p4#s1" and cases_of(res.out)[("h", "top-1")]["case"] == "A"
@@ -192,7 +193,7 @@ def test_failed_baseline_marks_only_that_question(dataset, tmp_path):
     res = run_interpret(cfg(dataset), tmp_path / "o", progress=False, generator=ScriptedGenerator(fail_on="Tern"))
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
     assert "baseline call failed" in qs["used"]["error"] and qs["ignored"]["error"] is None
-    assert res.summary["n_failed"] == 1 and res.summary["per_k"]["top-1"]["n_questions"] == 2
+    assert res.summary.n_failed == 1 and res.summary.per_k["top-1"]["n_questions"] == 2
 
 
 def test_too_many_units_is_a_per_question_error(dataset, tmp_path):

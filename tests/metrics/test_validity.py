@@ -7,7 +7,6 @@ from ragray.metrics.validity import Measure, question_scores, validity_panel
 
 
 def rows(gold, **cols):
-    k = len(gold)
     return [{"question_id": "q", "retrieval_rank": i + 1, "is_gold": g, **{c: v[i] for c, v in cols.items()}}
             for i, g in enumerate(gold)]
 

@@ -10,6 +10,7 @@ from ragray.pipeline import run_score
 from ragray.config import load_config
 from ragray.data.outputs import load_outputs
 from ragray.errors import InputError
+from tests.architecture.summaries import check_summary_file
 
 RECORDS = [
     {"question": "Which ferry sails to Kell?", "answer": "The Tern",
@@ -41,9 +42,9 @@ def test_score_records(tmp_path):
     assert b["label_noise_ratio"] == 0.5 and b["label_coverage"] == 1.0  # ferry retrieved first
     assert c["em"] is None and c["grounding"] is None and c["hallucination"] is None
     s = res.summary
-    assert s["n"] == 3 and s["n_with_gold"] == 2 and s["hallucination_rate"] == 0.5
-    assert s["cost_usd_total"] == pytest.approx(0.055) and s["label_noise_ratio"] == 0.5
-    assert json.loads((res.out / "summary.json").read_text())["n"] == 3
+    assert s.n == 3 and s.n_with_gold == 2 and s.hallucination_rate == 0.5
+    assert s.cost_usd_total == pytest.approx(0.055) and s.label_noise_ratio == 0.5
+    assert check_summary_file(s, res.out / "summary.json")["n"] == 3
 
 
 def test_csv_records_and_cli(tmp_path, capsys):

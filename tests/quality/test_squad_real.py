@@ -21,7 +21,7 @@ def test_squad_quality_metrics_smollm2(shared_data, tmp_path):
         assert q["hallucination"] in (0.0, 1.0) and q["recall_at_k_cosine"] in (0.0, 1.0)
         assert 0 <= q["label_noise_ratio"] <= 1 and q["label_coverage"] in (0.0, 1.0)  # one gold paragraph
         assert q["causal_noise_ratio"] is None or 0 <= q["causal_noise_ratio"] <= 1
-    quality = res.summary["quality"]
+    quality = res.summary.quality.as_dict()
     for key in ("em", "f1", "grounding", "hallucination_rate", "sim_answer_gold", "label_noise_ratio"):
         assert quality[key] is not None and -1 <= quality[key] <= 1, key
     assert quality["n"] == 4 and quality["n_with_gold"] == 4

@@ -1,5 +1,5 @@
 """/openapi.json describes the influence, interpretation and audit responses field by field
-(their models are the typed rows of ragray.rows)."""
+(their models are the typed rows of ragray.rows) and the runs' summaries key by key."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragray.rows import ArmRow, AuditEntry, CallRow, FaithfulnessQuestionRow, PassageRow, QuestionRow, UnitRow
+from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary
 from ragray.serving.local import local_app
 
 
@@ -41,3 +42,10 @@ def test_fields_carry_their_meaning(schema):
     assert "dtype" in q["precision"]["description"]
     assert "NaN = that ablation call failed" in _props(schema, "PassageRow")["influence"]["description"]
     assert "sim_<measure>" in _props(schema, "ArmRow")["similarities"]["description"]
+
+
+@pytest.mark.parametrize("summary", [RunSummary, FaithfulnessSummary, AuditSummary, ScoreSummary])
+def test_run_status_summaries_are_typed(schema, summary):
+    """GET /runs/{id}: the summary is one of the typed summaries, each listed key by key."""
+    assert summary.__name__ in str(_props(schema, "RunStatus")["summary"])
+    assert set(_props(schema, summary.__name__)) == set(summary.names())

@@ -11,6 +11,7 @@ from ragray.config import load_config
 from ragray.errors import InputError
 from ragray.simulate import WIDTH, design, simulate
 from ragray.rows.influence import CallRow, PassageRow, QuestionRow
+from tests.architecture.summaries import check_summary_file
 
 QUESTIONS_SCHEMA, PASSAGES_SCHEMA, CALLS_SCHEMA = (r.arrow_schema() for r in (QuestionRow, PassageRow, CallRow))
 
@@ -19,8 +20,9 @@ K = 10
 
 def run(tmp_path, scenario, n=30, seed=3, overrides=()):
     out = tmp_path / scenario
-    simulate(out, n_questions=n, k=K, scenario=scenario, seed=seed, base=load_config(None, list(overrides)),
-             progress=False)
+    result = simulate(out, n_questions=n, k=K, scenario=scenario, seed=seed, base=load_config(None, list(overrides)),
+                      progress=False)
+    check_summary_file(result.summary, out / "summary.json")
     plan = json.loads((out / "simulation.json").read_text())
     questions = {q["question_id"]: q for q in pq.read_table(out / "questions.parquet").to_pylist()}
     passages = pq.read_table(out / "passages.parquet").to_pylist()

@@ -92,7 +92,7 @@ def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
     # the exported best config re-runs with `ragray run` to the same answers
     again = run_influence(load_config(result.out / "best_config.yaml"), tmp_path / "again", progress=False)
     best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())["summary"]
-    assert again.summary["quality"]["f1"] == best["f1"] and again.summary["n_questions"] == best["n_questions"]
+    assert again.summary.quality.f1 == best["f1"] and again.summary.n_questions == best["n_questions"]
 
 
 @pytest.mark.timeout(600)

@@ -163,10 +163,14 @@ class RetrievalConfig(Section):
     expand: ExpandConfig = Field(default_factory=ExpandConfig)
 
     @model_validator(mode="after")
-    def _given_needs_per_question(self) -> RetrievalConfig:
-        if self.retriever == "given" and self.scope != "per_question":
-            raise ValueError("retriever 'given' keeps each question's own passage order; "
-                             "it needs scope per_question")
+    def _global_scope_needs_a_ranking_retriever(self) -> RetrievalConfig:
+        """A retriever that ranks nothing itself (``Retriever.ranks_corpus`` False: ``given``) keeps
+        each question's own passages, so it cannot search a global corpus."""
+        if self.scope != "per_question":  # imports the retriever's module only where it will run anyway
+            retrievers = importlib.import_module("ragray.retrieval.base").RETRIEVERS
+            if not retrievers.get(self.retriever).ranks_corpus:
+                raise ValueError(f"retriever {self.retriever!r} keeps each question's own passage order; "
+                                 "it needs scope per_question")
         return self
 
 

@@ -13,8 +13,9 @@ with the working tree, each in its own folder:
 - ``ragray sweep`` of two trials (two prompt templates) on N/2 questions.
 
 Every Parquet table of every run directory (sweep trials and leaderboard included) must be equal
-cell for cell (same schema, same values, floats bit for bit), and every ``summary.json`` equal
-key for key, except what measures time or names a path: the columns and keys in ``VOLATILE``.
+cell for cell (same schema, same values, floats bit for bit), and every ``summary.json`` and
+``audit_report.json`` equal key for key and in the same key order, except what measures time or
+names a path: the columns and keys in ``VOLATILE``.
 Exit 0 when everything matches; else the differences, per file, and exit 1.
 """
 
@@ -147,8 +148,8 @@ ADDED: dict[str, list[str]] = {}
 def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, list[str]]:
     """Every table and summary under ``out_a`` against its twin under ``out_b``."""
     problems: dict[str, list[str]] = {}
-    files_a = {p.relative_to(out_a) for p in out_a.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json"}
-    files_b = {p.relative_to(out_b) for p in out_b.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json"}
+    files_a = {p.relative_to(out_a) for p in out_a.rglob("*") if compared(p)}
+    files_b = {p.relative_to(out_b) for p in out_b.rglob("*") if compared(p)}
     for rel in sorted(files_a ^ files_b):
         problems[str(rel)] = ["only in " + ("base" if rel in files_a else "working tree")]
     for rel in sorted(files_a & files_b):
@@ -160,9 +161,28 @@ def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, li
             if allow_added:
                 sb = _drop_added(sa, sb)
             diffs = [] if sa == sb else [_first_difference(sa, sb)]
+            if not diffs and _key_order(sa) != _key_order(sb):
+                diffs = [f"same keys in another order: {_key_order(sa)} vs {_key_order(sb)}"]
         if diffs:
             problems[str(rel)] = diffs
     return problems
+
+
+#: the JSON files compared besides the tables
+JSON_FILES = ("summary.json", "audit_report.json")
+
+
+def compared(path: Path) -> bool:
+    return path.suffix == ".parquet" or path.name in JSON_FILES
+
+
+def _key_order(data: Any) -> Any:
+    """The keys of every mapping in ``data``, in order, nested as the data is."""
+    if isinstance(data, dict):
+        return [(k, _key_order(v)) for k, v in data.items()]
+    if isinstance(data, list):
+        return [_key_order(v) for v in data]
+    return None
 
 
 def _drop_added(before: Any, now: Any) -> Any:
@@ -204,7 +224,7 @@ def main() -> int:
         print("working tree:", flush=True)
         run_all(REPO, out_b, args.questions, keep=False)
     problems = compare(out_a, out_b, args.allow_added)
-    n = sum(1 for p in out_a.rglob("*") if p.suffix == ".parquet" or p.name == "summary.json")
+    n = sum(1 for p in out_a.rglob("*") if compared(p))
     for rel, diffs in problems.items():
         print(f"DIFFERENT {rel}")
         for d in diffs:

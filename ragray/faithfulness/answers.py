@@ -17,9 +17,9 @@ measure, each distinct answer text once, in batches (the semantic encoder embeds
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from ragray.ablation.engine import SCORERS, CallBook
+from ragray.ablation.engine import SCORERS, CallBook, kept_share
 from ragray.faithfulness.arms import DEL_NONE, Ablation
 from ragray.faithfulness.units import Context
 from ragray.generation import Generation, Generator
@@ -99,6 +99,19 @@ class AnswerBook:
         assert self.baseline is not None
         prompts = [self.prompt(ctx, ab) for ab in ablations]
         return self.calls.score(prompts, [self.baseline.text] * len(prompts))
+
+    def outcome(self, ctx: Context, ablations: Sequence[Ablation], sims: SimilarityBook,
+                primary: str) -> Callable[[Ablation], float]:
+        """How much of the baseline each ablation keeps, as the mode measures it: the ``primary``
+        similarity of its answer to the baseline (generate; NaN: the call failed) or the share of
+        the baseline answer's probability it keeps (logprob)."""
+        if not self.generates_arms:
+            full = self.logprobs(ctx, [Ablation(DEL_NONE)])[0]
+            lps = dict(zip(ablations, self.logprobs(ctx, ablations)))
+            return lambda a: kept_share(lps[a], full)
+        gens = {a: self.get(ctx, a) for a in ablations}
+        sims.ensure([g.text for g in gens.values() if g is not None and g.ok], [primary])
+        return lambda a: sims.of(gens[a], primary)
 
 
 class SimilarityBook:

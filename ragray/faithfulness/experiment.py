@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ragray.ablation.engine import kept_share
 from ragray.config import FaithfulnessConfig
 from ragray.errors import BackendError
 from ragray.faithfulness.answers import AnswerBook, SimilarityBook
@@ -414,10 +413,5 @@ class _State:
 
     def similarity(self, ctx: Context, ablations: Sequence[Ablation], primary: str) -> Callable[[Ablation], float]:
         """The primary similarity of each ablation's outcome to the baseline (NaN: call failed)."""
-        if not self.book.generates_arms:
-            full = self.book.logprobs(ctx, [Ablation(DEL_NONE)])[0]
-            lps = dict(zip(ablations, self.book.logprobs(ctx, ablations)))
-            return lambda a: kept_share(lps[a], full)
-        gens = {a: self.book.get(ctx, a) for a in ablations}
-        self.sims.ensure([g.text for g in gens.values() if g.ok], [primary])
-        return lambda a: self.sims.of(gens[a], primary)
+        assert self.sims is not None
+        return self.book.outcome(ctx, ablations, self.sims, primary)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 __all__ = [
     "AlignmentSummary",
     "AnswerMeans",
+    "AnswerScores",
     "AuditSummary",
     "ControlsSummary",
     "DeletionCurveSummary",
@@ -181,8 +182,9 @@ class PositionSummary(Summary):
 
 
 @dataclass(frozen=True)
-class RunQuality(Summary):
-    """Answer quality of an influence run: means over the questions where each is defined."""
+class AnswerScores(Summary):
+    """Means of the answer-quality columns over the rows where each is defined (``n`` rows,
+    ``n_with_gold`` of them with a gold answer)."""
 
     n: int
     n_with_gold: int
@@ -193,6 +195,12 @@ class RunQuality(Summary):
     grounding: Opt
     relevance: Opt
     hallucination_rate: Opt
+
+
+@dataclass(frozen=True)
+class RunQuality(AnswerScores):
+    """Answer quality of an influence run: the answer scores, cost, and label and causal noise."""
+
     cost_usd_total: Opt
     label_noise_ratio: Opt
     label_coverage: Opt
@@ -359,18 +367,9 @@ class AuditSummary(Summary):
 
 
 @dataclass(frozen=True)
-class AnswerMeans(Summary):
+class AnswerMeans(AnswerScores):
     """Means of the answer-quality columns (:func:`ragray.metrics.answers.summarize_answers`)."""
 
-    n: int
-    n_with_gold: int
-    em: Opt
-    f1: Opt
-    recall_at_k_cosine: Opt
-    sim_answer_gold: Opt
-    grounding: Opt
-    relevance: Opt
-    hallucination_rate: Opt
     latency_s: Opt
     prompt_tokens: Opt
     completion_tokens: Opt

@@ -232,7 +232,10 @@ class OpenAIConfig(Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0, description="retries on timeouts, 5xx and 429")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
-    concurrency: int = Field(4, ge=1, description="requests in flight at once")
+    concurrency: int = Field(
+        64, ge=1, le=1024,
+        description="requests in flight at once, across questions (halved on 429/503, recovered as requests succeed)",
+    )
     tokenizer: str | None = Field(
         None, description="local tokenizer (path/hub id) used to render prompts for log-prob scoring"
     )
@@ -454,6 +457,11 @@ class ExecutionConfig(Section):
     actors: int = Field(1, ge=1, description="generator actors (each loads the model once)")
     num_cpus: float = Field(1.0, gt=0, description="CPUs reserved per actor")
     num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (fractions share a GPU)")
+    max_questions_in_flight: int | None = Field(
+        None, ge=1, le=1024,
+        description="questions whose prompts wait on the backend at once (local executor); null: the "
+                    "backend's default (openai: 16, local models: 1)",
+    )
 
 
 class AutoscalingConfig(Section):
@@ -547,6 +555,10 @@ class CacheConfig(Section):
     chunksets: bool = Field(True, description="chunked corpora, keyed by corpus + chunking config")
     indexes: bool = Field(True, description="built retrieval indexes, keyed by chunk set + retriever config")
     retrievals: bool = Field(True, description="final hits per question, keyed by everything retrieval depends on")
+    calls: bool = Field(
+        True, description="model calls (greedy generations and log-prob scores) in <dir>/calls.sqlite, keyed by "
+                          "model identity, prompt and sampling: a repeated call is never paid twice",
+    )
     namespace: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$", max_length=128,
         description="keep the per-question (per-sample) indexes under <dir>/ephemeral/<namespace>/ "

@@ -16,6 +16,15 @@ os.environ.setdefault("RAGRAY_CPU_BF16", "0")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _own_call_cache(tmp_path_factory, monkeypatch):
+    """Each test its own persistent call cache (``cache.calls``): a call one test paid for is never
+    served to another, so tests that count calls or time them see what they ran (a config's own
+    ``cache.dir`` still decides for itself)."""
+    root = tmp_path_factory.mktemp("call-cache")
+    monkeypatch.setattr("ragray.cache.calls.cache_root", lambda: root)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` (real evaluation sets, see its README); skips when it is absent."""

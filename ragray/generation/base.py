@@ -47,6 +47,12 @@ class Generator(Component):
 
     #: True for simulation mode's generator (answers by design, no model): runs are marked simulated
     simulated: ClassVar[bool] = False
+    #: False for generators whose answers cost nothing and are not a model's (scripted, simulated):
+    #: the persistent call cache (:mod:`ragray.cache.calls`) leaves them alone
+    cacheable: ClassVar[bool] = True
+    #: questions whose prompts the pipeline keeps with this backend at once when
+    #: ``execution.max_questions_in_flight`` is unset (endpoints: many; one local model: one)
+    default_questions_in_flight: ClassVar[int] = 1
 
     @classmethod
     def simulation_marker(cls, model: str) -> dict[str, Any] | bool:
@@ -73,6 +79,12 @@ class Generator(Component):
         """The dtype the model computes in (``float32``, ``bfloat16`` ...), where this process
         knows it; None for a remote endpoint or a backend without a model."""
         return None
+
+    def identity(self) -> dict[str, Any]:
+        """Everything besides the prompt and the sampling settings that decides this generator's
+        outputs: the call cache's key (a model re-saved in place, another dtype or another server
+        is another identity). Backends with local weights add their files' fingerprint."""
+        return {"backend": self.name, "model": self.model_id, "precision": self.precision}
 
     def scoring_problem(self) -> str | None:
         """Why :meth:`score` cannot work with this backend, or None when it can (the default:

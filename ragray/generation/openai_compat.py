@@ -1,8 +1,9 @@
 """``openai``: any OpenAI-compatible HTTP endpoint (vLLM's server, Ollama, hosted APIs), via httpx.
 
 Generation posts ``{base_url}/chat/completions`` (``model`` = ``generation.model``, the name the
-server knows), up to ``generation.openai.concurrency`` requests at a time, results in input
-order. A bearer key is read from the env var named by ``generation.openai.api_key_env`` (unset:
+server knows), results in input order. Up to ``generation.openai.concurrency`` requests are in
+flight at once across every question the pipeline keeps in flight (:class:`AdaptiveLimit`: halved
+when the server answers 429 or 503, grown back as requests succeed); each has ``timeout_s``. A bearer key is read from the env var named by ``generation.openai.api_key_env`` (unset:
 no ``Authorization`` header).
 
 Failures, per request:
@@ -27,6 +28,7 @@ import email.utils
 import logging
 import math
 import os
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
@@ -42,7 +44,7 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model
 
-__all__ = ["MAX_RETRY_AFTER_S", "OpenAIGenerator", "parse_retry_after"]
+__all__ = ["MAX_RETRY_AFTER_S", "AdaptiveLimit", "OpenAIGenerator", "parse_retry_after"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,44 @@ def _detail(response: Any) -> str:
     return " ".join(text.split())[:300] or "(empty body)"
 
 
+class AdaptiveLimit:
+    """At most ``limit`` requests at once; the limit halves when the server throttles (429, 503)
+    and grows back by one after each ``limit`` successes, up to ``ceiling``. Throttles from
+    requests sent before the last cut count once: a burst of 429s is one signal, not many."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = self.limit = ceiling
+        self.active = 0
+        self.cuts = 0  # how many times the limit was cut (the run log says so)
+        self._epoch = 0
+        self._ok = 0
+        self._cond = threading.Condition()
+
+    def acquire(self) -> int:
+        """Wait for a slot; returns the epoch the request is sent in."""
+        with self._cond:
+            while self.active >= self.limit:
+                self._cond.wait()
+            self.active += 1
+            return self._epoch
+
+    def release(self, epoch: int, throttled: bool) -> None:
+        with self._cond:
+            self.active -= 1
+            if throttled and epoch == self._epoch and self.limit > 1:
+                self.limit = max(1, self.limit // 2)
+                self._epoch += 1
+                self._ok = 0
+                self.cuts += 1
+                log.warning("the server throttles: %d requests in flight at most now", self.limit)
+            elif not throttled and self.limit < self.ceiling:
+                self._ok += 1
+                if self._ok >= self.limit:
+                    self.limit += 1
+                    self._ok = 0
+            self._cond.notify_all()
+
+
 @dataclass(frozen=True)
 class _Outcome:
     """One logical request after its retries: the JSON body, or the error and last HTTP status."""
@@ -117,6 +157,8 @@ class OpenAIGenerator(Generator):
     """
 
     name = "openai"
+    #: questions kept with the server at once (its requests share ``concurrency``)
+    default_questions_in_flight = 16
 
     def __init__(
         self,
@@ -141,6 +183,8 @@ class OpenAIGenerator(Generator):
             limits=self._httpx.Limits(max_connections=n, max_keepalive_connections=n),
         )
         self._sleep = sleep
+        self.limit = AdaptiveLimit(n)
+        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ragray-openai")
         self._tok: Any = None
         self._probed: tuple[str | None] | None = None  # (scoring problem,) once probed
 
@@ -152,24 +196,37 @@ class OpenAIGenerator(Generator):
     def model_id(self) -> str:
         return self.config.model
 
+    def identity(self) -> dict[str, Any]:
+        """The served model's name on this server (``base_url``): another server is another model."""
+        return {**super().identity(), "base_url": self.base_url}
+
     # -- HTTP -------------------------------------------------------------------------------------
+
+    def _send(self, url: str, payload: dict[str, Any]) -> tuple[Any, str | None]:
+        """One attempt within the adaptive limit: the response, or what went wrong on the wire."""
+        httpx = self._httpx
+        epoch, response = self.limit.acquire(), None
+        try:
+            response = self._client.post(url, json=payload)
+            return response, None
+        except httpx.TimeoutException:
+            return None, f"timed out (timeout_s={self.options.timeout_s:g})"
+        except httpx.TransportError as exc:
+            return None, f"connection error ({type(exc).__name__}: {exc})"
+        finally:
+            self.limit.release(epoch, response is not None and response.status_code in (429, 503))
 
     def _post(self, path: str, payload: dict[str, Any]) -> _Outcome:
         """POST with retries (see the module docstring); never raises for HTTP or network errors."""
         if self._client is None:
             raise BackendError("the openai generator is closed")
-        httpx, url = self._httpx, f"{self.base_url}/{path}"
+        url = f"{self.base_url}/{path}"
         tries = self.options.max_retries + 1
         status: int | None = None
         for attempt in range(1, tries + 1):
             delay = self.options.backoff_s * 2 ** (attempt - 1)
-            try:
-                response = self._client.post(url, json=payload)
-            except httpx.TimeoutException:
-                problem = f"timed out (timeout_s={self.options.timeout_s:g})"
-            except httpx.TransportError as exc:
-                problem = f"connection error ({type(exc).__name__}: {exc})"
-            else:
+            response, problem = self._send(url, payload)
+            if response is not None:
                 status = response.status_code
                 if 200 <= status < 300:
                     try:
@@ -199,9 +256,7 @@ class OpenAIGenerator(Generator):
             raise BackendError("the openai generator is closed")
         if not prompts:
             return []
-        workers = min(self.options.concurrency, len(prompts))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragray-openai") as pool:
-            return list(pool.map(self._chat, range(len(prompts)), prompts))
+        return list(self._pool.map(self._chat, range(len(prompts)), prompts))
 
     def _chat(self, index: int, prompt: ChatPrompt) -> Generation:
         payload = {
@@ -264,11 +319,9 @@ class OpenAIGenerator(Generator):
                 jobs[i] = (ids + answer_token_ids(tok, text, ids, answer), len(ids))
         scores = [0.0] * len(prompts)
         if jobs:
-            workers = min(self.options.concurrency, len(jobs))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragray-openai") as pool:
-                values = pool.map(lambda job: self._score_one(*job), jobs.values())
-                for i, value in zip(jobs, values):
-                    scores[i] = value
+            values = self._pool.map(lambda job: self._score_one(*job), jobs.values())
+            for i, value in zip(jobs, values):
+                scores[i] = value
         return scores
 
     def scoring_problem(self) -> str | None:
@@ -314,4 +367,5 @@ class OpenAIGenerator(Generator):
         """Close the HTTP connection pool (idempotent)."""
         client, self._client = self._client, None
         if client is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
             client.close()

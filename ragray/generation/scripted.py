@@ -22,6 +22,7 @@ _MARKER = re.compile(r'ANSWER=(?:"([^"]*)"|(\w+))')
 @GENERATORS.register("scripted")
 class ScriptedGenerator(Generator):
     name = "scripted"
+    cacheable = False  # answers by rule: nothing to save
 
     def __init__(self, fail_on: str | None = None) -> None:
         self.fail_on = fail_on

@@ -41,6 +41,7 @@ PASSAGE_PATTERN = re.compile(r"Simulated passage ([\w.-]+)/([\w.-]+):")
 @GENERATORS.register("simulated")
 class SimulatedGenerator(Generator):
     name = "simulated"
+    cacheable = False  # answers by rule: nothing to save
     simulated = True
 
     def __init__(self, design: dict[str, Any], source: str = "simulation") -> None:

@@ -21,7 +21,8 @@ from ragray.audit.explain import explain_audits
 from ragray.audit.integrity import FAIL, PASS, UNSCORED, audit_documents
 from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
-from ragray.generation import Generator, build_generator
+from ragray.generation import Generator
+from ragray.pipeline.generators import open_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage
@@ -114,7 +115,7 @@ def run_audit(
         entries = [audit_entry(qh.question.id, qh.question.question, qh.hits, qh.question.gold_passage_ids,
                                ac.k, ac.pass_score) for qh in stage.run(dataset, progress=progress)]
         if ac.llm and entries:
-            gen = generator or build_generator(config.generation)
+            gen = generator or open_generator(config)
             try:
                 entries = explain_audits(gen, entries)
             finally:

@@ -9,8 +9,9 @@ executors resume the same way and give the same tables.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,7 +19,9 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from ragray.config import ExperimentConfig
-from ragray.generation import GENERATORS, Generator, build_generator
+from ragray.generation import GENERATORS, Generator
+from ragray.pipeline.generators import call_cache_counts, open_generator
+from ragray.pipeline.in_flight import process_in_flight, questions_in_flight
 from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run, write_record_tables
 from ragray.report.report import write_report
 from ragray.registry import Registry
@@ -41,6 +44,8 @@ class Executor(ABC):
     def __init__(self, record_type: type[QuestionRecord]) -> None:
         """``record_type``: what the processors return (and the run log holds)."""
         self.record_type = record_type
+        #: the call cache's hits and misses once the records are drained (where this process saw them)
+        self.call_counts: dict[str, int] = {}
 
     @abstractmethod
     def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
@@ -53,8 +58,10 @@ EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": 
 
 @EXECUTORS.register("local")
 class LocalExecutor(Executor):
-    """In this process, one question after another, retrieving each as it comes. A given
-    ``generator`` (tests, Serve replicas) is used and left open; else one is built and closed."""
+    """In this process, retrieving each question as it comes; up to
+    ``execution.max_questions_in_flight`` questions (else the backend's default) wait on the backend
+    at once (:mod:`ragray.pipeline.in_flight`). A given ``generator`` (tests, Serve replicas) is
+    used and left open; else one is opened (behind the call cache) and closed."""
 
     name = "local"
 
@@ -68,13 +75,17 @@ class LocalExecutor(Executor):
         first = next(pending, None)
         if first is None:  # nothing left (a finished run resumed): no model to load
             return
-        gen = self.generator or build_generator(config.generation)
+        gen = self.generator or open_generator(config)
         try:
-            process = builder(config, gen)
-            yield process(first)
-            for qh in pending:
-                yield process(qh)
+            questions = itertools.chain([first], pending)
+            n = questions_in_flight(config, gen)
+            if n > 1:
+                yield from process_in_flight(questions, lambda g: builder(config, g), gen, n)
+            else:
+                process = builder(config, gen)
+                yield from map(process, questions)
         finally:
+            self.call_counts = call_cache_counts(gen)
             if self.generator is None:
                 gen.close()
 
@@ -102,15 +113,17 @@ def run_questions(
     postfix: Callable[[QuestionRecord], dict[str, str]] | None,
     record_type: type[QuestionRecord],
     generator: Generator | None = None,
-) -> str:
-    """Process the pending questions with the configured executor; returns the model id.
-
-    A given ``generator`` (tests, Serve replicas) always runs here, in this process.
-    """
+) -> Executor:
+    """Process the pending questions with the configured executor; returns it, drained (its
+    ``call_counts`` filled). A given ``generator`` (tests, Serve replicas) always runs here."""
     executor = (LocalExecutor(record_type, generator) if generator is not None
                 else EXECUTORS.get(config.execution.executor)(record_type))
     qr.drain(executor.records(config, qr.pending(), builder), desc=desc, progress=progress, postfix=postfix)
-    models = [r.model for r in qr.records() if r.model]
+    return executor
+
+
+def _model_id(records: Sequence[QuestionRecord], config: ExperimentConfig) -> str:
+    models = [r.model for r in records if r.model]
     return models[0] if models else config.generation.model
 
 
@@ -149,16 +162,18 @@ class QuestionCommand:
         with recorded_run(config, self.command, out) as recording:
             qr = open_question_run(config, out, resume=resume, record_type=self.record_type)
             postfix = self.postfix() if self.postfix else None
-            model_id = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
+            executor = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
                                      generator)
             records = qr.records()
+            model_id = _model_id(records, config)
             schemas = self.schemas(config) if self.schemas else None
             write_record_tables(qr.run, self.record_type, records, schemas)  # type: ignore[arg-type]
             backend = GENERATORS.get(config.generation.backend)
             summary = replace(
                 self.summarize(records, config, model_id=model_id),
                 skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
-                cache=qr.stage.cache_stats.as_dict(),  # this process's hits and misses
+                # this process's retrieval-cache and call-cache hits and misses
+                cache={**qr.stage.cache_stats.as_dict(), **executor.call_counts},
                 simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
                 wall_seconds=time.perf_counter() - start,
             )

@@ -14,7 +14,8 @@ from dataclasses import replace
 from ragray.ablation.loop import InfluenceLoop
 from ragray.config import ExperimentConfig
 from ragray.faithfulness.experiment import FaithfulnessExperiment
-from ragray.generation import Generator, build_generator
+from ragray.generation import Generator
+from ragray.pipeline.generators import open_generator
 from ragray.generation.prompts import get_template
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import all_measures, get_similarity
@@ -29,7 +30,7 @@ def influence_processor(
     config: ExperimentConfig, generator: Generator | None = None
 ) -> Callable[[QuestionHits], InfluenceRecord]:
     """The per-question work of ``ragray run``: baseline, ablations, influence, verdicts."""
-    gen = generator or build_generator(config.generation)
+    gen = generator or open_generator(config)
     loop = InfluenceLoop(
         gen,
         get_template(config.generation.template),
@@ -48,7 +49,7 @@ def faithfulness_processor(
 ) -> Callable[[QuestionHits], FaithfulnessRecord]:
     """The per-question work of ``ragray interpret``: explain, delete, diagnose."""
     fc = config.faithfulness
-    gen = generator or build_generator(config.generation)
+    gen = generator or open_generator(config)
     experiment = FaithfulnessExperiment(
         gen,
         get_template(config.generation.template),

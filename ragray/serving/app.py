@@ -87,7 +87,7 @@ class GeneratorDeployment:
         from ragray.serving.components import LockedGenerator
 
         config = _config(config_yaml)
-        self.gen = LockedGenerator.from_config(config.generation)
+        self.gen = LockedGenerator.from_config(config)
         self.batching = config.serve.generator.batch_size > 1
         self._generate_many.set_max_batch_size(config.serve.generator.batch_size)
         self._generate_many.set_batch_wait_timeout_s(config.serve.generator.batch_wait_s)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ragray.config import ExperimentConfig, RerankConfig
 from ragray.errors import InputError
-from ragray.generation import Generator, build_generator
+from ragray.generation import Generator
 from ragray.generation.base import ChatPrompt, Generation
 from ragray.rerank import build_reranker
 from ragray.retrieval import RETRIEVERS, build_retriever
@@ -98,7 +98,10 @@ class LockedGenerator(Generator):
 
     @classmethod
     def from_config(cls, config: Any) -> LockedGenerator:
-        return cls(build_generator(config))
+        """The configured backend (``config``: the whole experiment config) behind the call cache."""
+        from ragray.pipeline.generators import open_generator
+
+        return cls(open_generator(config))
 
     @property
     def model_id(self) -> str:
@@ -119,6 +122,9 @@ class LockedGenerator(Generator):
     @property
     def precision(self) -> str | None:
         return self.generator.precision
+
+    def identity(self) -> dict[str, Any]:
+        return self.generator.identity()
 
     def close(self) -> None:
         self.generator.close()

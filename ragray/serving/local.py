@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ragray.config import ExperimentConfig
-from ragray.generation import Generator, build_generator
+from ragray.generation import Generator
+from ragray.pipeline.generators import open_generator
 from ragray.serving.api import make_app
 from ragray.serving.components import CorpusSearch, LockedGenerator, RerankStep
 from ragray.serving.runs import Presets, RunManager
@@ -19,7 +20,7 @@ __all__ = ["local_app"]
 
 def local_app(config: ExperimentConfig, generator: Generator | None = None, *, api_key: str | None = None) -> Any:
     """A FastAPI app serving ``config`` in this process (``generator`` overrides the backend)."""
-    gen = LockedGenerator(generator or build_generator(config.generation))
+    gen = LockedGenerator(generator or open_generator(config))
     service = RagService(config, CorpusSearch(config), RerankStep(config), gen)
     presets = Presets(config.serve.presets_dir)
     return make_app(service, RunManager(config, presets, gen), presets, api_key=api_key)

@@ -30,7 +30,7 @@ SIGNATURES = {
                          "'type[QuestionRecord]') -> 'QuestionRun'",
     "run_questions": "(qr: 'QuestionRun', config: 'ExperimentConfig', builder: 'Builder', desc: 'str', progress: "
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "
-                     "'type[QuestionRecord]', generator: 'Generator | None' = None) -> 'str'",
+                     "'type[QuestionRecord]', generator: 'Generator | None' = None) -> 'Executor'",
     "influence_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "
                            "'Callable[[QuestionHits], InfluenceRecord]'",
     "faithfulness_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "

@@ -1,0 +1,104 @@
+"""Questions in flight against a loopback OpenAI-compatible server (ragray.loopback): the same
+tables as one question at a time, nothing lost or sent twice under a 429 storm, and a rerun that
+costs no calls."""
+
+from __future__ import annotations
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.config import load_config
+from ragray.generation.openai_compat import AdaptiveLimit
+from ragray.loopback import LoopbackServer
+from ragray.pipeline import run_influence
+
+pytest.importorskip("uvicorn")
+
+#: what differs between two runs of the same questions: timings
+TIMED = {"seconds", "latency_s"}
+
+
+def config(server, tmp_path, *overrides):
+    return load_config(None, [
+        "data.limit=6", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
+        "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+        "generation.openai.backoff_s=0.01", f"cache.dir={tmp_path / 'cache'}", *overrides,
+    ])
+
+
+def tables(out):
+    return {name: [{k: v for k, v in row.items() if k not in TIMED}
+                   for row in pq.read_table(out / f"{name}.parquet").to_pylist()]
+            for name in ("questions", "passages", "calls")}
+
+
+def test_in_flight_gives_the_tables_of_one_at_a_time(tmp_path):
+    with LoopbackServer(latency=0.05, limit=32) as server:
+        one = run_influence(config(server, tmp_path, "execution.max_questions_in_flight=1", "cache.calls=false"),
+                            tmp_path / "one", progress=False)
+        sequential_peak = server.stats.max_in_flight
+        many = run_influence(config(server, tmp_path, "execution.max_questions_in_flight=6", "cache.calls=false"),
+                             tmp_path / "many", progress=False)
+    assert tables(one.out) == tables(many.out)
+    assert one.summary.errors == 0 and one.summary.n_calls == 6 * 11
+    assert sequential_peak <= 11 < server.stats.max_in_flight  # several questions' prompts at once
+
+
+def test_a_429_storm_loses_and_duplicates_nothing(tmp_path):
+    with LoopbackServer(latency=0.02, limit=64, throttle_every=2) as server:  # every other request: 429
+        res = run_influence(config(server, tmp_path, "cache.calls=false", "generation.openai.max_retries=8"),
+                            tmp_path / "storm", progress=False)
+        stats = server.stats.as_dict()
+    assert res.summary.errors == 0 and res.summary.n_failed_calls == 0
+    assert stats["throttled"] >= stats["answered"] - 1 and stats["answered"] == 6 * 11  # each answered once
+    assert stats["answered_twice"] == 0
+    with LoopbackServer(latency=0.02, limit=64) as calm:
+        quiet = run_influence(config(calm, tmp_path, "cache.calls=false"), tmp_path / "calm", progress=False)
+    assert tables(res.out) == tables(quiet.out)
+
+
+def test_a_timeout_is_recorded_on_its_question_and_the_run_goes_on(tmp_path):
+    with LoopbackServer(latency=0.5, limit=64) as server:
+        res = run_influence(config(server, tmp_path, "data.limit=2", "cache.calls=false",
+                                   "generation.openai.timeout_s=0.1", "generation.openai.max_retries=0"),
+                            tmp_path / "slow", progress=False)
+    assert res.summary.errors == 2 and all("timed out" in e["error"] for e in res.summary.error_questions)
+
+
+def test_a_rerun_costs_no_calls(tmp_path):
+    with LoopbackServer(latency=0.02, limit=64) as server:
+        first = run_influence(config(server, tmp_path), tmp_path / "first", progress=False)
+        paid = server.stats.answered
+        again = run_influence(config(server, tmp_path), tmp_path / "again", progress=False)
+        assert server.stats.answered == paid == 6 * 11  # nothing sent the second time
+    assert first.summary.cache["calls_miss"] == 66 and first.summary.cache["calls_hit"] == 0
+    assert again.summary.cache["calls_hit"] == 66 and again.summary.cache["calls_miss"] == 0
+    drop = {"seconds", "latency_s"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in tables(first.out)["questions"]] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in tables(again.out)["questions"]]
+
+
+def test_loopback_server_answers_like_an_endpoint():
+    with LoopbackServer(latency=0.01, limit=2) as server:
+        r = httpx.post(f"{server.base_url}/chat/completions", json={
+            "model": "x", "messages": [{"role": "user", "content": "Passages:\n[1] The Tern sails daily\n[2] x"}]})
+        assert r.json()["choices"][0]["message"]["content"] == "The Tern sails"
+        s = httpx.post(f"{server.base_url}/completions", json={"prompt": [5, 6, 7], "echo": True, "logprobs": 1})
+        lps = s.json()["choices"][0]["logprobs"]["token_logprobs"]
+        assert lps[0] is None and len(lps) == 3 and all(v < 0 for v in lps[1:])
+        assert httpx.get(f"http://127.0.0.1:{server.port}/stats").json()["answered"] == 2
+
+
+def test_adaptive_limit_halves_once_per_burst_and_recovers():
+    limit = AdaptiveLimit(8)
+    epochs = [limit.acquire() for _ in range(8)]
+    for e in epochs:  # a burst of eight 429s from requests sent before the cut: one cut
+        limit.release(e, throttled=True)
+    assert (limit.limit, limit.cuts) == (4, 1)
+    for _ in range(4):
+        limit.release(limit.acquire(), throttled=False)
+    assert limit.limit == 5  # one more after `limit` successes
+    for _ in range(40):
+        limit.release(limit.acquire(), throttled=False)
+    assert limit.limit == 8  # never above the configured concurrency

@@ -12,8 +12,9 @@ on the prompt's passages (so drop-one changes answers), never on timing:
   of the last user message, else ``"unknown"``;
 - ``POST /v1/completions`` with ``echo`` + ``logprobs`` and token-id prompts (log-prob scoring): a
   log-probability per token that depends on the token, its position and the token before;
-- ``GET /stats``: requests answered, rejected and throttled, the most in flight, the first and last
-  request times, and how many times each distinct request body was answered (duplicates show).
+- ``GET /stats``: requests answered, rejected and throttled, the most in flight, the seconds from
+  the first request to the last answer and the rate over them, and how many distinct request
+  bodies were answered more than once (duplicates show); ``POST /stats/reset`` starts over.
 
 Over the limit, a request waits (``over_limit="queue"``, like vLLM's server) or gets ``429`` with
 ``Retry-After`` (``"reject"``, like a hosted API). ``throttle_every=N`` answers every N-th request
@@ -50,6 +51,12 @@ class LoopbackStats:
     last_at: float | None = None
     in_flight: int = 0
     bodies: Counter = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        """Forget what was seen (requests in flight keep counting themselves out)."""
+        in_flight = self.in_flight
+        self.__init__()  # type: ignore[misc]
+        self.in_flight = in_flight
 
     def as_dict(self) -> dict[str, Any]:
         span = (self.last_at - self.first_at) if self.first_at is not None and self.last_at is not None else None
@@ -133,9 +140,15 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
     async def stats_route(request: Request) -> JSONResponse:
         return JSONResponse(stats.as_dict())
 
+    async def reset_route(request: Request) -> JSONResponse:
+        stats.reset()
+        seen["n"] = 0
+        return JSONResponse(stats.as_dict())
+
     app = Starlette(routes=[Route("/v1/chat/completions", chat_route, methods=["POST"]),
                             Route("/v1/completions", completions_route, methods=["POST"]),
-                            Route("/stats", stats_route, methods=["GET"])])
+                            Route("/stats", stats_route, methods=["GET"]),
+                            Route("/stats/reset", reset_route, methods=["POST"])])
     return app, stats
 
 

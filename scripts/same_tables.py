@@ -161,8 +161,8 @@ def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, li
             if allow_added:
                 sb = _drop_added(sa, sb)
             diffs = [] if sa == sb else [_first_difference(sa, sb)]
-            if not diffs and _key_order(sa) != _key_order(sb):
-                diffs = [f"same keys in another order: {_key_order(sa)} vs {_key_order(sb)}"]
+            if not diffs and (where := _order_difference(sa, sb)):
+                diffs = [f"same keys in another order at {where}"]
         if diffs:
             problems[str(rel)] = diffs
     return problems
@@ -176,12 +176,15 @@ def compared(path: Path) -> bool:
     return path.suffix == ".parquet" or path.name in JSON_FILES
 
 
-def _key_order(data: Any) -> Any:
-    """The keys of every mapping in ``data``, in order, nested as the data is."""
-    if isinstance(data, dict):
-        return [(k, _key_order(v)) for k, v in data.items()]
-    if isinstance(data, list):
-        return [_key_order(v) for v in data]
+def _order_difference(a: Any, b: Any, key: str = "") -> str | None:
+    """Where two equal JSON values first list a mapping's keys in another order (None: nowhere)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return f"{key or '<root>'}: {list(a)} vs {list(b)}"
+        return next((w for k in a if (w := _order_difference(a[k], b[k], f"{key}.{k}" if key else k))), None)
+    if isinstance(a, list) and isinstance(b, list):
+        return next((w for i, (x, y) in enumerate(zip(a, b)) if (w := _order_difference(x, y, f"{key}[{i}]"))),
+                    None)
     return None
 
 

@@ -130,6 +130,8 @@ class CachedGenerator(Generator):
         self.inner = inner
         self.store = store
         self.name = inner.name
+        self.concurrent_calls = inner.concurrent_calls
+        self.default_questions_in_flight = inner.default_questions_in_flight
         self.sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed}
         self.greedy = config.temperature == 0
         self.stats = CallCacheStats()

@@ -53,6 +53,10 @@ class Generator(Component):
     #: questions whose prompts the pipeline keeps with this backend at once when
     #: ``execution.max_questions_in_flight`` is unset (endpoints: many; one local model: one)
     default_questions_in_flight: ClassVar[int] = 1
+    #: True when calls from many threads may run at once (endpoints: each request waits on the
+    #: server); False for one in-process engine: questions in flight then have their calls merged
+    #: into one engine call (:mod:`ragray.pipeline.in_flight`)
+    concurrent_calls: ClassVar[bool] = False
 
     @classmethod
     def simulation_marker(cls, model: str) -> dict[str, Any] | bool:

@@ -159,6 +159,7 @@ class OpenAIGenerator(Generator):
     name = "openai"
     #: questions kept with the server at once (its requests share ``concurrency``)
     default_questions_in_flight = 16
+    concurrent_calls = True
 
     def __init__(
         self,

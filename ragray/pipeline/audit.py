@@ -48,7 +48,7 @@ class AuditRun:
 
     def report(self) -> dict[str, Any]:
         """``audit_report.json``'s content."""
-        return {"summary": self.summary.as_dict(), "queries": [e.as_dict() for e in self.entries]}
+        return {"summary": self.summary.as_dict(), "queries": [e.report_entry() for e in self.entries]}
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

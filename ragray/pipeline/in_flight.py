@@ -1,26 +1,38 @@
 """Questions in flight: keep several questions' prompts with the backend at once.
 
 One question sends its k + 1 prompts together and waits; an endpoint that serves 64 requests at
-once then idles. :func:`process_in_flight` runs up to ``n`` questions on worker threads, but lets
-only one of them run ragray's own code at a time: a question holds the turn while it plans,
-measures and scores, and gives it up only while it waits for the backend
-(:class:`TakesTurns`, a generator proxy). The per-question code therefore never runs
-concurrently with itself — no thread-safety is asked of the loops, encoders or caches — and each
-question's record is the one it would be alone (for a deterministic backend: the same tables).
-Records come back as questions finish, in any order; the run logs each the moment it arrives.
+once, or an engine that batches hundreds of sequences, then idles. :func:`process_in_flight` runs
+up to ``n`` questions on worker threads, but lets only one of them run ragray's own code at a time:
+a question holds the turn while it plans, measures and scores, and gives it up only while it
+waits for the backend. The per-question code therefore never runs concurrently with itself — no
+thread-safety is asked of the loops, encoders or caches — and each question's record is the one
+it would be alone (for a deterministic backend: the same tables). Records come back as questions
+finish, in any order; the run logs each the moment it arrives.
+
+How the waiting questions reach the backend depends on it (``Generator.concurrent_calls``):
+
+- an endpoint takes calls from many threads: each question's call goes out as it is made
+  (:class:`TakesTurns`), and the backend's own limit (``generation.openai.concurrency``) caps the
+  requests in flight;
+- one in-process engine (vLLM, transformers) is called once for everyone: a question's call
+  waits until every question in flight is waiting too, then all their prompts go to the engine
+  in ONE call, question by question, so each question's prompts stay together and keep sharing
+  their prefix (:class:`Merges`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ragray.config import ExperimentConfig
 from ragray.generation.base import ChatPrompt, Generation, Generator
 
-__all__ = ["TakesTurns", "process_in_flight", "questions_in_flight"]
+__all__ = ["Merges", "TakesTurns", "process_in_flight", "questions_in_flight"]
 
 Q = TypeVar("Q")
 R = TypeVar("R")
@@ -88,38 +100,159 @@ class TakesTurns(Generator):
     def close(self) -> None:
         """The inner generator belongs to whoever made it."""
 
+    def started(self) -> None:
+        """A question was handed to a worker (counted by :class:`Merges`)."""
+
+    def finished(self) -> None:
+        """A question's worker is done with it (or it was cancelled before it started)."""
+
+    @contextlib.contextmanager
+    def filling(self) -> Iterator[None]:
+        """While the pipeline hands out more questions (:class:`Merges` waits for them)."""
+        yield
+
+
+@dataclass
+class _Call:
+    """One question's waiting call: ``generate`` (prompts) or ``score`` (prompts, answers)."""
+
+    kind: str
+    prompts: Sequence[ChatPrompt]
+    answers: Sequence[str] = ()
+    result: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Merges(TakesTurns):
+    """``inner`` for questions that take turns, when the backend is one engine: a call waits until
+    every question in flight waits, then the waiting calls go out as one ``generate`` and one
+    ``score`` call (in the order the questions made them)."""
+
+    def __init__(self, inner: Generator, turn: _Turn) -> None:
+        super().__init__(inner, turn)
+        self._cond = threading.Condition()
+        self._active = 0  # questions started and not finished
+        self._queue: list[_Call] = []
+        self._sending = False
+        self._filling = False
+        #: prompts per engine call (how far the merging went)
+        self.merged: list[int] = []
+
+    def started(self) -> None:
+        with self._cond:
+            self._active += 1
+
+    def finished(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def filling(self) -> Iterator[None]:
+        """No call goes out while new questions are being handed out: they will want to join."""
+        with self._cond:
+            self._filling = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._filling = False
+                self._cond.notify_all()
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        return self._call(_Call("generate", prompts)) if prompts else []
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self._call(_Call("score", prompts, answers)) if prompts else []
+
+    def _call(self, call: _Call) -> Any:
+        with self._cond:
+            self._queue.append(call)
+            self._cond.notify_all()
+        self.turn.waiting(lambda: self._wait(call))
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def _wait(self, call: _Call) -> None:
+        with self._cond:
+            while not call.done:
+                if self._queue and not (self._sending or self._filling) and len(self._queue) >= self._active:
+                    batch, self._queue, self._sending = self._queue, [], True
+                    self._cond.release()
+                    try:
+                        self._send(batch)
+                    finally:
+                        self._cond.acquire()
+                        self._sending = False
+                        self._cond.notify_all()
+                else:
+                    self._cond.wait()
+
+    def _send(self, batch: list[_Call]) -> None:
+        for kind in ("generate", "score"):
+            calls = [c for c in batch if c.kind == kind]
+            if not calls:
+                continue
+            prompts = [p for c in calls for p in c.prompts]
+            try:
+                if kind == "generate":
+                    out: list[Any] = self.inner.generate(prompts)
+                else:
+                    out = self.inner.score(prompts, [a for c in calls for a in c.answers])
+                self.merged.append(len(prompts))
+            except BaseException as exc:  # every waiting question sees the failure as its own
+                for c in calls:
+                    c.error, c.done = exc, True
+                continue
+            at = 0
+            for c in calls:
+                c.result, c.done = out[at : at + len(c.prompts)], True
+                at += len(c.prompts)
+
 
 def process_in_flight(items: Iterable[Q], make: Callable[[Generator], Callable[[Q], R]],
                       generator: Generator, n: int) -> Iterator[R]:
-    """``make(generator)(item)`` for every item, up to ``n`` at once (see the module docstring),
+    """``make(backend)(item)`` for every item, up to ``n`` at once (see the module docstring),
     yielded as each finishes. Stopping early (an interrupt) lets the questions already with the
     backend finish and drops their results: a resumed run does them again."""
     turn = _Turn()
+    backend = TakesTurns(generator, turn) if generator.concurrent_calls else Merges(generator, turn)
     with turn:
-        process = make(TakesTurns(generator, turn))
+        process = make(backend)
 
     def work(item: Q) -> R:
-        with turn:
-            return process(item)
+        try:
+            with turn:
+                return process(item)
+        finally:
+            backend.finished()
 
     items = iter(items)
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ragray-question")
     running: set[Future[R]] = set()
+    exhausted = False
     try:
         while True:
-            with turn:  # reading the next item may retrieve: ragray code, so it takes the turn too
-                item = next(items, _END)
-            if item is _END:
+            with backend.filling():
+                while not exhausted and len(running) < n:
+                    with turn:  # reading the next item may retrieve: ragray code, so it takes the turn
+                        item = next(items, _END)
+                    if item is _END:
+                        exhausted = True
+                    else:
+                        backend.started()
+                        running.add(pool.submit(work, item))
+            if not running:
                 break
-            running.add(pool.submit(work, item))  # type: ignore[arg-type]
-            while len(running) >= n:
-                done, running = wait(running, return_when=FIRST_COMPLETED)
-                yield from (f.result() for f in done)
-        while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)
             yield from (f.result() for f in done)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for f in running:
+            if f.cancel():  # never started: no longer awaited by the others
+                backend.finished()
+        pool.shutdown(wait=True)
 
 
 _END: Any = object()

@@ -7,7 +7,13 @@ from typing import Annotated
 
 from ragray.rows.base import NOT_STORED, Row, doc
 
-__all__ = ["AuditEntry"]
+__all__ = ["AuditEntry", "REPORT_ORDER"]
+
+#: the field order of a query in ``audit_report.json`` (the seed auditor's report: the verdict
+#: after the scores, ``pass_score`` after the document lists), kept for readers of that file
+REPORT_ORDER = ("query_id", "query", "score", "coverage", "precision", "recall", "noise_ratio", "status",
+                "retrieved", "relevant", "missing", "noise", "pass_score", "hit_at_k", "mrr", "ndcg_at_10",
+                "aspects", "explanation", "llm_error")
 
 
 @dataclass(frozen=True)
@@ -35,3 +41,8 @@ class AuditEntry(Row):
     explanation: Annotated[str | None, doc("plain-language explanation (audit.llm)")] = None
     llm_error: str | None = None
     pass_score: Annotated[int | None, NOT_STORED, doc("the score a query needs to PASS")] = None
+
+    def report_entry(self) -> dict[str, object]:
+        """This query as ``audit_report.json`` lists it (:data:`REPORT_ORDER`)."""
+        row = self.as_dict()
+        return {name: row[name] for name in REPORT_ORDER}

@@ -102,3 +102,37 @@ def test_adaptive_limit_halves_once_per_burst_and_recovers():
     for _ in range(40):
         limit.release(limit.acquire(), throttled=False)
     assert limit.limit == 8  # never above the configured concurrency
+
+
+def scripted_dataset(tmp_path, n=8):
+    import json
+
+    rows = []
+    for i in range(n):
+        passages = [{"id": f"q{i}-p{j}", "text": (f"ANSWER=w{i} " if j == i % 3 else "") + f"filler {i} {j} words"}
+                    for j in range(4)]
+        rows.append({"id": f"q{i}", "question": f"Question {i}?", "answers": [f"w{i}"], "passages": passages})
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["generate", "logprob"])
+def test_an_engine_gets_every_waiting_question_in_one_call(tmp_path, mode):
+    """One in-process engine (concurrent_calls False): the questions in flight are merged into one
+    engine call, each question's prompts together; the tables are those of one at a time."""
+    from ragray.generation.scripted import ScriptedGenerator
+
+    data = scripted_dataset(tmp_path)
+
+    def cfg(n):
+        return load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false",
+                                  f"influence.mode={mode}", f"execution.max_questions_in_flight={n}"])
+
+    one_gen, many_gen = ScriptedGenerator(), ScriptedGenerator()
+    one = run_influence(cfg(1), tmp_path / "one", generator=one_gen, progress=False)
+    many = run_influence(cfg(4), tmp_path / "many", generator=many_gen, progress=False)
+    assert tables(one.out) == tables(many.out)
+    assert max(one_gen.batches) <= 5 and max(many_gen.batches) >= 4 * (5 if mode == "generate" else 1)
+    assert sum(many_gen.batches) == sum(one_gen.batches)  # the same prompts, fewer calls
+    assert len(many_gen.batches) < len(one_gen.batches)

@@ -1,0 +1,181 @@
+"""Throughput against an endpoint: ragray's influence run vs the ideal and vs the seed's loop.
+
+    python benchmarks/bench_throughput.py [--latency 0.5] [--limit 64] [--repeat 5]
+        [--out benchmarks/results/throughput.json]
+
+A loopback OpenAI-compatible server (:mod:`ragray.loopback`, its own process) answers every
+request after ``--latency`` seconds and serves ``--limit`` at once, so no client can get more than
+``limit / latency`` answers per second: the ideal. Every variant is a full ``run_influence``
+(``--backend openai``, drop-one generate mode, the demo set's retrieval and metrics, defaults
+otherwise), with the call cache off unless the variant is about it; calls/s is measured at the
+server (answers over the seconds from the first request to the last answer). Workload: the demo
+set (36 questions, k = 10: 11 calls each) repeated ``--repeat`` times under new ids.
+
+- **seed**: the seed's loop, one request at a time (``concurrency 1``, one question in flight);
+- **before**: ragray before questions in flight (``concurrency 4``, one question at a time: the
+  issue's 2.2 calls/s);
+- **in_flight**: ``concurrency 64`` with 1, 4, 16, 32 questions in flight on the demo set; their
+  tables must be identical (timings aside);
+- **default**: today's defaults on the repeated set, against the ideal and the seed;
+- **cache**: the default run repeated (calls sent the second time), and a two-trial "sweep" whose
+  trials differ only in the similarity measure (the second trial's calls are all cache hits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import machine_info, save_result  # noqa: E402
+from ragray.config import load_config  # noqa: E402
+from ragray.pipeline import run_influence  # noqa: E402
+
+DEMO = Path(__file__).resolve().parents[1] / "ragray" / "demo" / "demo.jsonl"
+TIMED = {"seconds", "latency_s"}
+
+
+class Server:
+    """``python -m ragray.loopback`` in its own process (its own GIL), with its stats over HTTP."""
+
+    def __init__(self, latency: float, limit: int) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ragray.loopback", "--latency", str(latency), "--limit", str(limit),
+             "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        import httpx
+
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
+        deadline = time.time() + 60
+        while True:
+            try:
+                self.http.get("/stats")
+                break
+            except httpx.TransportError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"loopback server did not start: {self.proc.stderr.read()}") from None
+                time.sleep(0.1)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def reset(self) -> None:
+        self.http.post("/stats/reset")
+
+    def stats(self) -> dict[str, Any]:
+        return self.http.get("/stats").json()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def repeated_demo(path: Path, repeat: int) -> Path:
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()]
+    with path.open("w") as fh:
+        for r in range(repeat):
+            for row in rows:
+                fh.write(json.dumps({**row, "id": f"{row['id']}-r{r}"}) + "\n")
+    return path
+
+
+def run(server: Server, out: Path, data: Path, limit: int | None, *overrides: str) -> dict[str, Any]:
+    config = load_config(None, [
+        f"data.path={data}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
+        "generation.model=loopback", "influence.mode=generate", *( [f"data.limit={limit}"] if limit else []),
+        *overrides,
+    ])
+    server.reset()
+    began = time.perf_counter()
+    result = run_influence(config, out, progress=False)
+    wall = time.perf_counter() - began
+    stats = server.stats()
+    s = result.summary
+    return {"questions": s.n_questions, "calls": s.n_calls, "errors": s.errors, "wall_s": round(wall, 3),
+            "server_answered": stats["answered"], "server_calls_per_s": stats["answered_per_second"],
+            "server_max_in_flight": stats["max_in_flight"], "answered_twice": stats["answered_twice"],
+            "calls_per_s_wall": round(s.n_calls / wall, 2), "cache": s.cache, "overrides": list(overrides),
+            "out": str(out)}
+
+
+def tables(out: str) -> dict[str, list[dict]]:
+    import pyarrow.parquet as pq
+
+    return {name: [{k: v for k, v in row.items() if k not in TIMED}
+                   for row in pq.read_table(Path(out) / f"{name}.parquet").to_pylist()]
+            for name in ("questions", "passages", "calls")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--limit", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=5, help="the demo set this many times for the default run")
+    ap.add_argument("--seed-questions", type=int, default=4, help="questions of the one-at-a-time seed loop")
+    ap.add_argument("--out", default="benchmarks/results/throughput.json")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ragray-throughput-"))
+    data = repeated_demo(work / "demo_x.jsonl", args.repeat)
+    server = Server(args.latency, args.limit)
+    ideal = args.limit / args.latency
+    result: dict[str, Any] = {"machine": machine_info(("httpx", "uvicorn", "starlette")),
+                              "server": {"latency_s": args.latency, "limit": args.limit, "ideal_calls_per_s": ideal},
+                              "workload": f"demo set x{args.repeat} (new ids), k = 10, drop-one generate, "
+                                          f"openai backend, defaults otherwise"}
+    no_cache = "cache.calls=false"
+    try:
+        result["seed"] = run(server, work / "seed", DEMO, args.seed_questions, no_cache,
+                             "generation.openai.concurrency=1", "execution.max_questions_in_flight=1")
+        print("seed", result["seed"]["server_calls_per_s"], flush=True)
+        result["before"] = run(server, work / "before", DEMO, 12, no_cache, "generation.openai.concurrency=4",
+                               "execution.max_questions_in_flight=1")
+        print("before", result["before"]["server_calls_per_s"], flush=True)
+        flights = {}
+        for n in (1, 4, 16, 32):
+            flights[n] = run(server, work / f"flight{n}", DEMO, None, no_cache, f"execution.max_questions_in_flight={n}")
+            print("in flight", n, flights[n]["server_calls_per_s"], flush=True)
+        same = [tables(flights[n]["out"]) == tables(flights[1]["out"]) for n in flights]
+        result["in_flight"] = {"runs": {str(n): v for n, v in flights.items()}, "tables_identical": all(same)}
+        cache_dir = f"cache.dir={work / 'cache'}"
+        default = run(server, work / "default", data, None, cache_dir)
+        print("default", default["server_calls_per_s"], flush=True)
+        seed_rate = result["seed"]["server_calls_per_s"]
+        result["default"] = {**default, "share_of_ideal": default["server_calls_per_s"] / ideal,
+                             "x_seed": default["server_calls_per_s"] / seed_rate,
+                             "x_before": default["server_calls_per_s"] / result["before"]["server_calls_per_s"]}
+        again = run(server, work / "default-again", data, None, cache_dir)
+        trial = run(server, work / "trial-token-f1", data, None, cache_dir, "influence.similarity=token_f1")
+        result["cache"] = {
+            "repeat_run": {"calls": again["calls"], "server_answered": again["server_answered"],
+                           "cache": again["cache"], "wall_s": again["wall_s"], "first_wall_s": default["wall_s"]},
+            "second_trial_other_similarity": {"calls": trial["calls"], "server_answered": trial["server_answered"],
+                                              "cache": trial["cache"]},
+            "calls_saved": again["calls"] - again["server_answered"] + trial["calls"] - trial["server_answered"],
+        }
+    finally:
+        server.close()
+    result["acceptance"] = {
+        "share_of_ideal >= 0.90": result["default"]["share_of_ideal"] >= 0.90,
+        "x_seed >= 20": result["default"]["x_seed"] >= 20,
+        "tables identical in flight vs one at a time": result["in_flight"]["tables_identical"],
+        "rerun sends zero calls": result["cache"]["repeat_run"]["server_answered"] == 0,
+    }
+    path = save_result(args.out, result)
+    print(json.dumps({k: result[k] for k in ("default", "acceptance")}, indent=1, default=str))
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,7 +11,8 @@ Only greedy generations are cached (``temperature: 0``): a sampled answer is not
 key (backends seed by a prompt's place in its batch). Failed calls and NaN scores are never stored,
 so a retry asks again. Runs, ``interpret``, sweep trials, Serve and resumes share the file; SQLite
 in WAL mode with a busy timeout keeps concurrent processes (Ray actors, parallel trials) safe, and
-one connection per thread keeps threads safe.
+one connection per thread keeps threads safe. A prompt that several questions in flight ask for at
+the same moment is sent once: the others wait for that answer.
 
 :class:`CachedGenerator` wraps a generator: it looks every prompt up, sends only the misses to the
 backend in one call (in order), stores what came back, and counts hits and misses
@@ -26,7 +27,7 @@ import logging
 import math
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,25 @@ class CallCacheStats:
         return asdict(self)
 
 
+class _Pending:
+    """A key one thread is asking the backend for; other threads that want it wait here."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def settle(self, value: Any, error: BaseException | None) -> None:
+        self._value, self._error = value, error
+        self._event.set()
+
+    def wait(self) -> Any:
+        self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class CachedGenerator(Generator):
     """``inner`` behind the call cache ``store`` (see the module docstring); closing it closes ``inner``."""
 
@@ -136,6 +156,7 @@ class CachedGenerator(Generator):
         self.greedy = config.temperature == 0
         self.stats = CallCacheStats()
         self._lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}  # keys some thread is asking the backend for now
         self._identity: dict[str, Any] | None = None
 
     @property
@@ -156,33 +177,53 @@ class CachedGenerator(Generator):
             for name, n in counts.items():
                 setattr(self.stats, name, getattr(self.stats, name) + n)
 
+    def _fetch(self, keys: list[str], send: Callable[[list[int]], list[Any]], keep: Callable[[Any], bool],
+               load: Callable[[Any], Any]) -> list[Any]:
+        """The value of every key: from the file (``load``), from another thread already asking the
+        backend for it, or from ``send(indices)`` — one backend call for the keys nobody has, whose
+        values are stored where ``keep(value)``. A key asked twice at once is sent once."""
+        known = self.store.get_many(keys)
+        mine: dict[str, int] = {}
+        theirs: dict[str, _Pending] = {}
+        with self._lock:
+            for i, key in enumerate(keys):
+                if key in known or key in mine or key in theirs:
+                    continue
+                if key in self._pending:
+                    theirs[key] = self._pending[key]
+                else:
+                    mine[key] = i
+                    self._pending[key] = _Pending()
+        try:
+            fresh = dict(zip(mine, send(list(mine.values())))) if mine else {}
+        except BaseException as exc:
+            with self._lock:
+                for key in mine:
+                    self._pending.pop(key).settle(None, exc)
+            raise
+        self.store.put_many({k: asdict(v) if isinstance(v, Generation) else v for k, v in fresh.items() if keep(v)})
+        with self._lock:
+            for key, value in fresh.items():
+                self._pending.pop(key).settle(value, None)
+        values = {**{k: load(v) for k, v in known.items()}, **{k: p.wait() for k, p in theirs.items()}}
+        self._count(calls_hit=len(keys) - len(mine), calls_miss=len(mine))
+        return [fresh[k] if k in fresh else values[k] for k in keys]
+
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         if not self.greedy:
             self._count(calls_uncached=len(prompts))
             return self.inner.generate(prompts)
         keys = [call_key("generate", self.identity(), self.sampling, p) for p in prompts]
-        known = self.store.get_many(keys)
-        todo = [i for i, k in enumerate(keys) if k not in known]
-        fresh = self.inner.generate([prompts[i] for i in todo]) if todo else []
-        self.store.put_many({keys[i]: asdict(g) for i, g in zip(todo, fresh) if g.ok})
-        self._count(calls_hit=len(prompts) - len(todo), calls_miss=len(todo))
-        out: list[Generation | None] = [None] * len(prompts)
-        for i, g in zip(todo, fresh):
-            out[i] = g
         # a hit took no time: its latency is 0 (the calls table then shows what this run waited for)
-        return [g if g is not None else Generation(**{**known[k], "latency_s": 0.0}) for g, k in zip(out, keys)]
+        return self._fetch(keys, lambda idx: self.inner.generate([prompts[i] for i in idx]),
+                           lambda g: g.ok, lambda raw: Generation(**{**raw, "latency_s": 0.0}))
 
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
         keys = [call_key("score", self.identity(), {}, p, a) for p, a in zip(prompts, answers)]
-        known = self.store.get_many(keys)
-        todo = [i for i, k in enumerate(keys) if k not in known]
-        fresh = self.inner.score([prompts[i] for i in todo], [answers[i] for i in todo]) if todo else []
-        self.store.put_many({keys[i]: v for i, v in zip(todo, fresh) if math.isfinite(v)})
-        self._count(calls_hit=len(prompts) - len(todo), calls_miss=len(todo))
-        values = dict(zip(todo, fresh))
-        return [float(values[i]) if i in values else float(known[k]) for i, k in enumerate(keys)]
+        return self._fetch(keys, lambda idx: self.inner.score([prompts[i] for i in idx], [answers[i] for i in idx]),
+                           math.isfinite, float)
 
     def scoring_problem(self) -> str | None:
         """The backend's answer, asked once per identity and remembered (an endpoint's probe is a

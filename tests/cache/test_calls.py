@@ -126,3 +126,25 @@ def test_many_threads_and_stores_write_one_file(tmp_path):
     for t in threads:
         t.join()
     assert len(CallStore(path)) == 27  # w0 .. w26, each once
+
+
+def test_a_prompt_asked_by_two_threads_at_once_is_sent_once(store):
+    class Slow(Paid):
+        def generate(self, prompts):
+            import time
+
+            time.sleep(0.2)
+            return super().generate(prompts)
+
+    inner = Slow()
+    gen = cached(inner, store)
+    ps = [prompt("ANSWER=tern"), prompt("ANSWER=gull")]
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(gen.generate(ps))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(inner.batches) == 2 and len(out) == 4
+    assert all([g.text for g in o] == ["tern", "gull"] for o in out)
+    assert gen.stats.calls_miss == 2 and gen.stats.calls_hit == 6

@@ -83,6 +83,25 @@ def _retrieval(ret: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _throughput(tp: dict[str, Any]) -> dict[str, Any]:
+    d, cache = tp["default"], tp["cache"]
+    return {
+        "endpoint_share_of_ideal": _figure(round(d["share_of_ideal"], 3), 0.9, "throughput.json",
+                                           calls_per_s=d["server_calls_per_s"],
+                                           ideal=tp["server"]["ideal_calls_per_s"]),
+        "endpoint_vs_seed_loop": _figure(round(d["x_seed"], 1), 20, "throughput.json"),
+        "rerun_calls_sent": _figure(cache["repeat_run"]["server_answered"], 0, "throughput.json", at_least=False),
+    }
+
+
+def _vllm_in_flight(v: dict[str, Any]) -> dict[str, Any]:
+    runs = v["runs"]
+    return {"vllm_16_vs_1_in_flight": _figure(round(v["speedup_16_vs_1"], 2) if v.get("speedup_16_vs_1") else None,
+                                              None, "vllm_in_flight.json",
+                                              hit_rate={k: r["prefix_cache_hit_rate"] for k, r in runs.items()},
+                                              ceiling=runs["16"]["ceiling_exact"])}
+
+
 def _scaling(sc: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     rows = sc.get("questions", [])
@@ -109,7 +128,8 @@ def acceptance(results: Path, sections: list[str]) -> dict[str, Any]:
     """Every acceptance figure the finished sections in ``results`` allow."""
     out: dict[str, Any] = {}
     for name, fn in (("generation", _generation), ("limits", _limits), ("contextcite", _contextcite),
-                     ("retrieval", _retrieval), ("scaling", _scaling)):
+                     ("retrieval", _retrieval), ("scaling", _scaling), ("throughput", _throughput),
+                     ("vllm_in_flight", _vllm_in_flight)):
         data = _load(results, name, sections)
         if data is not None:
             out.update(fn(data))

@@ -13,6 +13,9 @@ faithfulness    ``ragray interpret`` (generate and log-prob modes) vs the seed's
 contextcite     ContextCite (PyPI context-cite) vs ragray's log-prob scoring, same ablations
 scaling         calls/s vs questions, vs Ray Data actors, vs nodes of a local Ray Cluster
 serve           the HTTP API on Ray Serve (batched, unbatched) vs requests in one process
+throughput      ``ragray run`` against a loopback endpoint (0.5 s, 64 at once) vs the ideal, the
+                seed's loop and one question at a time; the call cache on a rerun and a trial
+vllm_in_flight  in-process vLLM with 1 / 4 / 16 questions in flight; prefix-cache hit rate vs ceiling
 ==============  ==========================================================================
 
 Every section writes its own JSON into ``--results`` (with machine, versions and commit) and its
@@ -93,6 +96,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("scaling", "bench_scaling.py",
             lambda a, _: ["--questions", "2", "4", "--cluster-questions", "24" if a.full else "12"]),
     Section("serve", "bench_serve.py", lambda a, _: [] if a.full else ["--requests", "24"]),
+    Section("throughput", "bench_throughput.py", lambda a, _: [] if a.full else ["--repeat", "3"]),
+    Section("vllm_in_flight", "bench_vllm_in_flight.py",
+            lambda a, _: [] if a.full else ["--questions", "8", "--one-questions", "2"]),
 )
 NAMES = tuple(s.name for s in SECTIONS)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ragray.config import GenerationConfig
-from ragray.generation.base import ChatPrompt, Generation, Generator
+from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
 from ragray.paths import cache_root
 
 __all__ = ["CALLS_FILE", "CachedGenerator", "CallCacheStats", "CallStore", "call_key", "calls_path"]
@@ -143,29 +143,18 @@ class _Pending:
         return self._value
 
 
-class CachedGenerator(Generator):
+class CachedGenerator(GeneratorProxy):
     """``inner`` behind the call cache ``store`` (see the module docstring); closing it closes ``inner``."""
 
     def __init__(self, inner: Generator, store: CallStore, config: GenerationConfig) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.store = store
-        self.name = inner.name
-        self.concurrent_calls = inner.concurrent_calls
-        self.default_questions_in_flight = inner.default_questions_in_flight
         self.sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed}
         self.greedy = config.temperature == 0
         self.stats = CallCacheStats()
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}  # keys some thread is asking the backend for now
         self._identity: dict[str, Any] | None = None
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def precision(self) -> str | None:
-        return self.inner.precision
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:

@@ -1,10 +1,13 @@
 """Ray Data executor: questions fan out over generator actors; records stream back to the run log.
 
 Each pending question (its retrieved hits, pickled) is one row. ``map_batches`` with an
-``ActorPoolStrategy`` sends rows to ``execution.actors`` actors; each actor loads the generator
-once and runs the same per-question code as the local executor (all calls of one question in
-one actor, so its prompts share their prefix). Records come back as they complete and the driver
-appends each to ``progress.jsonl`` at once, so a killed run resumes without redoing them; the
+``ActorPoolStrategy`` sends batches of rows to ``execution.actors`` actors; each actor opens the
+generator once (behind the call cache) and runs the same per-question code as the local executor,
+a batch of ``execution.max_questions_in_flight`` questions (the backend's default: 1 for a local
+model, 16 for an endpoint) in flight together, so one GPU actor keeps its engine full (all calls
+of one question in one actor, so its prompts share their prefix). Records come back as each batch
+completes and the driver appends each to ``progress.jsonl`` at once, so a killed run resumes
+without redoing them; the
 final tables are ordered by the dataset, so they equal the local executor's. Each record also
 says where it ran (``record["worker"]``: node id and process id); the tables do not use it.
 
@@ -40,27 +43,49 @@ __all__ = ["QuestionWorker", "ray_records"]
 
 log = logging.getLogger(__name__)
 
-Builder = Callable[[ExperimentConfig], Callable[[QuestionHits], QuestionRecord]]
+Builder = Callable[..., Callable[[QuestionHits], QuestionRecord]]  # builder(config, generator)
 
 
 class QuestionWorker:
-    """A Ray Data actor: builds the per-question processor once, then processes rows."""
+    """A Ray Data actor: opens the generator once, then processes batches of questions, up to
+    ``execution.max_questions_in_flight`` of them with the backend at once (one engine call for
+    all of them on an in-process engine: :mod:`ragray.pipeline.in_flight`)."""
 
     def __init__(self, config_yaml: str, builder: Builder) -> None:
         import ray
 
-        config = validate_config(yaml.safe_load(config_yaml))
-        self.process = builder(config)
+        from ragray.pipeline.generators import open_generator
+        from ragray.pipeline.in_flight import questions_in_flight
+
+        self.config = config = validate_config(yaml.safe_load(config_yaml))
+        self.builder = builder
+        self.generator = open_generator(config)
+        self.in_flight = questions_in_flight(config, self.generator)
+        self.process = builder(config, self.generator)
         # Set again when Ray restarts this actor on another node.
         self.worker = {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
+        from ragray.pipeline.in_flight import process_in_flight
+
+        questions: list[QuestionHits] = [pickle.loads(blob) for blob in batch["qh"]]
+        if self.in_flight > 1 and len(questions) > 1:
+            done = process_in_flight(questions, lambda g: self.builder(self.config, g), self.generator,
+                                     self.in_flight)
+        else:
+            done = map(self.process, questions)
         ids, records = [], []
-        for blob in batch["qh"]:
-            qh: QuestionHits = pickle.loads(blob)
-            ids.append(qh.question.id)
-            records.append(json.dumps({**self.process(qh).as_dict(), "worker": self.worker}))
+        for record in done:
+            ids.append(record.question_id)
+            records.append(json.dumps({**record.as_dict(), "worker": self.worker}))
         return {"question_id": ids, "record": records}
+
+
+def _batch_size(config: ExperimentConfig) -> int:
+    """Questions per actor batch: the questions it keeps in flight (the backend's default unless set)."""
+    from ragray.generation import GENERATORS
+
+    return config.execution.max_questions_in_flight or GENERATORS.get(config.generation.backend).default_questions_in_flight
 
 
 def ray_records(
@@ -78,7 +103,7 @@ def ray_records(
     ds = ds.map_batches(
         QuestionWorker,
         fn_constructor_args=(config.to_yaml(), builder),
-        batch_size=1,
+        batch_size=_batch_size(config),
         compute=ray.data.ActorPoolStrategy(size=ex.actors),
         num_cpus=ex.num_cpus,
         num_gpus=ex.num_gpus or None,

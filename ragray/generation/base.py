@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 from ragray.registry import Component, Registry
 
 
-__all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GENERATORS"]
+__all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GeneratorProxy", "GENERATORS"]
 
 
 class Message(NamedTuple):
@@ -87,8 +87,15 @@ class Generator(Component):
     def identity(self) -> dict[str, Any]:
         """Everything besides the prompt and the sampling settings that decides this generator's
         outputs: the call cache's key (a model re-saved in place, another dtype or another server
-        is another identity). Backends with local weights add their files' fingerprint."""
-        return {"backend": self.name, "model": self.model_id, "precision": self.precision}
+        is another identity). A backend with local weights (``model_path``) adds their files'
+        fingerprint (names, sizes, modification times)."""
+        out = {"backend": self.name, "model": self.model_id, "precision": self.precision}
+        path = getattr(self, "model_path", None)
+        if path:
+            from ragray.encoders import model_identity
+
+            out["files"] = model_identity(path)
+        return out
 
     def scoring_problem(self) -> str | None:
         """Why :meth:`score` cannot work with this backend, or None when it can (the default:
@@ -113,3 +120,38 @@ GENERATORS: Registry[Generator] = Registry("generator", {
     "scripted": "ragray.generation.scripted",
     "simulated": "ragray.generation.simulated",
 })
+
+
+class GeneratorProxy(Generator):
+    """A generator that hands every call to ``inner`` (base of the wrappers that add one thing:
+    the call cache, taking turns, a lock); it says what ``inner`` says of itself."""
+
+    def __init__(self, inner: Generator) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.cacheable = inner.cacheable
+        self.concurrent_calls = inner.concurrent_calls
+        self.default_questions_in_flight = inner.default_questions_in_flight
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def precision(self) -> str | None:
+        return self.inner.precision
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
+        return self.inner.generate(prompts)
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self.inner.score(prompts, answers)
+
+    def scoring_problem(self) -> str | None:
+        return self.inner.scoring_problem()
+
+    def close(self) -> None:
+        self.inner.close()

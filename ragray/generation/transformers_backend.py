@@ -139,11 +139,6 @@ class TransformersGenerator(Generator):
     def model_id(self) -> str:
         return self.config.model
 
-    def identity(self) -> dict[str, Any]:
-        from ragray.encoders import model_identity
-
-        return {**super().identity(), "files": model_identity(self.model_path)}
-
     @property
     def model(self) -> Any:
         """The loaded ``PreTrainedModel`` (``None`` once closed)."""

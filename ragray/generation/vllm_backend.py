@@ -142,11 +142,6 @@ class VLLMGenerator(Generator):
     def model_id(self) -> str:
         return self.config.model
 
-    def identity(self) -> dict[str, Any]:
-        from ragray.encoders import model_identity
-
-        return {**super().identity(), "files": model_identity(self.model_path)}
-
     @property
     def precision(self) -> str | None:
         return self._precision

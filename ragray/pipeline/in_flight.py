@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ragray.config import ExperimentConfig
-from ragray.generation.base import ChatPrompt, Generation, Generator
+from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
 
 __all__ = ["Merges", "TakesTurns", "process_in_flight", "questions_in_flight"]
 
@@ -69,24 +69,12 @@ class _Turn:
             self.__enter__()
 
 
-class TakesTurns(Generator):
+class TakesTurns(GeneratorProxy):
     """``inner`` for questions that take turns: each backend call gives the turn up while it waits."""
 
     def __init__(self, inner: Generator, turn: _Turn) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.turn = turn
-        self.name = inner.name
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def precision(self) -> str | None:
-        return self.inner.precision
-
-    def identity(self) -> dict[str, Any]:
-        return self.inner.identity()
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self.turn.waiting(lambda: self.inner.generate(prompts))

@@ -14,7 +14,7 @@ from typing import Any
 from ragray.config import ExperimentConfig, RerankConfig
 from ragray.errors import InputError
 from ragray.generation import Generator
-from ragray.generation.base import ChatPrompt, Generation
+from ragray.generation.base import ChatPrompt, Generation, GeneratorProxy
 from ragray.rerank import build_reranker
 from ragray.retrieval import RETRIEVERS, build_retriever
 from ragray.retrieval.expand import expand_hits, index_documents
@@ -82,7 +82,7 @@ class RerankStep:
         return self.reranker.rerank(question, hits, k)
 
 
-class LockedGenerator(Generator):
+class LockedGenerator(GeneratorProxy):
     """One loaded generator shared by a replica's concurrent requests, one call at a time.
 
     Serve (and FastAPI) run sync methods in a thread pool; model objects and their KV prefix
@@ -90,10 +90,8 @@ class LockedGenerator(Generator):
     as one batch.
     """
 
-    name = "locked"
-
     def __init__(self, generator: Generator) -> None:
-        self.generator = generator
+        super().__init__(generator)
         self._lock = threading.Lock()
 
     @classmethod
@@ -103,31 +101,17 @@ class LockedGenerator(Generator):
 
         return cls(open_generator(config))
 
-    @property
-    def model_id(self) -> str:
-        return self.generator.model_id
-
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         with self._lock:
-            return self.generator.generate(prompts)
+            return self.inner.generate(prompts)
 
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         with self._lock:
-            return self.generator.score(prompts, answers)
+            return self.inner.score(prompts, answers)
 
     def scoring_problem(self) -> str | None:
         with self._lock:
-            return self.generator.scoring_problem()
-
-    @property
-    def precision(self) -> str | None:
-        return self.generator.precision
-
-    def identity(self) -> dict[str, Any]:
-        return self.generator.identity()
-
-    def close(self) -> None:
-        self.generator.close()
+            return self.inner.scoring_problem()
 
 
 class _Remote:

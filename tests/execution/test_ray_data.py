@@ -61,6 +61,19 @@ def test_run_on_ray_equals_local_and_resumes(ray_session, dataset, tmp_path):
 
 
 @pytest.mark.timeout(600)
+def test_ray_actors_take_batches_of_questions_in_flight(ray_session, dataset, tmp_path):
+    """An actor gets ``max_questions_in_flight`` questions per batch and merges their engine calls;
+    the tables are the local executor's."""
+    base = [f"data.path={dataset}", "generation.backend=scripted", "metrics.embedding=false"]
+    local = run_influence(load_config(None, base), tmp_path / "local", progress=False)
+    cfg = load_config(None, [*base, "execution.executor=ray", "execution.actors=1", "execution.num_cpus=0.5",
+                             "execution.max_questions_in_flight=3"])
+    remote = run_influence(cfg, tmp_path / "ray", progress=False)
+    for name in ("questions", "passages", "calls"):
+        assert stable(remote.out, name) == stable(local.out, name)
+
+
+@pytest.mark.timeout(600)
 def test_interpret_on_ray_equals_local(ray_session, dataset, tmp_path):
     base = [f"data.path={dataset}", "generation.backend=scripted", "faithfulness.similarity=rouge_l",
             "faithfulness.measures=[rouge_l,exact_match]", "faithfulness.k_values=[top-1]",

@@ -54,12 +54,23 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=16, help="questions of the 4 and 16 in-flight runs")
     ap.add_argument("--one-questions", type=int, default=4, help="questions of the one-at-a-time run")
     ap.add_argument("--skip-serve", action="store_true", help="skip the `vllm serve` endpoint runs")
+    ap.add_argument("--serve-only", action="store_true", help="only the `vllm serve` runs, added to --out")
     ap.add_argument("--out", default="benchmarks/results/vllm_in_flight.json")
     args = ap.parse_args()
 
     from ragray.generation import build_generator
     from ragray.generation.kv_prefix import plan_prefills, prefill_token_count
     from ragray.pipeline import run_influence
+
+    if args.serve_only:  # add the endpoint runs to an earlier result
+        import json
+
+        result = json.loads(Path(args.out).read_text())
+        result["vllm_serve"] = serve_runs(args, Path(tempfile.mkdtemp(prefix="ragray-vllm-")))
+        one = result["vllm_serve"]["runs"]["1"]["calls_per_s"]
+        result["vllm_serve"]["speedup_16_vs_1"] = result["vllm_serve"]["runs"]["16"]["calls_per_s"] / one if one else None
+        print(f"-> {save_result(args.out, result)}")
+        return 0
 
     gen = build_generator(config(1, 1).generation)
     block = 128 if _on_cpu() else 16

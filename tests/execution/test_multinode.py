@@ -46,9 +46,9 @@ FAST_NODE_DEATH = {"health_check_initial_delay_ms": 0, "health_check_period_ms":
                    "health_check_timeout_ms": 2000, "health_check_failure_threshold": 5}
 
 
-def slow_influence(config, delay):
+def slow_influence(config, generator=None, *, delay):
     """``ragray run``'s per-question work, ``delay`` seconds slower (time to kill a node mid-run)."""
-    process = influence_processor(config)
+    process = influence_processor(config, generator)
 
     def run(qh):
         time.sleep(delay)

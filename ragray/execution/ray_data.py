@@ -74,11 +74,17 @@ class QuestionWorker:
                                      self.in_flight)
         else:
             done = map(self.process, questions)
+        from ragray.pipeline.generators import call_cache_counts
+
+        before = call_cache_counts(self.generator)
         ids, records = [], []
         for record in done:
             ids.append(record.question_id)
             records.append(json.dumps({**record.as_dict(), "worker": self.worker}))
-        return {"question_id": ids, "record": records}
+        after = call_cache_counts(self.generator)
+        # this batch's call-cache hits and misses ride on its first row (the driver adds them up)
+        counts = [json.dumps({k: v - before.get(k, 0) for k, v in after.items()})] + ["{}"] * (len(ids) - 1)
+        return {"question_id": ids, "record": records, "call_counts": counts[: len(ids)]}
 
 
 def _batch_size(config: ExperimentConfig) -> int:
@@ -89,10 +95,12 @@ def _batch_size(config: ExperimentConfig) -> int:
 
 
 def ray_records(
-    config: ExperimentConfig, pending: list[QuestionHits], builder: Builder, record_type: type[QuestionRecord]
+    config: ExperimentConfig, pending: list[QuestionHits], builder: Builder, record_type: type[QuestionRecord],
+    call_counts: dict[str, int] | None = None,
 ) -> Iterator[QuestionRecord]:
     """Records of ``pending`` questions processed on Ray, in completion order, each at most once
-    (each crosses from its actor as JSON and is read back as ``record_type``)."""
+    (each crosses from its actor as JSON and is read back as ``record_type``); the actors'
+    call-cache hits and misses are added into ``call_counts``."""
     if not pending:
         return
     ray = connect(config.execution.address, feature="execution.executor=ray", dashboard=False)
@@ -110,6 +118,9 @@ def ray_records(
     )
     seen: set[str] = set()
     for row in ds.iter_rows():
+        if call_counts is not None:
+            for key, n in json.loads(row["call_counts"]).items():
+                call_counts[key] = call_counts.get(key, 0) + n
         if row["question_id"] in seen:
             log.warning("question %s came back twice (a retried row); kept the first record",
                         row["question_id"])

@@ -101,7 +101,7 @@ class RayExecutor(Executor):
                 builder: Builder) -> Iterator[QuestionRecord]:
         from ragray.execution.ray_data import ray_records
 
-        return ray_records(config, list(pending), builder, self.record_type)
+        return ray_records(config, list(pending), builder, self.record_type, self.call_counts)
 
 
 def run_questions(

@@ -74,6 +74,25 @@ def test_ray_actors_take_batches_of_questions_in_flight(ray_session, dataset, tm
 
 
 @pytest.mark.timeout(600)
+def test_ray_actors_report_their_call_cache(ray_session, dataset, tmp_path):
+    """The actors' call-cache hits and misses reach summary.json: a rerun against the endpoint is
+    all hits and sends nothing."""
+    from ragray.loopback import LoopbackServer
+
+    with LoopbackServer(latency=0.01, limit=16) as server:
+        cfg = load_config(None, [
+            f"data.path={dataset}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
+            "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+            "execution.executor=ray", "execution.num_cpus=0.5", f"cache.dir={tmp_path / 'c'}"])
+        first = run_influence(cfg, tmp_path / "a", progress=False)
+        sent = server.stats.answered
+        again = run_influence(cfg, tmp_path / "b", progress=False)
+        assert server.stats.answered == sent > 0
+    assert first.summary.cache["calls_miss"] == sent and first.summary.cache["calls_hit"] == 0
+    assert again.summary.cache["calls_hit"] == sent and again.summary.cache["calls_miss"] == 0
+
+
+@pytest.mark.timeout(600)
 def test_interpret_on_ray_equals_local(ray_session, dataset, tmp_path):
     base = [f"data.path={dataset}", "generation.backend=scripted", "faithfulness.similarity=rouge_l",
             "faithfulness.measures=[rouge_l,exact_match]", "faithfulness.k_values=[top-1]",

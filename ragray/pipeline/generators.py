@@ -23,5 +23,16 @@ def open_generator(config: ExperimentConfig) -> Generator:
 
 
 def call_cache_counts(generator: Generator | None) -> dict[str, int]:
-    """The call cache's hits and misses of ``generator`` in this process (empty when not cached)."""
-    return generator.stats.as_dict() if isinstance(generator, CachedGenerator) else {}
+    """What ``generator`` counted in this process for the run's ``cache`` block: the call cache's
+    hits and misses, and an engine's prefix cache (vLLM: prompt tokens and those served from its
+    prefix cache, ``prefix_cache_prompt_tokens`` / ``prefix_cache_hit_tokens``)."""
+    out: dict[str, int] = {}
+    while generator is not None:
+        if isinstance(generator, CachedGenerator):
+            out.update(generator.stats.as_dict())
+        stats = getattr(generator, "prefix_cache_stats", None)
+        if callable(stats):
+            got = stats()
+            out.update(prefix_cache_prompt_tokens=got.prompt_tokens, prefix_cache_hit_tokens=got.cached_tokens)
+        generator = getattr(generator, "inner", None)
+    return out

@@ -137,3 +137,19 @@ def test_an_engine_gets_every_waiting_question_in_one_call(tmp_path, mode):
     per_question = 5 if mode == "generate" else 1  # generate: baseline + 4 drops; logprob: the baseline
     # 8 questions, 4 in flight: two full waves of first calls
     assert one_gen.batches == [per_question] * 8 and many_gen.batches == [4 * per_question] * 2
+
+
+def test_an_engine_prefix_cache_is_reported_in_the_run(tmp_path):
+    """An engine that counts its prefix-cache hits (vLLM) has them in summary.json's cache block."""
+    from types import SimpleNamespace
+
+    from ragray.generation.scripted import ScriptedGenerator
+
+    class Engine(ScriptedGenerator):
+        def prefix_cache_stats(self):
+            return SimpleNamespace(prompt_tokens=1000, cached_tokens=400)
+
+    data = scripted_dataset(tmp_path, n=2)
+    res = run_influence(load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false"]),
+                        tmp_path / "r", generator=Engine(), progress=False)
+    assert res.summary.cache["prefix_cache_prompt_tokens"] == 1000 and res.summary.cache["prefix_cache_hit_tokens"] == 400

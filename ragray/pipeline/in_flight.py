@@ -178,23 +178,32 @@ class Merges(TakesTurns):
     def _send(self, batch: list[_Call]) -> None:
         for kind in ("generate", "score"):
             calls = [c for c in batch if c.kind == kind]
-            if not calls:
-                continue
-            prompts = [p for c in calls for p in c.prompts]
-            try:
-                if kind == "generate":
-                    out: list[Any] = self.inner.generate(prompts)
-                else:
-                    out = self.inner.score(prompts, [a for c in calls for a in c.answers])
-                self.merged.append(len(prompts))
-            except BaseException as exc:  # every waiting question sees the failure as its own
-                for c in calls:
-                    c.error, c.done = exc, True
-                continue
-            at = 0
+            if calls:
+                self._send_merged(calls)
+
+    def _run(self, calls: list[_Call]) -> list[Any]:
+        prompts = [p for c in calls for p in c.prompts]
+        if calls[0].kind == "generate":
+            return self.inner.generate(prompts)
+        return self.inner.score(prompts, [a for c in calls for a in c.answers])
+
+    def _send_merged(self, calls: list[_Call]) -> None:
+        """One engine call for ``calls``; if it raises, each question's call again on its own, so a
+        failure stays the failing question's (as it would be one question at a time)."""
+        try:
+            out = self._run(calls)
+            self.merged.append(len(out))
+        except Exception as exc:
+            if len(calls) == 1:
+                calls[0].error, calls[0].done = exc, True
+                return
             for c in calls:
-                c.result, c.done = out[at : at + len(c.prompts)], True
-                at += len(c.prompts)
+                self._send_merged([c])
+            return
+        at = 0
+        for c in calls:
+            c.result, c.done = out[at : at + len(c.prompts)], True
+            at += len(c.prompts)
 
 
 def process_in_flight(items: Iterable[Q], make: Callable[[Generator], Callable[[Q], R]],

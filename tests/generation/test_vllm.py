@@ -162,3 +162,44 @@ def test_score_agrees_with_a_generated_answer(gen):
     with pytest.raises(ValueError, match="2 prompts but 1 answers"):
         gen.score([prompt, prompt], ["x"])
 
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_questions_in_flight_share_one_engine_call_and_keep_the_tables(gen, tmp_path):
+    """The pipeline on a real engine: two questions in flight go to vLLM as one ``LLM.generate``
+    of both questions' prompts; the tables equal one question at a time, and the run reports the
+    engine's prefix-cache tokens."""
+    import pyarrow.parquet as pq
+
+    from ragray.config import load_config
+    from ragray.pipeline import run_influence
+
+    calls: list[int] = []
+    generate = gen.generate
+
+    def counting(prompts):
+        calls.append(len(prompts))
+        return generate(prompts)
+
+    def run(n: int, out):
+        cfg = load_config(None, ["data.limit=2", "retrieval.top_k=3", f"generation.max_tokens={MAX_TOKENS}",
+                                 "influence.mode=generate", "metrics.embedding=false", "history.record=false",
+                                 f"execution.max_questions_in_flight={n}"])
+        return run_influence(cfg, out, generator=gen, progress=False)
+
+    def tables(out):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "latency_s")}
+                for name in ("questions", "passages", "calls") for r in pq.read_table(out / f"{name}.parquet").to_pylist()]
+
+    gen.generate = counting
+    try:
+        one = run(1, tmp_path / "one")
+        assert calls == [4, 4]
+        calls.clear()
+        both = run(2, tmp_path / "both")
+        assert calls == [8]  # both questions' baseline + 3 drops in one engine call
+    finally:
+        del gen.generate
+    assert tables(one.out) == tables(both.out)
+    assert both.summary.cache["prefix_cache_hit_tokens"] > 0

@@ -4,6 +4,8 @@ costs no calls."""
 
 from __future__ import annotations
 
+import math
+
 import httpx
 import pyarrow.parquet as pq
 import pytest
@@ -27,8 +29,12 @@ def config(server, tmp_path, *overrides):
     ])
 
 
+def _same(v):
+    return "NaN" if isinstance(v, float) and math.isnan(v) else v  # NaN (unmeasured) equals NaN here
+
+
 def tables(out):
-    return {name: [{k: v for k, v in row.items() if k not in TIMED}
+    return {name: [{k: _same(v) for k, v in row.items() if k not in TIMED}
                    for row in pq.read_table(out / f"{name}.parquet").to_pylist()]
             for name in ("questions", "passages", "calls")}
 
@@ -153,3 +159,27 @@ def test_an_engine_prefix_cache_is_reported_in_the_run(tmp_path):
     res = run_influence(load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false"]),
                         tmp_path / "r", generator=Engine(), progress=False)
     assert res.summary.cache["prefix_cache_prompt_tokens"] == 1000 and res.summary.cache["prefix_cache_hit_tokens"] == 400
+
+
+def test_a_failing_merged_call_fails_only_its_question(tmp_path):
+    """An engine that rejects one question's prompts (too long, say) fails that question alone, as
+    it would one question at a time; the others are answered."""
+    from ragray.errors import BackendError
+    from ragray.generation.scripted import ScriptedGenerator
+
+    class Picky(ScriptedGenerator):
+        def score(self, prompts, answers):
+            if any("Question 2?" in p[-1].content for p in prompts):
+                raise BackendError("prompt too long")
+            return super().score(prompts, answers)
+
+    data = scripted_dataset(tmp_path, n=4)
+
+    def run(n, out):
+        cfg = load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false",
+                                 "influence.mode=logprob", f"execution.max_questions_in_flight={n}"])
+        return run_influence(cfg, out, generator=Picky(), progress=False)
+
+    one, many = run(1, tmp_path / "one"), run(4, tmp_path / "many")
+    assert tables(one.out) == tables(many.out)
+    assert [e["question_id"] for e in many.summary.error_questions] == ["q2"]

@@ -22,7 +22,7 @@ from ragray.audit.integrity import FAIL, PASS, UNSCORED, audit_documents
 from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
 from ragray.generation import Generator
-from ragray.pipeline.generators import open_generator
+from ragray.pipeline.generators import call_cache_counts, open_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage
@@ -114,15 +114,17 @@ def run_audit(
         dataset = load_dataset(config.data)
         entries = [audit_entry(qh.question.id, qh.question.question, qh.hits, qh.question.gold_passage_ids,
                                ac.k, ac.pass_score) for qh in stage.run(dataset, progress=progress)]
+        calls: dict[str, int] | None = None  # the LLM steps' call-cache hits and misses
         if ac.llm and entries:
             gen = generator or open_generator(config)
             try:
                 entries = explain_audits(gen, entries)
             finally:
+                calls = call_cache_counts(gen)
                 if generator is None:
                     gen.close()
         summary = summarize_audit(entries, config, skipped_rows=len(dataset.skipped),
-                                  wall_seconds=time.perf_counter() - start)
+                                  wall_seconds=time.perf_counter() - start, cache=calls or None)
         result = AuditRun(run.path, summary, tuple(entries))
         run.write_json("audit_report", result.report())
         run.write_rows(AuditEntry, entries)

@@ -359,6 +359,8 @@ class AuditSummary(Summary):
     dataset: str | None
     skipped_rows: int | None = None
     wall_seconds: Opt = None
+    #: with ``audit.llm``: the LLM steps' call-cache hits and misses
+    cache: Mapping[str, int] | None = omitted_when_none(default=None)
 
     @property
     def exit_code(self) -> int:

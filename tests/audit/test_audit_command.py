@@ -85,6 +85,7 @@ def test_llm_explanations_never_change_the_score(pdf_folder, tmp_path):
     plain = run_audit(base, tmp_path / "plain", progress=False)
     llm = run_audit(base.model_copy(update={"audit": base.audit.model_copy(update={"llm": True})}),
                     tmp_path / "llm", progress=False, generator=ScriptedGenerator())
+    assert plain.summary.cache is None and "cache" not in plain.report()["summary"]  # no model, no calls
     for a, b in zip(plain.entries, llm.entries):
         assert (a.score, a.status, a.coverage) == (b.score, b.status, b.coverage)
         assert b.aspects == ("unknown",)  # the scripted model's reply, parsed into lines

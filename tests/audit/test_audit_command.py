@@ -106,6 +106,7 @@ def test_llm_steps_with_the_real_generator(pdf_folder, tmp_path):
     config = load_config(None, [f"data.path={pdf_folder / 'pdfs'}", "audit.llm=true", "generation.max_tokens=48"])
     res = run_audit(config, tmp_path / "llm", progress=False)
     plain = run_audit(load_config(None, [f"data.path={pdf_folder / 'pdfs'}"]), tmp_path / "plain", progress=False)
+    assert res.summary.cache["calls_miss"] > 0 and res.summary.cache["calls_hit"] >= 0  # the LLM steps' calls
     for a, b in zip(res.entries, plain.entries):
         assert (a.score, a.status) == (b.score, b.status)
         assert a.llm_error is None and a.aspects and all(isinstance(x, str) and x for x in a.aspects)

@@ -55,26 +55,21 @@ class QuestionWorker:
         import ray
 
         from ragray.pipeline.generators import open_generator
-        from ragray.pipeline.in_flight import questions_in_flight
+        from ragray.pipeline.in_flight import InFlight, questions_in_flight
 
-        self.config = config = validate_config(yaml.safe_load(config_yaml))
-        self.builder = builder
+        config = validate_config(yaml.safe_load(config_yaml))
         self.generator = open_generator(config)
-        self.in_flight = questions_in_flight(config, self.generator)
-        self.process = builder(config, self.generator)
+        n = questions_in_flight(config, self.generator)
+        self.flight = InFlight(self.generator, n) if n > 1 else None
+        self.process = builder(config, self.flight.backend if self.flight else self.generator)
         # Set again when Ray restarts this actor on another node.
         self.worker = {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
-        from ragray.pipeline.in_flight import process_in_flight
+        from ragray.pipeline.generators import call_cache_counts
 
         questions: list[QuestionHits] = [pickle.loads(blob) for blob in batch["qh"]]
-        if self.in_flight > 1 and len(questions) > 1:
-            done = process_in_flight(questions, lambda g: self.builder(self.config, g), self.generator,
-                                     self.in_flight)
-        else:
-            done = map(self.process, questions)
-        from ragray.pipeline.generators import call_cache_counts
+        done = self.flight.run(questions, self.process) if self.flight else map(self.process, questions)
 
         before = call_cache_counts(self.generator)
         ids, records = [], []
@@ -90,8 +85,9 @@ class QuestionWorker:
 def _batch_size(config: ExperimentConfig) -> int:
     """Questions per actor batch: the questions it keeps in flight (the backend's default unless set)."""
     from ragray.generation import GENERATORS
+    from ragray.pipeline.in_flight import questions_in_flight
 
-    return config.execution.max_questions_in_flight or GENERATORS.get(config.generation.backend).default_questions_in_flight
+    return questions_in_flight(config, GENERATORS.get(config.generation.backend))
 
 
 def ray_records(

@@ -10,7 +10,7 @@ Tune trials (``ragray.sweep.trial``), simulation mode (``ragray.simulate``) and 
           │                                    RetrievalStage (retrieval/stage.py → retrieval/tail.py)
           ├ run_questions                    EXECUTORS["local" | "ray"]
           │   ├ open_generator                generators.py: the backend behind the call cache
-          │   ├ process_in_flight             in_flight.py: up to max_questions_in_flight at once
+          │   ├ InFlight                      in_flight.py: up to max_questions_in_flight at once
           │   └ influence_processor / faithfulness_processor   processors.py, one per process or actor
           │       └ InfluenceLoop / FaithfulnessExperiment → InfluenceRecord / FaithfulnessRecord
           └ write_record_tables, summary.json, report.html

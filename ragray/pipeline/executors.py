@@ -21,7 +21,7 @@ import pyarrow as pa
 from ragray.config import ExperimentConfig
 from ragray.generation import GENERATORS, Generator
 from ragray.pipeline.generators import call_cache_counts, open_generator
-from ragray.pipeline.in_flight import process_in_flight, questions_in_flight
+from ragray.pipeline.in_flight import InFlight, questions_in_flight
 from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run, write_record_tables
 from ragray.report.report import write_report
 from ragray.registry import Registry
@@ -80,7 +80,8 @@ class LocalExecutor(Executor):
             questions = itertools.chain([first], pending)
             n = questions_in_flight(config, gen)
             if n > 1:
-                yield from process_in_flight(questions, lambda g: builder(config, g), gen, n)
+                flight = InFlight(gen, n)
+                yield from flight.run(questions, builder(config, flight.backend))
             else:
                 process = builder(config, gen)
                 yield from map(process, questions)

@@ -1,7 +1,7 @@
 """Questions in flight: keep several questions' prompts with the backend at once.
 
 One question sends its k + 1 prompts together and waits; an endpoint that serves 64 requests at
-once, or an engine that batches hundreds of sequences, then idles. :func:`process_in_flight` runs
+once, or an engine that batches hundreds of sequences, then idles. :class:`InFlight` runs
 up to ``n`` questions on worker threads, but lets only one of them run ragray's own code at a time:
 a question holds the turn while it plans, measures and scores, and gives it up only while it
 waits for the backend. The per-question code therefore never runs concurrently with itself — no
@@ -31,14 +31,15 @@ from typing import Any, TypeVar
 from ragray.config import ExperimentConfig
 from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
 
-__all__ = ["Merges", "TakesTurns", "process_in_flight", "questions_in_flight"]
+__all__ = ["InFlight", "Merges", "TakesTurns", "questions_in_flight"]
 
 Q = TypeVar("Q")
 R = TypeVar("R")
 
 
-def questions_in_flight(config: ExperimentConfig, generator: Generator) -> int:
-    """``execution.max_questions_in_flight``, else the backend's own default."""
+def questions_in_flight(config: ExperimentConfig, generator: Generator | type[Generator]) -> int:
+    """``execution.max_questions_in_flight``, else the backend's own default (an instance's, or a
+    backend class's where none is built yet)."""
     return config.execution.max_questions_in_flight or generator.default_questions_in_flight
 
 
@@ -96,6 +97,9 @@ class TakesTurns(GeneratorProxy):
     def exhausted(self) -> None:
         """No more questions will come (:class:`Merges` stops waiting for a full wave)."""
 
+    def reset(self) -> None:
+        """A new batch of questions starts."""
+
 
 @dataclass
 class _Call:
@@ -123,8 +127,6 @@ class Merges(TakesTurns):
         self._queue: list[_Call] = []
         self._sending = False
         self._exhausted = False
-        #: prompts per engine call (how far the merging went)
-        self.merged: list[int] = []
 
     def started(self) -> None:
         with self._cond:
@@ -139,6 +141,10 @@ class Merges(TakesTurns):
         with self._cond:
             self._exhausted = True
             self._cond.notify_all()
+
+    def reset(self) -> None:
+        with self._cond:
+            self._exhausted = False
 
     def _ready(self) -> bool:
         """Every question in flight waits, and no more will join this wave."""
@@ -192,7 +198,6 @@ class Merges(TakesTurns):
         failure stays the failing question's (as it would be one question at a time)."""
         try:
             out = self._run(calls)
-            self.merged.append(len(out))
         except Exception as exc:
             if len(calls) == 1:
                 calls[0].error, calls[0].done = exc, True
@@ -206,48 +211,56 @@ class Merges(TakesTurns):
             at += len(c.prompts)
 
 
-def process_in_flight(items: Iterable[Q], make: Callable[[Generator], Callable[[Q], R]],
-                      generator: Generator, n: int) -> Iterator[R]:
-    """``make(backend)(item)`` for every item, up to ``n`` at once (see the module docstring),
-    yielded as each finishes. Stopping early (an interrupt) lets the questions already with the
-    backend finish and drops their results: a resumed run does them again."""
-    turn = _Turn()
-    backend = TakesTurns(generator, turn) if generator.concurrent_calls else Merges(generator, turn, n)
-    with turn:
-        process = make(backend)
+class InFlight:
+    """Up to ``n`` questions with ``generator`` at once (see the module docstring). Build the
+    per-question processor once against :attr:`backend`, then :meth:`run` it over any number of
+    batches (a Ray actor gets one batch after another)."""
 
-    def work(item: Q) -> R:
-        try:
-            with turn:
-                return process(item)
-        finally:
-            backend.finished()
+    def __init__(self, generator: Generator, n: int) -> None:
+        self.n = n
+        self.turn = _Turn()
+        #: what the processor calls: the generator, giving the turn up while it waits
+        self.backend = TakesTurns(generator, self.turn) if generator.concurrent_calls else Merges(generator, self.turn, n)
 
-    items = iter(items)
-    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ragray-question")
-    running: set[Future[R]] = set()
-    exhausted = False
-    try:
-        while True:
-            while not exhausted and len(running) < n:
-                with turn:  # reading the next item may retrieve: ragray code, so it takes the turn
-                    item = next(items, _END)
-                if item is _END:
-                    exhausted = True
-                    backend.exhausted()
-                else:
-                    backend.started()
-                    running.add(pool.submit(work, item))
-            if not running:
-                break
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            yield from (f.result() for f in done)
-    finally:
-        backend.exhausted()  # stopping early: the waiting questions go out with whoever is there
-        for f in running:
-            if f.cancel():  # never started: no longer awaited by the others
+    def run(self, items: Iterable[Q], process: Callable[[Q], R]) -> Iterator[R]:
+        """``process(item)`` for every item, up to ``n`` at once, yielded as each finishes.
+        Stopping early (an interrupt) lets the questions already with the backend finish and drops
+        their results: a resumed run does them again."""
+        turn, backend = self.turn, self.backend
+        backend.reset()
+
+        def work(item: Q) -> R:
+            try:
+                with turn:
+                    return process(item)
+            finally:
                 backend.finished()
-        pool.shutdown(wait=True)
+
+        items = iter(items)
+        pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="ragray-question")
+        running: set[Future[R]] = set()
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(running) < self.n:
+                    with turn:  # reading the next item may retrieve: ragray code, so it takes the turn
+                        item = next(items, _END)
+                    if item is _END:
+                        exhausted = True
+                        backend.exhausted()
+                    else:
+                        backend.started()
+                        running.add(pool.submit(work, item))
+                if not running:
+                    break
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                yield from (f.result() for f in done)
+        finally:
+            backend.exhausted()  # stopping early: the waiting questions go out with whoever is there
+            for f in running:
+                if f.cancel():  # never started: no longer awaited by the others
+                    backend.finished()
+            pool.shutdown(wait=True)
 
 
 _END: Any = object()

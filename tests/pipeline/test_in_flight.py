@@ -183,3 +183,21 @@ def test_a_failing_merged_call_fails_only_its_question(tmp_path):
     one, many = run(1, tmp_path / "one"), run(4, tmp_path / "many")
     assert tables(one.out) == tables(many.out)
     assert [e["question_id"] for e in many.summary.error_questions] == ["q2"]
+
+
+def test_one_in_flight_serves_batch_after_batch():
+    """A Ray actor keeps one InFlight (one processor built against its backend) for every batch:
+    each batch goes to the engine as one wave, the next batch starts fresh."""
+    from ragray.generation.base import Message
+    from ragray.generation.scripted import ScriptedGenerator
+    from ragray.pipeline.in_flight import InFlight
+
+    gen = ScriptedGenerator()
+    flight = InFlight(gen, 3)
+
+    def process(word):
+        return flight.backend.generate([(Message("user", f"ANSWER={word}"),)])[0].text
+
+    assert sorted(flight.run(["a", "b", "c"], process)) == ["a", "b", "c"]
+    assert sorted(flight.run(["d", "e"], process)) == ["d", "e"]
+    assert gen.batches == [3, 2]

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import pyarrow as pa
 from pydantic import Field
 
-__all__ = ["INT64", "NOT_STORED", "QuestionRecord", "Row", "arrow_type", "doc"]
+__all__ = ["INT64", "NOT_STORED", "QuestionRecord", "Row", "arrow_type", "doc", "without_none"]
 
 R = TypeVar("R", bound="Row")
 
@@ -50,15 +50,20 @@ def doc(text: str) -> Any:
 _SCALARS: dict[type, pa.DataType] = {str: pa.string(), float: pa.float64(), bool: pa.bool_(), int: pa.int32()}
 
 
+def without_none(hint: Any) -> Any:
+    """``X`` for a type hint ``X | None`` (``Optional[X]``); any other hint as it is."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
 def arrow_type(hint: Any, where: str) -> pa.DataType:
     metadata = getattr(hint, "__metadata__", ())
     for m in metadata:
         if isinstance(m, _Arrow):
             return m.type
-    base = typing.get_args(hint)[0] if metadata else hint
-    args = [a for a in typing.get_args(base) if a is not type(None)]
-    if typing.get_origin(base) in (typing.Union, types.UnionType) and len(args) == 1:
-        base = args[0]
+    base = without_none(typing.get_args(hint)[0] if metadata else hint)
     if typing.get_origin(base) in (tuple, list):
         return pa.list_(arrow_type(typing.get_args(base)[0], where))
     if base in _SCALARS:

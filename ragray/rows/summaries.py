@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from ragray.rows.base import without_none
 
 __all__ = [
     "AlignmentSummary",
@@ -71,9 +72,7 @@ def _plain(value: Any) -> Any:
 
 def _summary_class(hint: Any) -> type[Summary] | None:
     """The summary class a field holds (``X`` or ``X | None``), else None."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
-        hint = args[0]
+    hint = without_none(hint)
     return hint if isinstance(hint, type) and issubclass(hint, Summary) else None
 
 
@@ -83,10 +82,9 @@ def _read(hint: Any, raw: Any) -> Any:
     if sub is not None:
         return sub.from_dict(raw) if isinstance(raw, Mapping) else raw
     if isinstance(raw, list):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        seq = next((a for a in [hint, *args] if typing.get_origin(a) is tuple), None)
-        item = typing.get_args(seq)[0] if seq is not None else None
-        return tuple(_read(item, v) for v in raw) if item is not None and item is not Ellipsis else tuple(raw)
+        seq = without_none(hint)
+        item = typing.get_args(seq)[0] if typing.get_origin(seq) is tuple else None
+        return tuple(_read(item, v) for v in raw) if item is not None else tuple(raw)
     return raw
 
 

@@ -266,12 +266,44 @@ class GenerationConfig(Section):
 class InfluenceConfig(Section):
     """Drop-one influence analysis (``influence``): how influence is measured, flag thresholds."""
 
-    mode: Literal["auto", "generate", "logprob"] = Field(
+    mode: Literal["auto", "generate", "logprob", "jsd", "surrogate"] = Field(
         "auto",
         description="logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
-        "generate: influence = 1 - sim(baseline, regenerated answer); auto: logprob where the backend can "
-        "score log-probabilities, generate where it cannot (recorded per question and in the summary)",
+        "generate: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "
+        "(/ ln 2) of the next-token distributions over the scored answer without vs with the passage "
+        "(ARC-JSD); surrogate: 1 - exp(-max(0, w)) of a sparse linear fit of log p(answer) on random "
+        "passage subsets (ContextCite); auto: logprob where the backend can score log-probabilities, "
+        "generate where it cannot (recorded per question and in the summary)",
     )
+    answer_span: Literal["full", "first_sentence", "first_line"] = Field(
+        "full",
+        description="the part of the baseline answer that is scored (log-prob, jsd, surrogate): full | "
+        "first_sentence | first_line (recorded per question as scored_answer)",
+    )
+    closed_book: bool = Field(
+        True, description="score the answer with no passages too (log-prob modes): logprob_none and "
+        "context_dependent per question (one more scoring pass)"
+    )
+    context_threshold: float = Field(
+        1.0, ge=0,
+        description="context_dependent when log p(answer | all) - log p(answer | none) >= this (nats)",
+    )
+    masks: int = Field(
+        0, ge=0, description="random passage subsets scored for the surrogate (0: 32 in surrogate mode, "
+        "none otherwise); each passage kept with probability 1/2"
+    )
+    mask_seed: int = Field(0, description="seed of the surrogate's subsets (with the question id)")
+    shuffle_masks: bool = Field(True, description="show each surrogate subset's passages in a shuffled order")
+    surrogate_alpha: float = Field(0.01, ge=0, description="L1 weight of the surrogate's Lasso fit")
+    check_subsets: int = Field(
+        0, ge=0, description="held-out random subsets scored to measure each measure's LDS (linear "
+        "datamodeling score; >= 32 recommended, 0: off)"
+    )
+    check_top_k: tuple[int, ...] = Field(
+        (), description="k values of the top-k drop check: remove each measure's k most influential "
+        "passages and record the answer's log-prob drop (e.g. [1, 2, 3]; empty: off)"
+    )
+    check_seed: int = Field(1, description="seed of the held-out subsets and the random control")
 
     similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
         "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"
@@ -304,6 +336,25 @@ class InfluenceConfig(Section):
         description="position_driven when position_sensitivity >= this and influence follows the slot "
         "more closely than the passage",
     )
+
+    @model_validator(mode="after")
+    def _checks(self) -> InfluenceConfig:
+        bad = [k for k in self.check_top_k if k < 1]
+        if bad:
+            raise ValueError(f"influence.check_top_k: every k must be >= 1, got {list(self.check_top_k)}")
+        if len(set(self.check_top_k)) != len(self.check_top_k):
+            raise ValueError(f"influence.check_top_k: duplicate entries in {list(self.check_top_k)}")
+        if 0 < self.masks < 4:
+            raise ValueError(f"influence.masks must be 0 or >= 4 (a linear fit needs subsets), got {self.masks}")
+        if 0 < self.check_subsets < 4:
+            raise ValueError(f"influence.check_subsets must be 0 or >= 4 (LDS is a rank correlation), "
+                             f"got {self.check_subsets}")
+        return self
+
+    @property
+    def surrogate_masks(self) -> int:
+        """Random subsets the surrogate is fitted on: ``masks``, or 32 in surrogate mode."""
+        return self.masks or (32 if self.mode == "surrogate" else 0)
 
 
 

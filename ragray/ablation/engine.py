@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,7 +27,8 @@ from ragray.generation.base import ChatPrompt, Generation, Generator
 from ragray.metrics.similarity import Similarity
 from ragray.registry import Registry
 
-__all__ = ["SCORERS", "CallBook", "CallCost", "GenerateScorer", "LogprobScorer", "Measured", "Scorer", "kept_share"]
+__all__ = ["SCORERS", "CallBook", "CallCost", "GenerateScorer", "JsdScorer", "LogprobScorer", "Measured", "Scorer",
+           "SurrogateScorer", "kept_share"]
 
 
 def kept_share(logprob: float, full: float) -> float:
@@ -53,6 +54,7 @@ class CallBook:
         self.generator = generator
         self._answers: dict[ChatPrompt, Generation] = {}
         self._logprobs: dict[tuple[ChatPrompt, str], float] = {}
+        self._divergences: dict[tuple[ChatPrompt, ChatPrompt, str], tuple[float, float]] = {}
         self.requested = 0
         self.generated = 0
         self.score_passes = 0
@@ -92,6 +94,20 @@ class CallBook:
             self.score_passes += len(todo)
         return [self._logprobs[pair] for pair in pairs]
 
+    def divergences(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                    ) -> list[tuple[float, float]]:
+        """``(log p(answer | prompt), Σ JSD to reference)`` per prompt (:meth:`Generator.score_divergence`);
+        prompts not measured yet against this reference go to the backend in one call (the
+        reference itself is ``(its log-prob, 0)`` and costs no pass of its own when alone)."""
+        todo = list(dict.fromkeys(p for p in prompts if (reference, p, answer) not in self._divergences))
+        if todo:
+            got = self.generator.score_divergence(reference, todo, answer)
+            for p, (lp, jsd) in zip(todo, got):
+                self._divergences[(reference, p, answer)] = (lp, jsd)
+                self._logprobs.setdefault((p, answer), lp)
+            self.score_passes += len(todo)
+        return [self._divergences[(reference, p, answer)] for p in prompts]
+
     def known_score(self, prompt: ChatPrompt, answer: str) -> float | None:
         """log p(answer | prompt) if it was scored, else None."""
         return self._logprobs.get((prompt, answer))
@@ -106,6 +122,12 @@ class Measured:
     gens: list[list[Generation]]
     similarities: list[list[float]]
     scored: bool = False  # log-prob scoring ran (the first baseline succeeded)
+    #: per order and prompt: log p(scored answer | prompt), signed and unclipped (NaN: not scored)
+    logprobs: list[list[float]] | None = None
+    #: per order and prompt: Σ JSD of the next-token distributions to the order's baseline (jsd mode)
+    divergences: list[list[float]] | None = None
+    #: per order: the part of its baseline answer that was scored (``influence.answer_span``)
+    scored_answers: list[str] | None = None
 
 
 class Scorer(ABC):
@@ -114,6 +136,8 @@ class Scorer(ABC):
     name: ClassVar[str]
     #: ablated prompts are generated (False: only the baseline is, the rest scored)
     generates_arms: ClassVar[bool]
+    #: influence comes from a linear fit on random passage subsets (:mod:`ragray.ablation.subsets`)
+    fits_surrogate: ClassVar[bool] = False
 
     @abstractmethod
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
@@ -121,7 +145,8 @@ class Scorer(ABC):
         stops the question (its generation is returned, nothing measured)."""
 
 
-SCORERS: Registry[Scorer] = Registry("influence mode", {"generate": __name__, "logprob": __name__})
+SCORERS: Registry[Scorer] = Registry(
+    "influence mode", {"generate": __name__, "logprob": __name__, "jsd": __name__, "surrogate": __name__})
 
 
 def _nan(orders: Sequence[Sequence[ChatPrompt]]) -> list[list[float]]:
@@ -135,7 +160,8 @@ class GenerateScorer(Scorer):
     name = "generate"
     generates_arms = True
 
-    def __init__(self, similarity: Similarity) -> None:
+    def __init__(self, similarity: Similarity, span: Callable[[str], str] = str) -> None:
+        del span  # answers are compared whole
         self.similarity = similarity
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
@@ -156,26 +182,73 @@ class GenerateScorer(Scorer):
 
 @SCORERS.register("logprob")
 class LogprobScorer(Scorer):
-    """Each order's baseline is generated; every prompt of the order scores that answer, keeping
-    :func:`kept_share` of its probability (NaN where the order's baseline failed)."""
+    """Each order's baseline is generated; every prompt of the order scores that answer (its
+    ``span``: :mod:`ragray.ablation.span`), keeping :func:`kept_share` of its probability (NaN
+    where the order's baseline failed); the raw log-probabilities are kept too."""
 
     name = "logprob"
     generates_arms = False
 
-    def __init__(self, similarity: Similarity | None = None) -> None:
+    def __init__(self, similarity: Similarity | None = None, span: Callable[[str], str] = str) -> None:
         del similarity  # log-prob mode compares no answers
+        self.span = span
+
+    def _measure_order(self, book: CallBook, prompts: Sequence[ChatPrompt], answer: str
+                       ) -> tuple[list[float], list[float], list[float] | None]:
+        """``(similarities, log-probs, divergences)`` of one order's prompts for its scored answer."""
+        lps = book.score(list(prompts), [answer] * len(prompts))
+        return [kept_share(lp, lps[0]) for lp in lps], lps, None
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
         baselines = book.generate([o[0] for o in orders])
         if not baselines[0].ok:
             return Measured([[baselines[0]]], _nan(orders[:1]))
-        ok = [(o, b.text) for o, b in zip(orders, baselines) if b.ok]
-        flat = iter(book.score([p for o, _ in ok for p in o], [a for o, a in ok for _ in o]))
-        sims = []
-        for o, b in zip(orders, baselines):
+        answers = [self.span(b.text) for b in baselines]
+        if not self.splits_orders:  # all orders' prompts in ONE backend call (shared prefixes)
+            ok = [(o, a) for o, a, b in zip(orders, answers, baselines) if b.ok]
+            book.score([p for o, _ in ok for p in o], [a for o, a in ok for _ in o])
+        sims, lps, divs = [], [], []
+        for o, a, b in zip(orders, answers, baselines):
             if not b.ok:
                 sims.append([float("nan")] * len(o))
+                lps.append([float("nan")] * len(o))
+                divs.append(None)
                 continue
-            lps = [next(flat) for _ in o]
-            sims.append([kept_share(lp, lps[0]) for lp in lps])
-        return Measured([[b] for b in baselines], sims, scored=True)
+            s_o, lp_o, d_o = self._measure_order(book, o, a)
+            sims.append(s_o)
+            lps.append(lp_o)
+            divs.append(d_o)
+        divergences = None if all(d is None for d in divs) else [
+            d if d is not None else [float("nan")] * len(o) for d, o in zip(divs, orders)]
+        return Measured([[b] for b in baselines], sims, scored=True, logprobs=lps, divergences=divergences,
+                        scored_answers=answers)
+
+    #: each order is measured in its own backend call (jsd: one reference per call)
+    splits_orders: ClassVar[bool] = False
+
+
+@SCORERS.register("surrogate")
+class SurrogateScorer(LogprobScorer):
+    """Drop-one is scored as in log-prob mode (its raw changes are kept); influence then comes
+    from the surrogate fitted on random subsets (:mod:`ragray.ablation.subsets`)."""
+
+    name = "surrogate"
+    fits_surrogate = True
+
+
+@SCORERS.register("jsd")
+class JsdScorer(LogprobScorer):
+    """Every prompt of an order is scored against the order's baseline answer with its full
+    next-token distributions: similarity = 1 − mean JSD per answer token / ln 2 ∈ [0, 1]
+    (ARC-JSD, arXiv 2505.16415), so influence = the mean JSD in bits."""
+
+    name = "jsd"
+    splits_orders = True
+
+    def _measure_order(self, book: CallBook, prompts: Sequence[ChatPrompt], answer: str
+                       ) -> tuple[list[float], list[float], list[float] | None]:
+        got = book.divergences(prompts[0], list(prompts), answer)
+        n = book.generator.answer_length(prompts[0], answer) or max(1, len(answer.split()))
+        lps = [lp for lp, _ in got]
+        divs = [d for _, d in got]
+        return [1.0 - d / (n * math.log(2.0)) for d in divs], lps, divs

@@ -26,10 +26,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ragray.ablation.engine import SCORERS, CallBook, CallCost
+from ragray.ablation.engine import SCORERS, CallBook, CallCost, Measured
+from ragray.ablation.evidence import Attribution, closed_book, fit_surrogate, random_scores, run_checks
+from ragray.ablation.span import answer_span
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.config import InfluenceConfig
 from ragray.errors import BackendError
@@ -42,7 +44,7 @@ from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking, ranking_metrics
 from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.retrieval.stage import QuestionHits
-from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
+from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
 
 __all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
@@ -101,6 +103,8 @@ class _Calls:
     scored: bool
     error: str | None
     cost: CallCost
+    book: CallBook | None = None
+    measured: Measured | None = None
 
 
 class InfluenceLoop:
@@ -126,7 +130,7 @@ class InfluenceLoop:
         self.quality = quality
         self.model = model
         self.mode, self.mode_note = resolve_mode(config.mode, generator)
-        self.scorer = SCORERS.get(self.mode)(similarity)
+        self.scorer = SCORERS.get(self.mode)(similarity, span=answer_span(config.answer_span))
 
     def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
         """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
@@ -169,7 +173,7 @@ class InfluenceLoop:
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
             return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost)
-        return _Calls(m.gens, m.similarities, m.scored, None, book.cost)
+        return _Calls(m.gens, m.similarities, m.scored, None, book.cost, book, m)
 
     def _position(
         self, order: list[int], forward: list[float], control_sims: list[float]
@@ -180,6 +184,52 @@ class InfluenceLoop:
         for slot, i in enumerate(order):
             control[i] = by_slot[slot]
         return control, position_analysis(forward, control, order, self.config.position_threshold)
+
+    def _evidence(self, qh: QuestionHits, calls: _Calls, embeddings: dict[str, list[float] | None]) -> _Evidence:
+        """Raw log-prob changes, the closed-book pass, the surrogate and the checks (log-prob modes;
+        an empty :class:`_Evidence` in generate mode or after an error)."""
+        m, book = calls.measured, calls.book
+        if m is None or book is None or not m.scored or m.logprobs is None or m.scored_answers is None:
+            return _Evidence()
+        q, hits = qh.question, qh.hits
+        passages = [h.passage for h in hits]
+        answer, lps = m.scored_answers[0], m.logprobs[0]
+        build = lambda ps: self.template.build(q.question, ps, self.system_prompt)  # noqa: E731
+        lp_all = lps[0]
+        drops = [lp_all - lp for lp in lps[1:]]
+        n_tokens = self.generator.answer_length(build(passages), answer)
+        ev = _Evidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
+                       jsd=m.divergences[0][1:] if m.divergences is not None else None)
+        if self.config.closed_book:
+            cb = closed_book(book, build, q.id, answer, lp_all, self.config.context_threshold)
+            ev.logprob_none, ev.context_dependent = cb.logprob_none, cb.context_dependent
+            ev.subsets.append(cb.row)
+        surrogate = None
+        if self.config.surrogate_masks and len(passages) >= 2:
+            surrogate = fit_surrogate(book, build, passages, q.id, answer, self.config)
+            ev.surrogate, ev.surrogate_passes, ev.seconds_surrogate = surrogate.weights, surrogate.passes, surrogate.seconds
+            ev.subsets.extend(surrogate.rows)
+        if (self.config.check_subsets or self.config.check_top_k) and len(passages) >= 2:
+            ev.random = random_scores(len(passages), self.config.check_seed, q.id)
+            measures = [Attribution("logprob_drop", drops, False)]
+            if ev.jsd is not None:
+                measures.append(Attribution("jsd", ev.jsd, False))
+            if ev.surrogate is not None:
+                measures.append(Attribution("surrogate_weight", ev.surrogate, False))
+            k = len(hits)
+            measures.append(Attribution("retrieval_rank", [(k + 1 - h.rank) / k for h in hits], True))
+            if all(h.score is not None for h in hits):
+                measures.append(Attribution("retrieval_score", [float(h.score) for h in hits], True))
+            for name, values in embeddings.items():
+                if values is not None:
+                    measures.append(Attribution(name, values, True))
+            measures.append(Attribution("random_control", ev.random, True))
+            checks, rows, ev.check_passes, ev.seconds_checks = run_checks(
+                book, build, passages, q.id, answer, lp_all, measures, self.config,
+                exclude=surrogate.subsets if surrogate else ())
+            ev.checks = list(checks)
+            ev.subsets.extend(rows)
+        return ev
 
     def run(self, qh: QuestionHits) -> InfluenceRecord:
         q, hits = qh.question, qh.hits
@@ -196,7 +246,16 @@ class InfluenceLoop:
         if baseline is None or not baseline.ok:
             error = error or (baseline.error if baseline else "no generation")
         sims = [[float("nan")] * len(arms) for arms in orders] if error is not None else calls.sims
+        embeddings: dict[str, list[float] | None] = {"answer_similarity": None, "question_similarity": None}
+        if error is None and self.quality is not None:
+            texts = [h.passage.text for h in hits]
+            embeddings = {"answer_similarity": self.quality.answer_passage_similarity(baseline.text, texts),
+                          "question_similarity": self.quality.question_passage_similarity(q.question, texts)}
+        ev = self._evidence(qh, calls, embeddings) if error is None else _Evidence()
         infl = _influence(sims[0])
+        if self.scorer.fits_surrogate and error is None:
+            infl = [float("nan") if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w))
+                    for w in (ev.surrogate or [float("nan")] * len(hits))]
         result: InfluenceResult = (
             error_result(len(hits)) if error is not None
             else analyze_influence([h.rank for h in hits], infl, self.config)
@@ -236,13 +295,12 @@ class InfluenceLoop:
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
             "precision": self.generator.precision,
+            **ev.question_columns(self.config.answer_span),
         }
-        answer_sim = None
         if error is None:
             question.update(self._quality(qh, baseline, result.influence))
-            if self.quality is not None:
-                answer_sim = self.quality.answer_passage_similarity(baseline.text, [h.passage.text for h in hits])
         gold = set(q.gold_passage_ids)
+        answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
         passages_rows = tuple(
             PassageRow(
                 question_id=q.id,
@@ -257,6 +315,8 @@ class InfluenceLoop:
                 influence_control=control[i],
                 content_influence=content[i],
                 answer_similarity=answer_sim[i] if answer_sim is not None else None,
+                **ev.passage_columns(i),
+                question_similarity=question_sim[i] if question_sim is not None else None,
             )
             for i, h in enumerate(hits)
         )
@@ -266,7 +326,52 @@ class InfluenceLoop:
             n_rows = len(arms) if calls.scored else len(gens_o)
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
-        return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows))
+        return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows),
+                               tuple(ev.subsets), tuple(ev.checks))
+
+
+@dataclass
+class _Evidence:
+    """One question's measurements beyond drop-one's influence (:meth:`InfluenceLoop._evidence`)."""
+
+    answer: str | None = None
+    tokens: int | None = None
+    logprob_all: float | None = None
+    drops: list[float] | None = None
+    jsd: list[float] | None = None
+    logprob_none: float | None = None
+    context_dependent: bool | None = None
+    surrogate: list[float] | None = None
+    random: list[float] | None = None
+    surrogate_passes: int | None = None
+    check_passes: int | None = None
+    seconds_surrogate: float | None = None
+    seconds_checks: float | None = None
+    subsets: list[SubsetRow] = field(default_factory=list)
+    checks: list[CheckRow] = field(default_factory=list)
+
+    def question_columns(self, span: str) -> dict[str, Any]:
+        if self.answer is None:
+            return {}
+        return {"answer_span": span, "scored_answer": self.answer, "scored_tokens": self.tokens,
+                "logprob_all": _finite(self.logprob_all), "logprob_none": _finite(self.logprob_none),
+                "context_dependent": self.context_dependent, "surrogate_passes": self.surrogate_passes,
+                "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
+                "seconds_checks": self.seconds_checks}
+
+    def passage_columns(self, i: int) -> dict[str, float | None]:
+        if self.drops is None:
+            return {}
+        drop = self.drops[i]
+        per_token = drop / self.tokens if self.tokens and not math.isnan(drop) else None
+        return {"logprob_drop": drop, "logprob_drop_per_token": per_token,
+                "jsd": self.jsd[i] if self.jsd is not None else None,
+                "surrogate_weight": self.surrogate[i] if self.surrogate is not None else None,
+                "random_control": self.random[i] if self.random is not None else None}
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else v
 
 
 def _influence(sims: list[float]) -> list[float]:

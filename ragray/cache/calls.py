@@ -219,6 +219,13 @@ class CachedGenerator(GeneratorProxy):
         return self._fetch(keys, lambda idx: self.inner.score([prompts[i] for i in idx], [answers[i] for i in idx]),
                            math.isfinite, float)
 
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        ref = {"reference": [list(m) for m in reference]}
+        keys = [call_key("divergence", self.identity(), ref, p, answer) for p in prompts]
+        return self._fetch(keys, lambda idx: self.inner.score_divergence(reference, [prompts[i] for i in idx], answer),
+                           lambda v: all(math.isfinite(x) for x in v), lambda raw: (float(raw[0]), float(raw[1])))
+
     def scoring_problem(self) -> str | None:
         """The backend's answer, asked once per identity and remembered (an endpoint's probe is a
         paid call too); only "it can score" is remembered, a problem is asked again next time."""

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragray.metrics.linear import fit_lasso
+
 __all__ = ["fit_nonnegative_lasso", "surrogate_weights"]
 
 
@@ -23,29 +25,7 @@ def fit_nonnegative_lasso(
     X: np.ndarray, y: np.ndarray, alpha: float = 0.01, *, max_iter: int = 2000, tol: float = 1e-9
 ) -> tuple[np.ndarray, float]:
     """``(w, intercept)`` of the non-negative Lasso above."""
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    m, n = X.shape
-    x_mean, y_mean = X.mean(axis=0), y.mean()
-    Xc, yc = X - x_mean, y - y_mean
-    col_sq = (Xc**2).sum(axis=0)
-    w = np.zeros(n)
-    resid = yc.copy()
-    for _ in range(max_iter):
-        biggest = 0.0
-        for j in range(n):
-            if col_sq[j] == 0.0:
-                continue
-            old = w[j]
-            rho = Xc[:, j] @ resid + col_sq[j] * old
-            new = max(0.0, (rho - m * alpha) / col_sq[j])
-            if new != old:
-                resid -= Xc[:, j] * (new - old)
-                w[j] = new
-                biggest = max(biggest, abs(new - old))
-        if biggest < tol:
-            break
-    return w, float(y_mean - x_mean @ w)
+    return fit_lasso(X, y, alpha, positive=True, max_iter=max_iter, tol=tol)
 
 
 def surrogate_weights(

@@ -78,6 +78,25 @@ class Generator(Component):
         """Teacher-forced log-probability (natural log, summed over the answer's tokens) of each
         ``answers[i]`` as the assistant reply to ``prompts[i]``; one forward pass, no sampling."""
 
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        """Per prompt: ``(log p(answer | prompt), JSD)``, where JSD is the Jensen–Shannon divergence
+        (nats) between the next-token distributions under ``reference`` and under the prompt at
+        each of the answer's positions (teacher-forced), summed over the positions (ARC-JSD,
+        arXiv 2505.16415). Backends without next-token distributions raise :class:`BackendError`
+        (:meth:`divergence_problem` says why beforehand)."""
+        from ragray.errors import BackendError
+
+        raise BackendError(self.divergence_problem() or f"{self.name}: score_divergence is not implemented")
+
+    def divergence_problem(self) -> str | None:
+        """Why :meth:`score_divergence` cannot work with this backend, or None when it can."""
+        return f"the {self.name} backend does not give next-token distributions (influence.mode jsd)"
+
+    def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
+        """How many tokens :meth:`score` scores for ``answer`` after ``prompt`` (None: unknown)."""
+        return None
+
     @property
     def precision(self) -> str | None:
         """The dtype the model computes in (``float32``, ``bfloat16`` ...), where this process
@@ -152,6 +171,16 @@ class GeneratorProxy(Generator):
 
     def scoring_problem(self) -> str | None:
         return self.inner.scoring_problem()
+
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        return self.inner.score_divergence(reference, prompts, answer)
+
+    def divergence_problem(self) -> str | None:
+        return self.inner.divergence_problem()
+
+    def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
+        return self.inner.answer_length(prompt, answer)
 
     def close(self) -> None:
         self.inner.close()

@@ -9,6 +9,7 @@ anything: it is registered as ``scripted`` only so orchestration can be tested e
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -52,4 +53,32 @@ class ScriptedGenerator(Generator):
         return out
 
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
-        return [0.0 if self._answer(p) == a else -10.0 for p, a in zip(prompts, answers)]
+        """0 when the prompt's answer is ``answer`` (else −10), minus 2 nats per ``DISTRACT``
+        marker in the prompt: a passage carrying one makes the answer less likely."""
+        return [(0.0 if self._answer(p) == a else -10.0) - 2.0 * p[-1].content.count("DISTRACT")
+                for p, a in zip(prompts, answers)]
+
+    def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
+        return len(answer.split())
+
+    def divergence_problem(self) -> str | None:
+        return None
+
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        """Each answer position has a two-outcome next-token distribution (the answer's token with
+        probability exp(score / length), anything else): JSD of those against the reference's."""
+        n = max(1, len(answer.split()))
+
+        def dist(prompt: ChatPrompt) -> tuple[float, float]:
+            p = math.exp(self.score([prompt], [answer])[0] / n)
+            return p, 1.0 - p
+
+        ref = dist(reference)
+        out = []
+        for prompt, total in zip(prompts, self.score(prompts, [answer] * len(prompts))):
+            q = dist(prompt)
+            m = [(a + b) / 2 for a, b in zip(ref, q)]
+            kl = lambda x: sum(a * math.log(a / c) for a, c in zip(x, m) if a > 0)  # noqa: E731
+            out.append((total, n * 0.5 * (kl(ref) + kl(q))))
+        return out

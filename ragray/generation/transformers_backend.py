@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -387,6 +388,55 @@ class TransformersGenerator(Generator):
     def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """Summed natural-log probability of each answer's tokens after its rendered prompt
         (the assistant turn, without an end-of-turn token); an empty answer scores 0.0."""
+        scores = [0.0] * len(prompts)
+
+        def store(i: int, logprobs: Any, target: Any) -> None:
+            scores[i] = float(logprobs.gather(1, target[:, None]).sum())
+
+        self._answer_logprobs(prompts, answers, store)
+        return scores
+
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        """``(log p(answer | prompt), Σ JSD)`` per prompt over the full vocabulary (see
+        :meth:`Generator.score_divergence`); the reference is scored in the same call, first, so
+        the prompts reuse its prefix. An empty answer gives ``(0.0, 0.0)``."""
+        if not answer:
+            return [(0.0, 0.0)] * len(prompts)
+        torch = self._torch
+        logprobs: dict[int, Any] = {}
+        totals: dict[int, float] = {}
+
+        def store(i: int, lp: Any, target: Any) -> None:
+            totals[i] = float(lp.gather(1, target[:, None]).sum())
+            logprobs[i] = lp
+
+        # one call, reference first, so the prompts reuse its prefix
+        self._answer_logprobs([reference, *prompts], [answer] * (len(prompts) + 1), store)
+        ref = logprobs.pop(0)
+        out = []
+        for i in range(1, len(prompts) + 1):
+            lp = logprobs.pop(i)
+            # JSD(P, Q) = ½ KL(P ‖ M) + ½ KL(Q ‖ M), M = ½(P + Q), per position, in nats
+            m = torch.logaddexp(ref, lp) - math.log(2.0)
+            jsd = 0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))
+            out.append((totals[i], float(jsd.clamp_min(0).sum())))
+        return out
+
+    def divergence_problem(self) -> str | None:
+        return None
+
+    def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
+        if not answer:
+            return 0
+        text = render_chat(self._tok, prompt)
+        ids = encode_rendered(self._tok, text)
+        return len(answer_token_ids(self._tok, text, ids, answer))
+
+    def _answer_logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str], store: Any) -> None:
+        """Teacher-force each answer after its prompt; call ``store(i, logprobs, target)`` with the
+        log-softmax over the vocabulary at each answer position (``[n, vocab]``, float32) and the
+        answer's token ids (empty answers are skipped)."""
         self._check_open()
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
@@ -404,28 +454,26 @@ class TransformersGenerator(Generator):
                     f"score: prompt {i} and its answer have {len(fulls[i])} tokens; "
                     f"the model takes at most {self.max_positions}"
                 )
-        scores = [0.0] * len(prompts)
         caps = {i: n - 1 for i, n in prompt_lens.items()}  # the answer's logits start at the prompt's end
         keep = {i: len(full) - prompt_lens[i] + 1 for i, full in fulls.items()}
 
-        def store(i: int, logits: Any) -> None:
+        def consume(i: int, logits: Any) -> None:
             logprobs = self._torch.log_softmax(logits[:-1].float(), dim=-1)
             target = self._torch.tensor(fulls[i][prompt_lens[i]:], device=logprobs.device)
-            scores[i] = float(logprobs.gather(1, target[:, None]).sum())
+            store(i, logprobs, target)
 
         with self._torch.inference_mode():
             plans = self._waves(fulls, caps)
             if plans is not None:
                 for waves in plans:
-                    for i, logits in self._prefill_waves(waves, fulls, keep)[1].items():
-                        store(i, logits)
-                return scores
+                    for i, logits in sorted(self._prefill_waves(waves, fulls, keep)[1].items()):
+                        consume(i, logits)
+                return
             previous: Any = None
             for step in self._plan(fulls, caps):
                 cache, logits = self._prefill(fulls[step.index], previous, step.reuse_len, keep[step.index])
                 previous = cache_layers(cache) if self.prefix_reuse else None
-                store(step.index, logits)
-        return scores
+                consume(step.index, logits)
 
     def close(self) -> None:
         if self._model is None:

@@ -63,6 +63,11 @@ class QualityScorer:
         emb = self.encoder.encode([answer, *passages], normalize=True, cache=False)
         return [float(v) for v in emb[1:] @ emb[0]]
 
+    def question_passage_similarity(self, question: str, passages: Sequence[str]) -> list[float] | None:
+        """Cosine of the question with each passage: what a dense retriever would rank by (the
+        control that tells a relevance signal from a usage signal); None as above."""
+        return self.answer_passage_similarity(question, passages)
+
     def score(self, items: Sequence[QualityItem]) -> list[dict[str, Any]]:
         c = self.config
         if c.embedding and items:

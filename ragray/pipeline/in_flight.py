@@ -85,6 +85,11 @@ class TakesTurns(GeneratorProxy):
     def scoring_problem(self) -> str | None:
         return self.turn.waiting(self.inner.scoring_problem)
 
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        # not merged across questions (Merges): each question's divergences need its own reference
+        return self.turn.waiting(lambda: self.inner.score_divergence(reference, prompts, answer))
+
     def close(self) -> None:
         """The inner generator belongs to whoever made it."""
 

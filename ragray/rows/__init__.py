@@ -12,7 +12,7 @@ from ragray.rows.faithfulness import (
     FaithfulnessRecord,
     UnitRow,
 )
-from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
+from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
 from ragray.rows.quality import ScoreRow
 from ragray.rows.retrieval import HitRow, RetrievalQuestionRow
 from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary, Summary
@@ -23,6 +23,7 @@ __all__ = [
     "AuditSummary",
     "CallRow",
     "CaseRow",
+    "CheckRow",
     "CurveRow",
     "FaithfulnessQuestionRow",
     "FaithfulnessRecord",
@@ -37,6 +38,7 @@ __all__ = [
     "RunSummary",
     "ScoreRow",
     "ScoreSummary",
+    "SubsetRow",
     "Summary",
     "UnitRow",
 ]

@@ -133,7 +133,8 @@ class QuestionRecord:
 
     @classmethod
     def from_dict(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
-        parts = {name: tuple(row.from_dict(r) for r in data[name]) for name, row in cls.parts.items()}
+        # a log written before a part existed has none of its rows
+        parts = {name: tuple(row.from_dict(r) for r in data.get(name, ())) for name, row in cls.parts.items()}
         return cls(question=cls.question_type.from_dict(data["question"]), **parts,  # type: ignore[call-arg]
                    model=data.get("model"), worker=data.get("worker"))
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from ragray.rows.base import QuestionRecord, Row, doc
 
-__all__ = ["CallRow", "InfluenceRecord", "PassageRow", "QuestionRow"]
+__all__ = ["CallRow", "CheckRow", "InfluenceRecord", "PassageRow", "QuestionRow", "SubsetRow"]
 
 _Float = Annotated[float | None, doc("")]
 
@@ -71,6 +71,18 @@ class QuestionRow(Row):
                                                "paid once)")] = None
     calls_generated: Annotated[int | None, doc("generations the backend made")] = None
     score_passes: Annotated[int | None, doc("teacher-forced scoring passes (log-prob mode)")] = None
+    answer_span: Annotated[str | None, doc("influence.answer_span: the part of the answer scored")] = None
+    scored_answer: Annotated[str | None, doc("the scored part of the baseline answer (log-prob modes)")] = None
+    scored_tokens: Annotated[int | None, doc("its tokens (null where the backend does not say)")] = None
+    logprob_all: Annotated[float | None, doc("log p(scored answer | all passages), nats")] = None
+    logprob_none: Annotated[float | None, doc("log p(scored answer | no passages): the closed-book pass")] = None
+    context_dependent: Annotated[bool | None, doc("logprob_all - logprob_none >= influence.context_threshold: "
+                                                  "false = the model gives this answer without the passages, "
+                                                  "so no passage is 'used'")] = None
+    surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
+    check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
+    seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
+    seconds_checks: Annotated[float | None, doc("seconds of the checks")] = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,18 @@ class PassageRow(Row):
     content_influence: Annotated[float | None, doc("mean of the two orders' influence")] = None
     answer_similarity: Annotated[float | None, doc("cosine of passage and baseline answer (embedding "
                                                    "control)")] = None
+    logprob_drop: Annotated[float | None, doc("log p(answer | all) - log p(answer | all but this passage), "
+                                              "nats, signed and unclipped (negative: the answer is likelier "
+                                              "without it)")] = None
+    logprob_drop_per_token: Annotated[float | None, doc("logprob_drop / scored_tokens")] = None
+    jsd: Annotated[float | None, doc("Jensen-Shannon divergence of the next-token distributions without vs "
+                                     "with the passage, summed over the scored answer (jsd mode), nats")] = None
+    surrogate_weight: Annotated[float | None, doc("the surrogate's Lasso weight: log-prob the answer gains "
+                                                  "when the passage is kept, nats")] = None
+    question_similarity: Annotated[float | None, doc("cosine of passage and question (retriever-like "
+                                                     "control)")] = None
+    random_control: Annotated[float | None, doc("a seeded uniform score (the random control of the "
+                                                "checks)")] = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +139,46 @@ class CallRow(Row):
 
 
 @dataclass(frozen=True)
+class SubsetRow(Row):
+    """One scored context beyond drop-one: the closed-book pass, a surrogate subset, a held-out
+    subset or a top-k removal (the raw data of the surrogate and the checks)."""
+
+    table = "subsets"
+
+    question_id: str
+    purpose: Annotated[str | None, doc("closed_book | surrogate | heldout | top_k")] = None
+    kept_passage_ids: Annotated[tuple[str, ...] | None, doc("passages kept, in the order shown")] = None
+    logprob: Annotated[float | None, doc("log p(scored answer | this context), nats; NaN = failed")] = None
+
+
+@dataclass(frozen=True)
+class CheckRow(Row):
+    """How faithful one measure's attribution is on one question (:mod:`ragray.metrics.attribution_checks`)."""
+
+    table = "checks"
+
+    question_id: str
+    measure: Annotated[str | None, doc("the passages column scored (or retrieval_rank)")] = None
+    control: Annotated[bool | None, doc("a control that costs no model call")] = None
+    lds: Annotated[float | None, doc("Spearman of the additive prediction vs the actual log-prob over the "
+                                     "held-out subsets; null = the answer's log-prob did not vary")] = None
+    n_subsets: Annotated[int | None, doc("held-out subsets measured")] = None
+    top_k: Annotated[tuple[int, ...] | None, doc("k of each top-k drop")] = None
+    top_k_drop: Annotated[tuple[float, ...] | None, doc("log p(y | all) - log p(y | all but the measure's "
+                                                         "top k), nats, per k")] = None
+
+
+@dataclass(frozen=True)
 class InfluenceRecord(QuestionRecord):
     """One finished question of an influence run: what ``progress.jsonl`` holds per line."""
 
-    parts = {"passages": PassageRow, "calls": CallRow}
+    parts = {"passages": PassageRow, "calls": CallRow, "subsets": SubsetRow, "checks": CheckRow}
     question_type = QuestionRow
 
     question: QuestionRow
     passages: tuple[PassageRow, ...]
     calls: tuple[CallRow, ...]
+    subsets: tuple[SubsetRow, ...] = ()
+    checks: tuple[CheckRow, ...] = ()
     model: str | None = None
     worker: dict[str, Any] | None = None  # where it ran (Ray executor): node id and pid

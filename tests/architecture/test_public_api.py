@@ -68,5 +68,5 @@ def test_row_classes_are_exported() -> None:
     assert set(rows.__all__) == {
         "ArmRow", "AuditEntry", "CallRow", "CaseRow", "CurveRow", "FaithfulnessQuestionRow", "FaithfulnessRecord",
         "HitRow", "InfluenceRecord", "PassageRow", "QuestionRecord", "QuestionRow", "RetrievalQuestionRow", "Row",
-        "ScoreRow", "UnitRow", "Summary", "RunSummary", "FaithfulnessSummary", "AuditSummary", "ScoreSummary",
+        "ScoreRow", "UnitRow", "SubsetRow", "CheckRow", "Summary", "RunSummary", "FaithfulnessSummary", "AuditSummary", "ScoreSummary",
     }

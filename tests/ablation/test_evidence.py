@@ -1,0 +1,177 @@
+"""Known truth for the measures beyond drop-one (SPEC §12) with the scripted model.
+
+The scripted model's log p(answer | prompt) is 0 when the prompt's first ``ANSWER=`` marker gives
+that answer, else −10, minus 2 nats per ``DISTRACT`` marker: so which passages the answer depends
+on is known exactly."""
+
+import json
+import math
+
+import pyarrow.parquet as pq
+import pytest
+
+from ragray.ablation.span import answer_span
+from ragray.ablation.subsets import draw_subsets, top_k_removed
+from ragray.config import load_config
+from ragray.errors import ConfigError
+from ragray.generation.scripted import ScriptedGenerator
+from ragray.metrics.attribution_checks import lds
+from ragray.pipeline import run_influence
+
+
+def record(qid, question, texts, answer="tern"):
+    return {"id": qid, "question": question, "answers": [answer],
+            "passages": [{"id": f"{qid}-p{i}", "title": "", "text": t} for i, t in enumerate(texts)],
+            "gold_passage_ids": [f"{qid}-p0"]}
+
+
+@pytest.fixture()
+def dataset(tmp_path):
+    rows = [
+        # one passage carries the answer; BM25 ranks a question-like distractor first
+        record("q1", "Which ferry sails to Kell?", [
+            "Tern ANSWER=tern", "Which ferry sails to Kell? Which ferry, which Kell: ferry sails to Kell.",
+            "Kell has a lighthouse.", "Tickets cost five crowns.", "Gulls nest on cliffs."]),
+        # two passages each suffice: drop-one sees neither, the surrogate credits both
+        record("q2", "What is the mill's grain?", [
+            "The mill grinds barley ANSWER=barley", "Barley again ANSWER=barley", "Mills turn."], "barley"),
+        # no passage carries an answer: the model says the same with no passages
+        record("q3", "Who founded the garden?", ["Gardens grow.", "Founders found.", "Garden gates."], "x"),
+        # a passage that makes the answer LESS likely
+        record("q4", "Which bird nests on Myrrin?", [
+            "Puffins ANSWER=puffin", "Myrrin birds DISTRACT", "Myrrin rocks."], "puffin"),
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def run(dataset, out, *extra):
+    cfg = load_config(None, [f"data.path={dataset}", "generation.backend=scripted", "retrieval.retriever=bm25",
+                             "retrieval.scope=per_question", "metrics.embedding=false", *extra])
+    res = run_influence(cfg, out, generator=ScriptedGenerator(), progress=False)
+    return {name: pq.read_table(res.out / f"{name}.parquet").to_pylist()
+            for name in ("questions", "passages", "subsets", "checks")}
+
+
+def by_id(rows, key="passage_id"):
+    return {r[key]: r for r in rows}
+
+
+def test_raw_signal_closed_book_and_context_dependence(dataset, tmp_path):
+    t = run(dataset, tmp_path / "r", "influence.mode=logprob")
+    qs, ps = by_id(t["questions"], "question_id"), by_id(t["passages"])
+    assert qs["q1"]["logprob_all"] == 0.0 and qs["q1"]["logprob_none"] == -10.0
+    assert qs["q1"]["context_dependent"] is True and qs["q1"]["scored_answer"] == "tern"
+    assert qs["q1"]["answer_span"] == "full" and qs["q1"]["scored_tokens"] == 1
+    assert ps["q1-p0"]["logprob_drop"] == 10.0 and ps["q1-p0"]["logprob_drop_per_token"] == 10.0
+    assert ps["q1-p1"]["logprob_drop"] == 0.0
+    # the model answers "unknown" with or without the passages: nothing is used
+    assert qs["q3"]["context_dependent"] is False and qs["q3"]["logprob_all"] == qs["q3"]["logprob_none"]
+    # removing the distractor makes the answer likelier: a negative raw change, stored; influence clips it
+    assert ps["q4-p1"]["logprob_drop"] == -2.0 and ps["q4-p1"]["influence"] == 0.0
+    closed = [s for s in t["subsets"] if s["purpose"] == "closed_book"]
+    assert len(closed) == 4 and all(s["kept_passage_ids"] == [] for s in closed)
+    # checks are off by default: no check rows, no extra passes
+    assert t["checks"] == [] and qs["q1"]["check_passes"] is None
+
+
+def test_surrogate_credits_redundant_passages_that_drop_one_cannot_see(dataset, tmp_path):
+    t = run(dataset, tmp_path / "s", "influence.mode=surrogate", "influence.masks=8")
+    ps, qs = by_id(t["passages"]), by_id(t["questions"], "question_id")
+    # drop-one: removing either copy leaves the other: neither looks used (a property, not a bug)
+    assert ps["q2-p0"]["logprob_drop"] == 0.0 and ps["q2-p1"]["logprob_drop"] == 0.0
+    assert ps["q2-p0"]["surrogate_weight"] > 2 and ps["q2-p1"]["surrogate_weight"] > 2
+    assert abs(ps["q2-p2"]["surrogate_weight"]) < 1
+    assert ps["q2-p0"]["influence"] > 0.5 and ps["q2-p1"]["influence"] > 0.5  # surrogate mode's influence
+    # the one carrying passage ranks first; its weight is about the 10 nats it is worth
+    assert ps["q1-p0"]["surrogate_weight"] == pytest.approx(10, abs=1.0)
+    assert max(ps[f"q1-p{i}"]["surrogate_weight"] for i in range(1, 5)) < 1
+    assert qs["q2"]["surrogate_passes"] > 0 and qs["q2"]["influence_mode"] == "surrogate"
+    assert sum(s["purpose"] == "surrogate" for s in t["subsets"] if s["question_id"] == "q2") == 8
+
+
+def test_jsd_ranks_the_carrying_passage_first(dataset, tmp_path):
+    t = run(dataset, tmp_path / "j", "influence.mode=jsd")
+    ps = by_id(t["passages"])
+    assert ps["q1-p0"]["jsd"] > 0.5 and ps["q1-p0"]["influence"] > 0.5
+    assert all(ps[f"q1-p{i}"]["jsd"] == pytest.approx(0.0, abs=1e-9) for i in range(1, 5))
+    assert ps["q1-p0"]["influence_rank"] == 1.0
+
+
+def test_top_k_drop_and_lds_find_what_the_model_used_and_a_relevance_control_does_not(dataset, tmp_path):
+    t = run(dataset, tmp_path / "c", "influence.mode=logprob", "influence.check_subsets=12",
+            "influence.check_top_k=[1,2]")
+    checks = {(c["question_id"], c["measure"]): c for c in t["checks"]}
+    used = checks[("q1", "logprob_drop")]
+    # removing the passage the answer depends on takes the whole answer (10 nats)
+    assert used["top_k"] == [1, 2] and used["top_k_drop"][0] == 10.0
+    # BM25's top passage is the question-like distractor: removing it changes nothing
+    rank = checks[("q1", "retrieval_rank")]
+    assert rank["control"] is True and rank["top_k_drop"][0] == 0.0
+    assert used["lds"] == pytest.approx(1.0) and used["n_subsets"] == 12
+    assert checks[("q1", "random_control")]["lds"] is not None
+    # an answer whose log-prob never varies has no LDS for any measure
+    assert checks[("q3", "logprob_drop")]["lds"] is None
+    q1 = by_id(t["questions"], "question_id")["q1"]
+    # every distinct new context is paid once: a top-1 removal is a drop-one arm, the empty subset
+    # the closed-book pass and the full set the baseline, all scored already
+    ids = [f"q1-p{i}" for i in range(5)]
+    known = {frozenset(ids), frozenset()} | {frozenset(ids) - {i} for i in ids}
+    new = {frozenset(s["kept_passage_ids"]) for s in t["subsets"]
+           if s["question_id"] == "q1" and s["purpose"] in ("heldout", "top_k")} - known
+    assert q1["check_passes"] == len(new)
+
+
+def test_existing_columns_are_unchanged_by_the_new_measures(dataset, tmp_path):
+    plain = run(dataset, tmp_path / "p", "influence.mode=logprob")
+    more = run(dataset, tmp_path / "m", "influence.mode=logprob", "influence.masks=8", "influence.check_subsets=8",
+               "influence.check_top_k=[1]")
+    for a, b in zip(plain["passages"], more["passages"]):
+        assert (a["influence"], a["influence_rank"]) == (b["influence"], b["influence_rank"])
+
+
+def test_answer_spans():
+    first = answer_span("first_sentence")
+    assert first("It is 31 metres tall. It is painted white.") == "It is 31 metres tall."
+    assert first("Version 3.5 shipped. Then more.") == "Version 3.5 shipped."
+    assert first("e.g. this one") == "e.g. this one"
+    assert answer_span("first_line")("a\nb") == "a" and answer_span("full")(" x ") == " x "
+    with pytest.raises(ValueError, match="valid: full, first_sentence, first_line"):
+        answer_span("middle")
+
+
+def test_subsets_are_seeded_distinct_and_exclude_the_training_masks():
+    a = draw_subsets(6, 20, seed=0, question_id="q", purpose="surrogate", shuffle=True)
+    b = draw_subsets(6, 20, seed=0, question_id="q", purpose="surrogate", shuffle=True)
+    assert a == b and len({s.kept for s in a}) == 20
+    held = draw_subsets(6, 30, seed=0, question_id="q", purpose="heldout", exclude={s.kept for s in a})
+    assert not {s.kept for s in held} & {s.kept for s in a}
+    assert len(draw_subsets(3, 50, seed=0, question_id="q", purpose="heldout")) == 8  # all of 2^3
+    assert top_k_removed([0.2, 0.9, 0.9, float("nan")], 2) == (1, 2)
+    assert top_k_removed([0.5, 0.5, 0.1], 1) == (0,)  # a tie goes to the better retrieval rank
+
+
+def test_lds_degenerate_cases():
+    kept = [[0], [1], [0, 1], []]
+    assert lds([1.0, 0.0], kept, [0.0, -5.0, 0.0, -5.0]) == pytest.approx(1.0)
+    assert lds([1.0, 1.0], [[0], [1]] * 2, [0.0, -1.0, 0.0, -1.0]) == 0.0  # constant prediction
+    assert lds([1.0, 0.0], kept, [0.0] * 4) is None  # the answer never changes
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("influence.check_top_k=[0]", "check_top_k: every k must be >= 1"),
+    ("influence.masks=2", "masks must be 0 or >= 4"),
+    ("influence.answer_span=middle", "answer_span"),
+])
+def test_bad_settings_are_refused(dataset, setting, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [f"data.path={dataset}", setting])
+
+
+def test_lds_of_a_perfect_additive_model_is_one():
+    kept = [s for s in ([0], [1], [2], [0, 1], [1, 2], [0, 2], [0, 1, 2])]
+    w = [3.0, 1.0, -2.0]
+    actual = [sum(w[i] for i in s) for s in kept]
+    assert lds(w, kept, actual) == pytest.approx(1.0)
+    assert math.isclose(lds([-x for x in w], kept, actual), -1.0)

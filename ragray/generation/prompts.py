@@ -39,6 +39,10 @@ def _numbered(question: str, passages: Sequence[Passage]) -> str:
     return f"Passages:\n\n{context}\n\nQuestion: {question}\nAnswer with a short phrase."
 
 
+def _short(question: str, passages: Sequence[Passage]) -> str:
+    return _numbered(question, passages).removesuffix("Answer with a short phrase.") + "Answer in at most five words."
+
+
 def _plain(question: str, passages: Sequence[Passage]) -> str:
     context = "\n\n".join(p.text for p in passages)
     return f"Context:\n{context}\n\nQuestion: {question}\nAnswer:"
@@ -54,6 +58,14 @@ TEMPLATES: dict[str, PromptTemplate] = {
             _numbered,
         ),
         PromptTemplate("plain", "Answer the question briefly using the context.", _plain),
+        # the usual extractive-QA instruction (SQuAD/HotpotQA-style evaluations): a few words, no
+        # sentence, so the answer is the part that answers and little is invented after it
+        PromptTemplate(
+            "short",
+            "Answer the question using only the numbered passages. Give only the answer: a few words "
+            "(a name, a number, a date, yes or no) copied from the passages, not a sentence.",
+            _short,
+        ),
     )
 }
 

@@ -21,6 +21,7 @@ from scipy import stats
 from ragray.config import ExperimentConfig
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
+from ragray.metrics.evidence import evidence_panel
 from ragray.metrics.validity import validity_panel
 from ragray.rows.influence import InfluenceRecord
 from ragray.rows.summaries import AlignmentSummary, MeanCI, PositionSummary, RunQuality, RunSummary
@@ -209,4 +210,15 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
         retriever=config.retrieval.retriever,
         top_k=config.retrieval.top_k,
         divergence_threshold=config.influence.divergence_threshold,
+        evidence=_evidence(questions, passages, records, config),
     )
+
+
+def _evidence(questions: list[dict], passages: list[dict], records: Sequence[InfluenceRecord],
+              config: ExperimentConfig) -> dict | None:
+    """The validity panel v2, for runs with log-prob measurements (None otherwise: the block is
+    left out, so generate-mode summaries are as they were)."""
+    if not any(q.get("logprob_all") is not None for q in questions):
+        return None
+    checks = [c.as_dict() for r in records for c in r.checks]
+    return evidence_panel(questions, passages, checks, seed=config.seed)

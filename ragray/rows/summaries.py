@@ -254,6 +254,9 @@ class RunSummary(RunFooter, RunMeasures):
 
     #: a run made from an uploaded file in the dashboard: ``{file, rows}``
     uploaded: Mapping[str, Any] | None = omitted_when_none(default=None)
+    #: validity panel v2 (:func:`ragray.metrics.evidence.evidence_panel`), where the run scored
+    #: log-probabilities: gold metrics, top-k drop and LDS per measure against every control
+    evidence: Mapping[str, Any] | None = omitted_when_none(default=None)
 
 
 # --- ragray interpret ----------------------------------------------------------------------------

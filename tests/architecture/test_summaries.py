@@ -20,7 +20,8 @@ from ragray.rows.summaries import (
 def test_footer_fields_follow_the_measures_and_are_absent_until_a_run_fills_them():
     names = RunSummary.names()
     assert names[0] == "n_questions" and names.index("divergence_threshold") < names.index("skipped_rows")
-    assert names[-6:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds", "uploaded")
+    assert names[-7:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds", "uploaded",
+                          "evidence")
     assert FaithfulnessSummary.names()[-5:] == ("skipped_rows", "resumed_questions", "cache", "simulated",
                                                 "wall_seconds")
     bare = RunSummary.from_dict({"n_questions": 2})

@@ -1,0 +1,218 @@
+"""Pre-registered evidence benchmark (issue 26, SPEC §12): does ablation find what the model used?
+
+    python benchmarks/bench_evidence.py --phase tune [--limit 20] [--variants numbered_full ...]
+    python benchmarks/bench_evidence.py --phase test            # once, with the frozen config
+    python benchmarks/bench_evidence.py --data my.jsonl --name mine --phase test   # any ragray JSONL
+
+Splits (fixed before any result was seen): per data set of ``../shared/data``, ``tune`` is the
+first 150 questions and ``test`` the next 400 (HotpotQA has 588: its test split is the other
+438). Each record's passages are shuffled with seed 26 before retrieval, so record order cannot
+leak into rank ties. Retrieval: BM25 top 6 (HotpotQA: over the question's own 10 paragraphs;
+SQuAD and PubMedQA: over the whole corpus) — k = 6 keeps 64 distinct subsets, enough for 24
+surrogate subsets and 32 disjoint held-out ones, at a cost the 2-core machines can pay.
+
+Every run computes every measure at once (``influence.mode: jsd``: the drop-one passes give the
+raw log-prob drop and the JSD; ``influence.masks`` subsets give the surrogate), the closed-book
+pass and the checks (``check_subsets: 32``, ``check_top_k: [1, 2, 3]``); the panel
+(:func:`ragray.metrics.evidence.evidence_panel`) compares each measure with every control per
+data set and pooled. Variants (prompt × scored span) are compared on the tune split only; the test
+split runs once with the variant and settings frozen in ``configs/evidence_frozen.yaml``.
+
+Resumable across sessions: each run directory lives under ``runs/`` (ignored), and after every run
+its finished questions are exported WITHOUT dataset text (question and gold answers blanked) to
+``benchmarks/results/evidence/<phase>/<variant>/<set>.jsonl``, which is committed; a fresh checkout
+starts from that export. The panel restores question text and gold answers from the data set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+from ragray.config import ExperimentConfig, load_config
+
+#: set -> (file, retrieval settings)
+DATASETS: dict[str, tuple[str, list[str]]] = {
+    "hotpotqa": ("hotpotqa_distractor_dev.jsonl", ["retrieval.scope=per_question"]),
+    "squad": ("squad_v11_dev.jsonl", ["retrieval.scope=global"]),
+    "pubmedqa": ("pubmedqa_pqal.jsonl", ["retrieval.scope=global"]),
+}
+SPLITS = {"tune": (0, 150), "test": (150, 550)}
+SHUFFLE_SEED = 26
+TOP_K = 6
+#: prompt template x scored span, compared on the tune split
+VARIANTS: dict[str, list[str]] = {
+    "numbered_full": ["generation.template=numbered", "influence.answer_span=full"],
+    "numbered_first_sentence": ["generation.template=numbered", "influence.answer_span=first_sentence"],
+    "short_full": ["generation.template=short", "influence.answer_span=full"],
+}
+MEASURES = ["influence.mode=jsd", "influence.masks=24", "influence.check_subsets=32",
+            "influence.check_top_k=[1,2,3]", "influence.closed_book=true"]
+EXPORT = REPO / "benchmarks" / "results" / "evidence"
+BLANKED = ("question", "gold_answers")
+
+
+def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | None) -> tuple[Path, dict[str, dict]]:
+    """The split's records (passages shuffled) as a JSONL under ``runs``; also id -> record."""
+    start, stop = SPLITS[phase]
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = rows[start:stop][:limit]
+    rng = random.Random(SHUFFLE_SEED)
+    for r in rows:
+        rng.shuffle(r["passages"])
+    out = runs / "splits" / f"{name}-{phase}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    corpus = next((p for p in (source.with_name(source.name.replace(".jsonl", ".corpus.jsonl")),
+                               source.with_name(source.name.replace(".jsonl", ".corpus.jsonl.gz"))) if p.is_file()), None)
+    if corpus is not None:  # the corpus beside the split, under the name ragray looks for
+        link = out.with_name(out.name.replace(".jsonl", ".corpus.jsonl" + (".gz" if corpus.suffix == ".gz" else "")))
+        if not link.exists():
+            link.symlink_to(corpus)
+    else:  # the whole set's passages stay the corpus (not only the split's)
+        every = {p["id"]: p for line in source.read_text(encoding="utf-8").splitlines() if line.strip()
+                 for p in json.loads(line)["passages"]}
+        out.with_name(out.name.replace(".jsonl", ".corpus.jsonl")).write_text(
+            "".join(json.dumps(p) + "\n" for p in every.values()), encoding="utf-8")
+    return out, {r["id"]: r for r in rows}
+
+
+def config(path: Path, retrieval: list[str], variant: str, extra: list[str]) -> ExperimentConfig:
+    return load_config(None, [f"data.path={path}", "retrieval.retriever=bm25", f"retrieval.top_k={TOP_K}",
+                              *retrieval, "execution.executor=local", *VARIANTS[variant], *MEASURES, *extra])
+
+
+def export_path(phase: str, variant: str, name: str) -> Path:
+    return EXPORT / phase / variant / f"{name}.jsonl"
+
+
+def seed_from_export(out: Path, exported: Path) -> None:
+    """A fresh checkout resumes from the committed, text-free export."""
+    if exported.is_file() and not (out / "progress.jsonl").is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "progress.jsonl").write_text(exported.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def export(out: Path, exported: Path) -> None:
+    """Finished questions without dataset text (question and gold answers blanked)."""
+    lines = []
+    for line in (out / "progress.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        for key in BLANKED:
+            rec["question"][key] = None
+        lines.append(json.dumps(rec, sort_keys=False))
+    exported.parent.mkdir(parents=True, exist_ok=True)
+    exported.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+
+
+def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """questions, passages, checks of an export, question text and gold answers restored."""
+    qs, ps, cs = [], [], []
+    for line in exported.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        q = rec["question"]
+        src = records.get(q["question_id"], {})
+        q["question"], q["gold_answers"] = src.get("question"), src.get("answers")
+        qs.append(q)
+        ps += rec["passages"]
+        cs += rec.get("checks", [])
+    return qs, ps, cs
+
+
+def costs(questions: list[dict]) -> dict[str, Any]:
+    """Seconds and scoring passes per question, per part of the measurement."""
+    import numpy as np
+
+    def mean(key: str) -> float | None:
+        vals = [q[key] for q in questions if q.get(key) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    total = mean("seconds")
+    extra = (mean("seconds_surrogate") or 0.0) + (mean("seconds_checks") or 0.0)
+    return {"questions": len(questions), "seconds_per_question": total,
+            "seconds_drop_one_and_jsd": None if total is None else total - extra,
+            "seconds_surrogate": mean("seconds_surrogate"), "seconds_checks": mean("seconds_checks"),
+            "passes_drop_one": mean("score_passes"), "passes_surrogate": mean("surrogate_passes"),
+            "passes_checks": mean("check_passes")}
+
+
+def run_one(name: str, source: Path, retrieval: list[str], phase: str, variant: str, runs: Path,
+            limit: int | None, extra: list[str]) -> dict[str, Any]:
+    from ragray.metrics.evidence import evidence_panel
+    from ragray.pipeline import run_influence
+
+    path, records = split_file(source, name, phase, runs, limit)
+    out = runs / phase / variant / name
+    exported = export_path(phase, variant, name)
+    seed_from_export(out, exported)
+    start = time.perf_counter()
+    result = run_influence(config(path, retrieval, variant, extra), out, resume=(out / "progress.jsonl").is_file(),
+                           progress=True)
+    export(out, exported)
+    qs, ps, cs = tables(exported, records)
+    return {"questions": qs, "passages": ps, "checks": cs, "panel": evidence_panel(qs, ps, cs),
+            "cost": costs(qs), "wall_seconds": time.perf_counter() - start, "resumed": result.n_resumed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ragray.metrics.evidence import evidence_panel
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--phase", choices=list(SPLITS), default="tune")
+    ap.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    ap.add_argument("--data", type=Path, help="any ragray JSONL with gold ids (instead of --datasets)")
+    ap.add_argument("--name", default="custom", help="its name in the results")
+    ap.add_argument("--scope", default="global", choices=["global", "per_question"], help="--data's retrieval scope")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None)
+    ap.add_argument("--limit", type=int, default=None, help="only the split's first N questions (a pilot)")
+    ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
+    ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    sets = ({args.name: (args.data, [f"retrieval.scope={args.scope}"])} if args.data
+            else {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in args.datasets})
+    frozen = REPO / "configs" / "evidence_frozen.yaml"
+    variants = args.variants or (list(VARIANTS) if args.phase == "tune" else ["frozen"])
+    if "frozen" in variants:
+        VARIANTS["frozen"] = [f"{k}={v}" for k, v in _frozen(frozen).items()]
+    results: dict[str, Any] = {"phase": args.phase, "splits": SPLITS, "top_k": TOP_K, "measures": MEASURES,
+                               "shuffle_seed": SHUFFLE_SEED, "limit": args.limit, "variants": {}}
+    for variant in variants:
+        per_set, pooled = {}, {"questions": [], "passages": [], "checks": []}
+        for name, (source, retrieval) in sets.items():
+            got = run_one(name, Path(source), retrieval, args.phase, variant, args.runs, args.limit, args.extra)
+            per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
+                             "resumed": got["resumed"]}
+            for key in pooled:  # question ids made unique across sets
+                pooled[key] += [{**r, "question_id": f"{name}:{r['question_id']}"} for r in got[key]]
+        results["variants"][variant] = {"sets": per_set, "pooled": evidence_panel(
+            pooled["questions"], pooled["passages"], pooled["checks"])}
+    results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
+    out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
+    save_result(out, results)
+    print(f"wrote {out}")
+    return 0
+
+
+def _frozen(path: Path) -> dict[str, Any]:
+    """The settings the tune split chose (``configs/evidence_frozen.yaml``, flat dotted keys)."""
+    import yaml
+
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: run --phase tune, choose, and freeze the settings first")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["settings"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -411,6 +411,11 @@ def _print_influence_summary(s: RunSummary) -> None:
     ]
     print_pairs(rows)
     print("\n".join(_validity_lines(s)))
+    if s.evidence:
+        from ragray.metrics.evidence import evidence_lines
+
+        print("  evidence (validity panel v2: measures vs every free control, paired bootstrap, Holm):")
+        print("\n".join(f"    {line}" for line in evidence_lines(s.evidence)))
 
 
 def _p(value: object) -> str:

@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -129,7 +130,12 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
 
     def completions(body: dict[str, Any]) -> dict[str, Any]:
         ids = [int(t) for t in body.get("prompt") or []]
-        return {"choices": [{"index": 0, "text": "", "logprobs": {"token_logprobs": _token_logprobs(ids)}}]}
+        lps = _token_logprobs(ids)
+        out: dict[str, Any] = {"token_logprobs": lps}
+        if int(body.get("logprobs") or 0) > 1:  # the actual token and one other, as vLLM's server lists them
+            out["top_logprobs"] = [None] + [{str(t): lp, "other": math.log(max(1e-9, 1 - math.exp(lp)) / 2)}
+                                            for t, lp in zip(ids[1:], lps[1:])]
+        return {"choices": [{"index": 0, "text": "", "logprobs": out}]}
 
     async def chat_route(request: Request) -> JSONResponse:
         return await serve(request, chat)

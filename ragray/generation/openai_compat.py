@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 from ragray._imports import require
 from ragray.config import GenerationConfig
@@ -340,8 +340,42 @@ class OpenAIGenerator(Generator):
             self._probed = (problem,)
         return self._probed[0]
 
+    #: top log-probabilities per answer position that jsd mode asks the endpoint for (vLLM's
+    #: server allows up to its ``max_logprobs``, 20 by default; OpenAI's legacy API 5)
+    jsd_top_n: ClassVar[int] = 20
+
+    def divergence_problem(self) -> str | None:
+        return self.scoring_problem()
+
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        """``(log p(answer | prompt), Σ JSD)`` per prompt from ``/completions`` with ``echo`` and
+        ``logprobs: jsd_top_n`` (:func:`ragray.metrics.divergence.jsd_top_n`: top-N JSD, a lower
+        bound of the full-vocabulary one). A request that fails after its retries gives NaN."""
+        from ragray.metrics.divergence import jsd_top_n
+
+        if not answer:
+            return [(0.0, 0.0)] * len(prompts)
+        tok = self._scoring_tokenizer()
+        jobs = []
+        for prompt in (reference, *prompts):
+            text = render_chat(tok, prompt)
+            ids = encode_rendered(tok, text)
+            jobs.append((ids + answer_token_ids(tok, text, ids, answer), len(ids)))
+        got = list(self._pool.map(lambda job: self._score_rows(*job, top_n=self.jsd_top_n), jobs))
+        ref = got[0][1]
+        nan = float("nan")
+        return [(total, jsd_top_n(ref, rows) if rows is not None and ref is not None else nan)
+                for total, rows in got[1:]]
+
     def _score_one(self, token_ids: list[int], start: int) -> float:
-        payload = {"model": self.config.model, "prompt": token_ids, "echo": True, "logprobs": 1,
+        return self._score_rows(token_ids, start)[0]
+
+    def _score_rows(self, token_ids: list[int], start: int, top_n: int = 0
+                    ) -> tuple[float, list[dict[str, float]] | None]:
+        """The answer's summed log-prob and, with ``top_n``, the endpoint's top log-probs per
+        answer position (None where it sent none)."""
+        payload = {"model": self.config.model, "prompt": token_ids, "echo": True, "logprobs": max(1, top_n),
                    "max_tokens": 1, "temperature": 0.0}
         out = self._post("completions", payload)
         if out.body is None:
@@ -350,11 +384,15 @@ class OpenAIGenerator(Generator):
             if out.status is not None and out.status < 500 and out.status != 429:
                 raise BackendError(f"score: {out.error}")
             log.warning("score: %s; recording NaN", out.error)
-            return float("nan")
+            return float("nan"), None
+        top: list[dict[str, float]] | None = None
         try:
-            rows = out.body["choices"][0]["logprobs"]["token_logprobs"]
-            values = [float(v) for v in rows[start : len(token_ids)]]
-        except (KeyError, IndexError, TypeError, ValueError):
+            logprobs = out.body["choices"][0]["logprobs"]
+            values = [float(v) for v in logprobs["token_logprobs"][start : len(token_ids)]]
+            if top_n:
+                top = [{str(k): float(v) for k, v in (row or {}).items()}
+                       for row in (logprobs.get("top_logprobs") or [])[start : len(token_ids)]] or None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             values = []
         if len(values) != len(token_ids) - start:
             raise BackendError(
@@ -362,7 +400,7 @@ class OpenAIGenerator(Generator):
                 f"log-probabilities for the answer (it needs echo=true with logprobs, which vLLM's "
                 f"server supports and chat-only APIs do not)"
             )
-        return float(sum(values))
+        return float(sum(values)), top
 
     def close(self) -> None:
         """Close the HTTP connection pool (idempotent)."""

@@ -35,7 +35,7 @@ import multiprocessing
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ragray._imports import require
 from ragray.config import GenerationConfig
@@ -227,6 +227,41 @@ class VLLMGenerator(Generator):
             rows = out.prompt_logprobs
             scores[i] = float(sum(rows[pos][full[pos]].logprob for pos in range(start, len(full))))
         return scores
+
+    #: top log-probabilities per answer position that jsd mode asks vLLM for (vLLM's default
+    #: ``max_logprobs`` is 20)
+    jsd_top_n: ClassVar[int] = 20
+
+    def divergence_problem(self) -> str | None:
+        return None
+
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        """``(log p(answer | prompt), Σ JSD)`` per prompt from the top-``jsd_top_n`` prompt
+        log-probabilities at each answer position (:func:`ragray.metrics.divergence.jsd_top_n`: a
+        lower bound of the full-vocabulary JSD)."""
+        from ragray.metrics.divergence import jsd_top_n
+
+        llm = self._check_open()
+        if not answer:
+            return [(0.0, 0.0)] * len(prompts)
+        fulls = []
+        for i, prompt in enumerate([reference, *prompts]):
+            text, ids = self._encode(prompt)
+            full = ids + answer_token_ids(self._tok, text, ids, answer)
+            if len(full) >= self.max_model_len:
+                raise BackendError(f"score: prompt {i} and its answer have {len(full)} tokens; "
+                                   f"generation.vllm.max_model_len is {self.max_model_len}")
+            fulls.append((full, len(ids)))
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=self.jsd_top_n,
+                                           detokenize=False)
+        outputs = llm.generate([{"prompt_token_ids": full} for full, _ in fulls], params, use_tqdm=False)
+        rows, totals = [], []
+        for (full, start), out in zip(fulls, outputs):
+            positions = [{t: lp.logprob for t, lp in out.prompt_logprobs[pos].items()} for pos in range(start, len(full))]
+            rows.append(positions)
+            totals.append(float(sum(r[full[start + j]] for j, r in enumerate(positions))))
+        return [(totals[i], jsd_top_n(rows[0], rows[i])) for i in range(1, len(fulls))]
 
     def prefix_cache_stats(self) -> PrefixCacheStats:
         """Measured prefix-cache reuse of this engine's :meth:`generate` calls (scoring requests

@@ -37,7 +37,7 @@ import numpy as np
 from ragray.metrics.similarity import normalize_answer
 from ragray.metrics.validity import Measure, question_scores
 
-__all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "answered", "evidence_panel", "holm"]
+__all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "PRIMARY", "answered", "evidence_lines", "evidence_panel", "holm"]
 
 ATTRIBUTIONS = ("influence", "logprob_drop", "jsd", "surrogate_weight")
 CONTROLS = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity", "random_control")
@@ -172,4 +172,32 @@ def evidence_panel(questions: Sequence[Mapping[str, Any]], passages: Sequence[Ma
     for name, qids in subsets.items():
         tables = {m: t for m in metrics if (t := _metric_table(per_q, qids, m, n_boot, seed, alpha)) is not None}
         out["subsets"][name] = {"n_questions": len(qids), "metrics": tables}
+    return out
+
+
+def evidence_lines(panel: Mapping[str, Any] | None, subsets: Sequence[str] | None = None) -> list[str]:
+    """Plain-words lines of the panel (CLI and report): per subset (default: the primary one, or
+    ``all`` while it is empty) and metric, the best attribution measure, its mean and interval, the
+    strongest control's, and the verdict."""
+    if not panel:
+        return []
+    out = [f"context dependent: {panel['context_dependent']} of {panel['context_measured']} questions "
+           "(the others' answers come without the passages: no passage is 'used' there)"]
+    if subsets is None:
+        subsets = [PRIMARY if panel["subsets"][PRIMARY]["n_questions"] else "all"]
+    for name, sub in ((n, panel["subsets"][n]) for n in subsets):
+        for metric, t in sub["metrics"].items():
+            best = t.get("best")
+            if best is None or not t["n"]:
+                continue
+            ctrls = {m: v for m, v in t["measures"].items() if v["control"]}
+            top = max(ctrls, key=lambda m: ctrls[m]["mean"]) if ctrls else None
+            b = t["measures"][best]
+            verdict = {True: "beats every control", False: "does NOT beat every control",
+                       None: "no verdict (under 10 questions)"}[t.get("best_beats_every_control")]
+            line = f"{name} ({t['n']} q), {metric}: {best} {b['mean']:.3f} [{b['low']:.3f}, {b['high']:.3f}]"
+            if top is not None:
+                c = ctrls[top]
+                line += f" vs best control {top} {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"
+            out.append(f"{line}: {verdict}")
     return out

@@ -28,7 +28,7 @@ from typing import Any
 from ragray.report import svg
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.rundata import RunData, load_run
-from ragray.report.trust import alignment_section, validity_section
+from ragray.report.trust import alignment_section, evidence_section, validity_section
 
 __all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "write_report"]
 
@@ -272,7 +272,8 @@ def report_body(data: RunData, link: Callable[[str], str] | None = None) -> str:
     """The report's sections for a loaded run (``link``: a question id's drill-down URL)."""
     if data.kind == "run":
         s = data.summary
-        return (alignment_section(s) + validity_section(s) + _influence_summary(s) + _influence_charts(data)
+        return (alignment_section(s) + validity_section(s) + evidence_section(s) + _influence_summary(s)
+                + _influence_charts(data)
                 + _influence_questions(data, link))
     if data.kind == "interpret":
         return _interpret_sections(data)

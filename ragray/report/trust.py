@@ -14,7 +14,7 @@ from ragray.rows.summaries import RunSummary
 from ragray.report import svg
 from ragray.report.page import card, cards, esc, fmt, table
 
-__all__ = ["alignment_section", "validity_section"]
+__all__ = ["alignment_section", "evidence_section", "validity_section"]
 
 _NOT_MEASURED = "not measured (run written before the tie-robust measures)"
 
@@ -113,3 +113,32 @@ def validity_section(s: dict[str, Any]) -> str:
                      "vs embedding control"], rows, attrs=' id="validity"', numeric=(2, 3))
             + (f"<ul class=verdicts>{verdicts}</ul>" if verdicts else "")
             + f'<div class=charts>{"".join(charts)}</div>')
+
+
+def evidence_section(s: dict[str, Any]) -> str:
+    """Validity panel v2: per metric of the primary subset, each measure's mean with its interval,
+    and the plain-words verdict lines (empty for runs without log-prob measurements)."""
+    from ragray.metrics.evidence import PRIMARY, evidence_lines
+
+    e = s.get("evidence")
+    if not e:
+        return ""
+    name = PRIMARY if e["subsets"][PRIMARY]["n_questions"] else "all"
+    rows = []
+    for metric, t in e["subsets"][name]["metrics"].items():
+        for key, m in t["measures"].items():
+            beats = ""
+            if not m["control"]:
+                wins = [c for c, v in (t["vs_controls"].get(key) or {}).items() if v["beats"]]
+                beats = f"beats {len(wins)} of {len(t['vs_controls'].get(key) or {})} controls"
+            rows.append(f'<tr data-metric="{esc(metric)}" data-measure="{esc(key)}"><td>{esc(metric)} ({t["n"]})</td>'
+                        f'<td>{esc(key)}{"*" if m["control"] else ""}</td>'
+                        f'<td class=num data-key="evidence.subsets.{esc(name)}.metrics.{esc(metric)}.measures.'
+                        f'{esc(key)}.mean" data-value="{esc(m["mean"])}">{_interval(m)}</td><td>{esc(beats)}</td></tr>')
+    lines = "".join(f"<li>{esc(line)}</li>" for line in evidence_lines(e, [name]))
+    return ("<h2>Does the attribution capture what the model used?</h2>"
+            f"<p class=sub>Subset <b>{esc(name)}</b>; top-k drop in nats, LDS a Spearman correlation; "
+            "* a control that costs no model call; paired bootstrap, Holm-corrected.</p>"
+            + table(["metric (questions)", "measure", "mean [95% CI]", "vs controls"], rows,
+                    attrs=' id="evidence"', numeric=(2,))
+            + f"<ul class=verdicts>{lines}</ul>")

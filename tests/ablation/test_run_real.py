@@ -96,3 +96,27 @@ def test_hotpotqa_logprob_mode_smollm2(shared_data, tmp_path):
     # a real model's answer probability moves when any passage is removed: influence is graded
     assert len({round(p["influence"], 6) for p in ps}) > 2
     assert res.summary.influence_mode == "logprob"
+
+
+def test_every_measure_and_check_with_the_packaged_model(tmp_path):
+    """jsd mode, the surrogate and the checks on one demo question with SmolLM2 (transformers)."""
+    cfg = load_config(None, ["data.limit=1", "retrieval.top_k=5", "influence.mode=jsd", "influence.masks=8",
+                             "influence.check_subsets=8", "influence.check_top_k=[1,2]"])
+    res = run_influence(cfg, tmp_path / "e", progress=False)
+    (q,) = read(res.out, "questions")
+    ps, checks = read(res.out, "passages"), read(res.out, "checks")
+    assert q["error"] is None and q["influence_mode"] == "jsd" and q["scored_tokens"] > 0
+    assert q["logprob_all"] < 0 and q["logprob_none"] is not None and isinstance(q["context_dependent"], bool)
+    assert q["surrogate_passes"] >= 1 and q["check_passes"] >= 1
+    assert all(p["jsd"] >= 0 and p["surrogate_weight"] is not None for p in ps)
+    # jsd mode's influence is the mean JSD per token in bits
+    for p in ps:
+        assert p["influence"] == pytest.approx(p["jsd"] / q["scored_tokens"] / 0.6931471805599453, abs=1e-9)
+    # the top-1 drop of the raw drop-one measure IS its largest drop (the same scored arm)
+    drop = next(c for c in checks if c["measure"] == "logprob_drop")
+    assert drop["top_k_drop"][0] == pytest.approx(max(p["logprob_drop"] for p in ps), abs=1e-6)
+    assert all(c["lds"] is None or -1 <= c["lds"] <= 1 for c in checks)
+    assert {c["measure"] for c in checks} >= {"logprob_drop", "jsd", "surrogate_weight", "retrieval_rank",
+                                              "answer_similarity", "question_similarity", "random_control"}
+    s = json.loads((res.out / "summary.json").read_text())
+    assert s["evidence"]["subsets"]["all"]["n_questions"] == 1

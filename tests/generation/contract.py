@@ -75,9 +75,25 @@ def check_score(gen: Generator) -> None:
     assert gen.score([], []) == []
 
 
+def check_divergence(gen: Generator) -> None:
+    """jsd mode's call: the same log-probs as :meth:`score`; JSD 0 against itself, more when the
+    fact goes than when a noise passage goes (the answer's distributions depend on the fact)."""
+    if gen.divergence_problem() is not None:
+        return
+    passages = [NOISE[0], FACT, NOISE[1]]
+    ref = TEMPLATE.build(QUESTION, passages)
+    arms = [ref, TEMPLATE.build(QUESTION, [NOISE[0], NOISE[1]]), TEMPLATE.build(QUESTION, [FACT, NOISE[1]])]
+    got = gen.score_divergence(ref, arms, "4417")
+    assert [lp for lp, _ in got] == __import__("pytest").approx(gen.score(arms, ["4417"] * 3), abs=1e-3)
+    (_, same), (_, no_fact), (_, no_noise) = got
+    assert abs(same) < 1e-4 and no_fact > no_noise >= 0, got
+    assert gen.answer_length(ref, "4417") in (None, 4)
+
+
 def check_contract(gen: Generator, max_tokens: int = 16) -> None:
     out = check_generate_shape(gen, max_tokens)
     check_uses_context(out)
     check_deterministic_and_batch_invariant(gen, out)
     check_score(gen)
+    check_divergence(gen)
     assert isinstance(gen.model_id, str) and gen.model_id

@@ -60,3 +60,26 @@ def test_holm_matches_a_hand_computation():
 ])
 def test_answered(answer, golds, expected):
     assert answered(answer, golds) is expected
+
+
+def test_the_lines_say_who_wins_in_plain_words():
+    from ragray.metrics.evidence import evidence_lines
+
+    lds = {"logprob_drop": 0.9, "answer_similarity": 0.5, "random_control": 0.0}
+    panel = evidence_panel(*tables(20, lds))
+    lines = evidence_lines(panel, ["all"])
+    assert lines[0].startswith("context dependent: 10 of 20 questions")
+    assert any(l.startswith("all (20 q), lds: logprob_drop 0.8") and "best control answer_similarity" in l
+               and l.endswith("beats every control") for l in lines)
+    # by default the primary subset only (10 questions: answered and context dependent)
+    assert all(l.startswith("answered_context_dependent (10 q)") for l in evidence_lines(panel)[1:])
+
+
+def test_the_report_section_shows_the_primary_subset():
+    from ragray.report.trust import evidence_section
+
+    panel = evidence_panel(*tables(20, {"logprob_drop": 0.9, "answer_similarity": 0.5}))
+    html = evidence_section({"evidence": panel})
+    assert 'id="evidence"' in html and "answered_context_dependent" in html
+    assert 'data-measure="logprob_drop"' in html and "beats 1 of 1 controls" in html
+    assert evidence_section({"evidence": None}) == ""

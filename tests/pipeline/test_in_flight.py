@@ -201,3 +201,18 @@ def test_one_in_flight_serves_batch_after_batch():
     assert sorted(flight.run(["a", "b", "c"], process)) == ["a", "b", "c"]
     assert sorted(flight.run(["d", "e"], process)) == ["d", "e"]
     assert gen.batches == [3, 2]
+
+
+def test_jsd_mode_on_an_endpoint_reads_its_top_logprobs(tmp_path):
+    """influence.mode jsd through an OpenAI-compatible endpoint: every scored arm asks for the top
+    20 log-probabilities; the JSD comes from them (lower bound: ragray.metrics.divergence)."""
+    pytest.importorskip("transformers")
+    with LoopbackServer(latency=0.0, limit=64) as server:
+        res = run_influence(config(server, tmp_path, "data.limit=2", "influence.mode=jsd",
+                                   "generation.openai.tokenizer=smollm2"), tmp_path / "j", progress=False)
+        top = server.stats.answered
+    ps = pq.read_table(res.out / "passages.parquet").to_pylist()
+    qs = pq.read_table(res.out / "questions.parquet").to_pylist()
+    assert all(q["influence_mode"] == "jsd" and q["error"] is None for q in qs)
+    assert all(p["jsd"] is not None and p["jsd"] >= 0 and p["logprob_drop"] is not None for p in ps)
+    assert top > 2  # the baselines and the scored arms went to the server

@@ -51,8 +51,9 @@ def check_influence_report(out):
     page = Page((out / "report.html").read_text(encoding="utf-8"))
     summary = json.loads((out / "summary.json").read_text())
     # the tie-robust verdict and the validity panel lead; the seed's measures follow
-    assert page.sections == ["Alignment", "Validity against gold passages", "Summary (the seed's measures)", "Plots",
-                             "Questions"]
+    assert page.sections == ["Alignment", "Validity against gold passages",
+                             "Does the attribution capture what the model used?", "Summary (the seed's measures)",
+                             "Plots", "Questions"]
     assert not page.external, page.external  # opens offline from disk
     keys = ["n_questions", "n_measured", "mean_spearman", "median_spearman", "divergent_rate", "mean_dominance",
             "baseline_exact_match", "quality.f1", "errors", "n_calls", "alignment.misaligned_rate",

@@ -1,0 +1,165 @@
+"""Source tracing with known truth from real data (issue 26 item 10): two equally relevant
+passages, and the answer's content says which one the model took.
+
+    python benchmarks/bench_tracing.py [--sets squad hotpotqa] [--candidates 3000] [--usable 150]
+    python benchmarks/bench_tracing.py --data my.jsonl --name mine      # any ragray JSONL with gold ids
+
+Cases (:mod:`ragray.data.conflicts`, seed 26) come from the records after each set's tuning split
+(the first 150 questions, which ``bench_evidence`` tunes on): the gold passage, a copy whose answer
+is replaced by another question's answer of the same kind, three distractors, shuffled; k = 5, the
+``given`` retriever (the order as built). Stage 1 generates only the baseline answer of every
+candidate (the call cache keeps it, so stage 2 does not pay for it again) and keeps the *usable*
+ones: the answer contains exactly one of the two candidate answers. Stage 2 runs ragray on up to
+``--usable`` of them with every measure and check (as ``bench_evidence``), the taken source marked
+gold, and the validity panel v2 reports recovery@1 and AUC of the taken source per measure against
+the question–passage and answer–passage cosines, the retrieval rank and random, with CIs.
+
+Resumable: stage-1 answers and stage-2 questions are exported without dataset text to
+``benchmarks/results/tracing/`` (committed) and read back by a later session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_evidence import MEASURES, export, seed_from_export
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+
+SETS = {"squad": "squad_v11_dev.jsonl", "hotpotqa": "hotpotqa_distractor_dev.jsonl"}
+TUNE = 150
+SEED = 26
+K = 5
+EXPORT = REPO / "benchmarks" / "results" / "tracing"
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cases_for(name: str, path: Path, limit: int | None) -> list[Any]:
+    from ragray.data.conflicts import conflict_cases
+
+    records = _read(path)[TUNE:]
+    corpus_file = next((c for c in (path.with_name(path.name.replace(".jsonl", ".corpus.jsonl")),
+                                    path.with_name(path.name.replace(".jsonl", ".corpus.jsonl.gz"))) if c.is_file()), None)
+    corpus = _read(corpus_file) if corpus_file else list({p["id"]: p for r in records for p in r["passages"]}.values())
+    cases = conflict_cases(records[:limit] if limit else records, corpus, others=K - 2, seed=SEED)
+    for c in cases:
+        c.record["id"] = f"{name}:{c.record['id']}"
+    return cases
+
+
+def base_config(path: Path, extra: list[str]) -> Any:
+    from ragray.config import load_config
+
+    return load_config(None, [f"data.path={path}", "retrieval.retriever=given", f"retrieval.top_k={K}",
+                              "execution.executor=local", *extra])
+
+
+def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8) -> dict[str, dict[str, Any]]:
+    """Baseline answers of every candidate (resumed from the export) -> id: {answer, taken}."""
+    from tqdm import tqdm
+
+    from ragray.data.conflicts import taken_source
+    from ragray.data.records import parse_record
+    from ragray.generation.prompts import get_template
+    from ragray.pipeline.generators import open_generator
+
+    exported = EXPORT / "stage1.jsonl"
+    done = {r["id"]: r for r in _read(exported)} if exported.is_file() else {}
+    todo = [c for c in cases if c.record["id"] not in done]
+    if todo:
+        path = runs / "candidates.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(c.record) + "\n" for c in cases), encoding="utf-8")
+        cfg = base_config(path, extra)
+        template = get_template(cfg.generation.template)
+        gen = open_generator(cfg)
+        try:
+            for i in tqdm(range(0, len(todo), batch), desc="stage 1 (baselines)", unit="batch"):
+                group = todo[i : i + batch]
+                qs = [parse_record(c.record) for c in group]
+                prompts = [template.build(q.question, q.passages[:K], cfg.generation.system_prompt) for q in qs]
+                for c, g in zip(group, gen.generate(prompts)):
+                    taken = taken_source(g.text, c.answer, c.substitute) if g.ok else None
+                    done[c.record["id"]] = {"id": c.record["id"], "answer": g.text, "error": g.error, "taken": taken,
+                                            "original_id": c.original_id, "copy_id": c.copy_id}
+                exported.parent.mkdir(parents=True, exist_ok=True)
+                exported.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
+        finally:
+            gen.close()
+    return done
+
+
+def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, runs: Path,
+           extra: list[str]) -> dict[str, Any]:
+    from benchmarks.bench_evidence import tables
+    from ragray.metrics.evidence import evidence_panel
+    from ragray.pipeline import run_influence
+
+    picked = [c for c in cases if answers.get(c.record["id"], {}).get("taken")][:usable]
+    rows = []
+    for c in picked:
+        taken = answers[c.record["id"]]["taken"]
+        rows.append({**c.record, "gold_passage_ids": [c.original_id if taken == "original" else c.copy_id]})
+    path = runs / "usable.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out, exported = runs / "stage2", EXPORT / "stage2.jsonl"
+    seed_from_export(out, exported)
+    cfg = base_config(path, [*MEASURES, *extra])
+    start = time.perf_counter()
+    run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
+    export(out, exported)
+    qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
+    same = sum(q["baseline_answer"] == answers[q["question_id"]]["answer"] for q in qs)
+    return {"n": len(qs), "stage1_answer_reproduced": same, "wall_seconds": time.perf_counter() - start,
+            "panel": evidence_panel(qs, ps, cs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    ap.add_argument("--data", type=Path, help="any ragray JSONL with gold ids and answers (instead of --sets)")
+    ap.add_argument("--name", default="custom")
+    ap.add_argument("--candidates", type=int, default=None, help="at most this many records per set")
+    ap.add_argument("--usable", type=int, default=150, help="stage 2 runs on this many usable cases")
+    ap.add_argument("--stage", choices=["1", "2", "both"], default="both")
+    ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-tracing")
+    ap.add_argument("--set", dest="extra", action="append", default=[])
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "tracing.json")
+    args = ap.parse_args(argv)
+    sources = {args.name: args.data} if args.data else {n: SHARED_DATA / SETS[n] for n in args.sets}
+    cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), args.candidates)]
+    answers = stage1(cases, args.runs, args.extra)
+    asked = [answers[c.record["id"]] for c in cases if c.record["id"] in answers]
+    result: dict[str, Any] = {
+        "seed": SEED, "k": K, "candidates": len(cases), "answered": len(asked),
+        "usable": sum(1 for a in asked if a["taken"]),
+        "usable_rate": sum(1 for a in asked if a["taken"]) / len(asked) if asked else None,
+        "taken_original": sum(1 for a in asked if a["taken"] == "original"),
+        "taken_copy": sum(1 for a in asked if a["taken"] == "copy"),
+        "per_set": {n: {"candidates": sum(c.record["id"].startswith(f"{n}:") for c in cases),
+                        "usable": sum(1 for a in asked if a["taken"] and a["id"].startswith(f"{n}:"))}
+                    for n in sources},
+    }
+    if args.stage in ("2", "both"):
+        result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra)
+    result["machine"] = machine_info(("torch", "transformers"))
+    save_result(args.out, result)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("stage2", "machine")}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

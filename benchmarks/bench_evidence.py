@@ -58,7 +58,8 @@ VARIANTS: dict[str, list[str]] = {
 MEASURES = ["influence.mode=jsd", "influence.masks=24", "influence.check_subsets=32",
             "influence.check_top_k=[1,2,3]", "influence.closed_book=true"]
 EXPORT = REPO / "benchmarks" / "results" / "evidence"
-BLANKED = ("question", "gold_answers")
+#: dataset text, and model answers (which often quote the passages), never reach the repo
+BLANKED = ("question", "gold_answers", "baseline_answer", "scored_answer")
 
 
 def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | None) -> tuple[Path, dict[str, dict]]:
@@ -91,8 +92,8 @@ def config(path: Path, retrieval: list[str], variant: str, extra: list[str]) -> 
                               *retrieval, "execution.executor=local", *VARIANTS[variant], *MEASURES, *extra])
 
 
-def export_path(phase: str, variant: str, name: str) -> Path:
-    return EXPORT / phase / variant / f"{name}.jsonl"
+def export_path(phase: str, variant: str, name: str, root: Path = EXPORT) -> Path:
+    return root / phase / variant / f"{name}.jsonl"
 
 
 def seed_from_export(out: Path, exported: Path) -> None:
@@ -103,14 +104,22 @@ def seed_from_export(out: Path, exported: Path) -> None:
 
 
 def export(out: Path, exported: Path) -> None:
-    """Finished questions without dataset text (question and gold answers blanked)."""
+    """Finished questions without text (:data:`BLANKED`, the calls' answers); whether the answer
+    contains the gold answer is kept as ``answered`` (a record read back from an export keeps it)."""
+    from ragray.metrics.evidence import answered
+
     lines = []
     for line in (out / "progress.jsonl").read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         rec = json.loads(line)
+        q = rec["question"]
+        if q.get("baseline_answer") is not None:
+            rec["answered"] = answered(q["baseline_answer"], q.get("gold_answers"))
         for key in BLANKED:
-            rec["question"][key] = None
+            q[key] = None
+        for call in rec.get("calls", []):
+            call["answer"] = None
         lines.append(json.dumps(rec, sort_keys=False))
     exported.parent.mkdir(parents=True, exist_ok=True)
     exported.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
@@ -124,6 +133,7 @@ def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], lis
         q = rec["question"]
         src = records.get(q["question_id"], {})
         q["question"], q["gold_answers"] = src.get("question"), src.get("answers")
+        q["answered"] = rec.get("answered")
         qs.append(q)
         ps += rec["passages"]
         cs += rec.get("checks", [])
@@ -148,13 +158,13 @@ def costs(questions: list[dict]) -> dict[str, Any]:
 
 
 def run_one(name: str, source: Path, retrieval: list[str], phase: str, variant: str, runs: Path,
-            limit: int | None, extra: list[str]) -> dict[str, Any]:
+            limit: int | None, extra: list[str], root: Path = EXPORT) -> dict[str, Any]:
     from ragray.metrics.evidence import evidence_panel
     from ragray.pipeline import run_influence
 
     path, records = split_file(source, name, phase, runs, limit)
     out = runs / phase / variant / name
-    exported = export_path(phase, variant, name)
+    exported = export_path(phase, variant, name, root)
     seed_from_export(out, exported)
     start = time.perf_counter()
     result = run_influence(config(path, retrieval, variant, extra), out, resume=(out / "progress.jsonl").is_file(),
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--export", type=Path, default=EXPORT, help="where the text-free exports live (committed)")
     args = ap.parse_args(argv)
     sets = ({args.name: (args.data, [f"retrieval.scope={args.scope}"])} if args.data
             else {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in args.datasets})
@@ -191,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     for variant in variants:
         per_set, pooled = {}, {"questions": [], "passages": [], "checks": []}
         for name, (source, retrieval) in sets.items():
-            got = run_one(name, Path(source), retrieval, args.phase, variant, args.runs, args.limit, args.extra)
+            got = run_one(name, Path(source), retrieval, args.phase, variant, args.runs, args.limit, args.extra,
+                          args.export)
             per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
                              "resumed": got["resumed"]}
             for key in pooled:  # question ids made unique across sets

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import sys
 import time
@@ -38,6 +39,10 @@ TUNE = 150
 SEED = 26
 K = 5
 EXPORT = REPO / "benchmarks" / "results" / "tracing"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -66,7 +71,8 @@ def base_config(path: Path, extra: list[str]) -> Any:
                               "execution.executor=local", *extra])
 
 
-def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8) -> dict[str, dict[str, Any]]:
+def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root: Path = EXPORT
+           ) -> dict[str, dict[str, Any]]:
     """Baseline answers of every candidate (resumed from the export) -> id: {answer, taken}."""
     from tqdm import tqdm
 
@@ -75,7 +81,7 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8) -> di
     from ragray.generation.prompts import get_template
     from ragray.pipeline.generators import open_generator
 
-    exported = EXPORT / "stage1.jsonl"
+    exported = root / "stage1.jsonl"
     done = {r["id"]: r for r in _read(exported)} if exported.is_file() else {}
     todo = [c for c in cases if c.record["id"] not in done]
     if todo:
@@ -92,8 +98,9 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8) -> di
                 prompts = [template.build(q.question, q.passages[:K], cfg.generation.system_prompt) for q in qs]
                 for c, g in zip(group, gen.generate(prompts)):
                     taken = taken_source(g.text, c.answer, c.substitute) if g.ok else None
-                    done[c.record["id"]] = {"id": c.record["id"], "answer": g.text, "error": g.error, "taken": taken,
-                                            "original_id": c.original_id, "copy_id": c.copy_id}
+                    # the answer's hash, not its text (answers quote the passages)
+                    done[c.record["id"]] = {"id": c.record["id"], "answer_sha": _sha(g.text), "error": g.error,
+                                            "taken": taken, "original_id": c.original_id, "copy_id": c.copy_id}
                 exported.parent.mkdir(parents=True, exist_ok=True)
                 exported.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
         finally:
@@ -102,7 +109,7 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8) -> di
 
 
 def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, runs: Path,
-           extra: list[str]) -> dict[str, Any]:
+           extra: list[str], root: Path = EXPORT) -> dict[str, Any]:
     from benchmarks.bench_evidence import tables
     from ragray.metrics.evidence import evidence_panel
     from ragray.pipeline import run_influence
@@ -114,14 +121,15 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
         rows.append({**c.record, "gold_passage_ids": [c.original_id if taken == "original" else c.copy_id]})
     path = runs / "usable.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    out, exported = runs / "stage2", EXPORT / "stage2.jsonl"
+    out, exported = runs / "stage2", root / "stage2.jsonl"
     seed_from_export(out, exported)
     cfg = base_config(path, [*MEASURES, *extra])
     start = time.perf_counter()
     run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
     export(out, exported)
     qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
-    same = sum(q["baseline_answer"] == answers[q["question_id"]]["answer"] for q in qs)
+    same = sum(1 for line in (out / "progress.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+               and _sha(json.loads(line)["question"]["baseline_answer"] or "") == answers[json.loads(line)["question"]["question_id"]]["answer_sha"])
     return {"n": len(qs), "stage1_answer_reproduced": same, "wall_seconds": time.perf_counter() - start,
             "panel": evidence_panel(qs, ps, cs)}
 
@@ -136,11 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stage", choices=["1", "2", "both"], default="both")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-tracing")
     ap.add_argument("--set", dest="extra", action="append", default=[])
+    ap.add_argument("--export", type=Path, default=EXPORT, help="where the text-free exports live (committed)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "tracing.json")
     args = ap.parse_args(argv)
     sources = {args.name: args.data} if args.data else {n: SHARED_DATA / SETS[n] for n in args.sets}
     cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), args.candidates)]
-    answers = stage1(cases, args.runs, args.extra)
+    answers = stage1(cases, args.runs, args.extra, root=args.export)
     asked = [answers[c.record["id"]] for c in cases if c.record["id"] in answers]
     result: dict[str, Any] = {
         "seed": SEED, "k": K, "candidates": len(cases), "answered": len(asked),
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     for n in sources},
     }
     if args.stage in ("2", "both"):
-        result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra)
+        result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
     result["machine"] = machine_info(("torch", "transformers"))
     save_result(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k not in ("stage2", "machine")}, indent=1))

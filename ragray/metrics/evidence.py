@@ -158,7 +158,9 @@ def evidence_panel(questions: Sequence[Mapping[str, Any]], passages: Sequence[Ma
         if qid not in per_q:
             continue
         subsets["all"].append(qid)
-        if answered(q.get("baseline_answer"), q.get("gold_answers")):
+        # a table read back without answer text carries the flag itself
+        ok = q["answered"] if q.get("answered") is not None else answered(q.get("baseline_answer"), q.get("gold_answers"))
+        if ok:
             subsets["answered"].append(qid)
             if q.get("context_dependent"):
                 subsets[PRIMARY].append(qid)

@@ -65,7 +65,7 @@ BLANKED = ("question", "gold_answers", "baseline_answer", "scored_answer")
 def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | None) -> tuple[Path, dict[str, dict]]:
     """The split's records (passages shuffled) as a JSONL under ``runs``; also id -> record."""
     start, stop = SPLITS[phase]
-    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").split("\n") if line.strip()]
     rows = rows[start:stop][:limit]
     rng = random.Random(SHUFFLE_SEED)
     for r in rows:
@@ -80,7 +80,7 @@ def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | Non
         if not link.exists():
             link.symlink_to(corpus)
     else:  # the whole set's passages stay the corpus (not only the split's)
-        every = {p["id"]: p for line in source.read_text(encoding="utf-8").splitlines() if line.strip()
+        every = {p["id"]: p for line in source.read_text(encoding="utf-8").split("\n") if line.strip()
                  for p in json.loads(line)["passages"]}
         out.with_name(out.name.replace(".jsonl", ".corpus.jsonl")).write_text(
             "".join(json.dumps(p) + "\n" for p in every.values()), encoding="utf-8")
@@ -109,7 +109,7 @@ def export(out: Path, exported: Path) -> None:
     from ragray.metrics.evidence import answered
 
     lines = []
-    for line in (out / "progress.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in (out / "progress.jsonl").read_text(encoding="utf-8").split("\n"):
         if not line.strip():
             continue
         rec = json.loads(line)
@@ -128,7 +128,9 @@ def export(out: Path, exported: Path) -> None:
 def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], list[dict], list[dict]]:
     """questions, passages, checks of an export, question text and gold answers restored."""
     qs, ps, cs = [], [], []
-    for line in exported.read_text(encoding="utf-8").splitlines():
+    for line in exported.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            continue
         rec = json.loads(line)
         q = rec["question"]
         src = records.get(q["question_id"], {})

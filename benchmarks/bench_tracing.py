@@ -128,7 +128,7 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
     run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
     export(out, exported)
     qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
-    same = sum(1 for line in (out / "progress.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    same = sum(1 for line in (out / "progress.jsonl").read_text(encoding="utf-8").split("\n") if line.strip()
                and _sha(json.loads(line)["question"]["baseline_answer"] or "") == answers[json.loads(line)["question"]["question_id"]]["answer_sha"])
     return {"n": len(qs), "stage1_answer_reproduced": same, "wall_seconds": time.perf_counter() - start,
             "panel": evidence_panel(qs, ps, cs)}

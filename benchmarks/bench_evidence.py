@@ -139,7 +139,37 @@ def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], lis
         qs.append(q)
         ps += rec["passages"]
         cs += rec.get("checks", [])
+        if rec.get("checks") and not any(c["measure"] == "logprob_share" for c in rec["checks"]):
+            cs.append(share_check(rec))
     return qs, ps, cs
+
+
+def share_check(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The clipped share's check row, recomputed from a record written before the loop checked it:
+    LDS from the held-out subsets; a top-k drop where the removal was scored (top-1 always is: it
+    is a drop-one arm), NaN otherwise."""
+    import math
+
+    from ragray.ablation.subsets import top_k_removed
+    from ragray.metrics.attribution_checks import lds
+
+    q, passages = rec["question"], sorted(rec["passages"], key=lambda p: p["retrieval_rank"])
+    ids = [p["passage_id"] for p in passages]
+    drops = [p["logprob_drop"] if p["logprob_drop"] is not None else float("nan") for p in passages]
+    share = [1.0 - math.exp(-max(0.0, d)) if d == d else float("nan") for d in drops]
+    scored = {frozenset(s["kept_passage_ids"]): s["logprob"] for s in rec.get("subsets", [])}
+    for i, d in enumerate(drops):
+        scored.setdefault(frozenset(ids[:i] + ids[i + 1:]), q["logprob_all"] - d)
+    held = [s for s in rec.get("subsets", []) if s["purpose"] == "heldout"]
+    value = lds(share, [[ids.index(x) for x in s["kept_passage_ids"]] for s in held], [s["logprob"] for s in held])
+    template = next(c for c in rec["checks"] if c["measure"] == "logprob_drop")
+    out = []
+    for k in template["top_k"]:
+        kept = frozenset(x for i, x in enumerate(ids) if i not in top_k_removed(share, k))
+        lp = scored.get(kept)
+        out.append(float("nan") if lp is None or lp != lp else q["logprob_all"] - lp)
+    return {"question_id": q["question_id"], "measure": "logprob_share", "control": False, "lds": value,
+            "n_subsets": len(held), "top_k": template["top_k"], "top_k_drop": out}
 
 
 def costs(questions: list[dict]) -> dict[str, Any]:
@@ -192,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--export", type=Path, default=EXPORT, help="where the text-free exports live (committed)")
+    ap.add_argument("--table", type=Path, help="print the README table of this results JSON and exit")
+    ap.add_argument("--subset", default="all", help="--table: all | answered | answered_context_dependent")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(args.table.read_text(encoding="utf-8")), args.subset))
+        return 0
     sets = ({args.name: (args.data, [f"retrieval.scope={args.scope}"])} if args.data
             else {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in args.datasets})
     frozen = REPO / "configs" / "evidence_frozen.yaml"
@@ -217,6 +252,31 @@ def main(argv: list[str] | None = None) -> int:
     save_result(out, results)
     print(f"wrote {out}")
     return 0
+
+
+def markdown(result: Mapping[str, Any], subset: str = "all",
+             metrics: tuple[str, ...] = ("lds", "top2_drop", "auc", "recovery_at_1")) -> str:
+    """The README table of a results JSON: per variant, set (and pooled) and metric, the best
+    attribution measure with its 95% CI, and its paired difference to each control (✓ = Holm-
+    corrected win)."""
+    lines = ["| variant | set | n | metric | best measure | its mean [95% CI] | minus each control: mean [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
+    for variant, v in result["variants"].items():
+        panels = {**{n: s["panel"] for n, s in v["sets"].items()}, "pooled": v["pooled"]}
+        for name, panel in panels.items():
+            sub = panel["subsets"][subset]
+            for metric in metrics:
+                t = sub["metrics"].get(metric)
+                if not t or not t.get("best"):
+                    continue
+                b = t["best"]
+                m = t["measures"][b]
+                diffs = "; ".join(
+                    f"{c}: {d['difference']['mean']:+.2f} [{d['difference']['low']:+.2f}, {d['difference']['high']:+.2f}]"
+                    f"{' ✓' if d['beats'] else ''}" for c, d in t["vs_controls"][b].items())
+                lines.append(f"| {variant} | {name} | {t['n']} | {metric} | {b} | {m['mean']:.2f} "
+                             f"[{m['low']:.2f}, {m['high']:.2f}] | {diffs} |")
+    return "\n".join(lines)
 
 
 def _frozen(path: Path) -> dict[str, Any]:

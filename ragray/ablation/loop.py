@@ -211,7 +211,9 @@ class InfluenceLoop:
             ev.subsets.extend(surrogate.rows)
         if (self.config.check_subsets or self.config.check_top_k) and len(passages) >= 2:
             ev.random = random_scores(len(passages), self.config.check_seed, q.id)
-            measures = [Attribution("logprob_drop", drops, False)]
+            # the seed-compatible clipped share beside the raw drop: what clipping costs
+            share = [1.0 - math.exp(-max(0.0, d)) if not math.isnan(d) else float("nan") for d in drops]
+            measures = [Attribution("logprob_share", share, False), Attribution("logprob_drop", drops, False)]
             if ev.jsd is not None:
                 measures.append(Attribution("jsd", ev.jsd, False))
             if ev.surrogate is not None:

@@ -39,7 +39,8 @@ from ragray.metrics.validity import Measure, question_scores
 
 __all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "PRIMARY", "answered", "evidence_lines", "evidence_panel", "holm"]
 
-ATTRIBUTIONS = ("influence", "logprob_drop", "jsd", "surrogate_weight")
+#: ``logprob_share`` (checks only): the seed-compatible clipped share 1 − exp(−max(0, drop))
+ATTRIBUTIONS = ("influence", "logprob_share", "logprob_drop", "jsd", "surrogate_weight")
 CONTROLS = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity", "random_control")
 MIN_VERDICT_QUESTIONS = 10
 SUBSETS = ("all", "answered", "answered_context_dependent")

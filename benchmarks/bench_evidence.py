@@ -47,6 +47,13 @@ DATASETS: dict[str, tuple[str, list[str]]] = {
     "pubmedqa": ("pubmedqa_pqal.jsonl", ["retrieval.scope=global"]),
 }
 SPLITS = {"tune": (0, 150), "test": (150, 550)}
+#: the test split's parts (rows of the split, after its shuffle), each its own run: the surrogate's
+#: 24 subsets run on the first 150 questions per set (the issue allows >= 150 where its cost
+#: demands: ~11 of ~35 s per question on 2 cores), every other measure and check on all 400
+PARTS: dict[str, tuple[int, int, list[str]]] = {
+    "frozen": (0, 150, []),
+    "frozen_no_surrogate": (150, 400, ["influence.masks=0"]),
+}
 SHUFFLE_SEED = 26
 TOP_K = 6
 #: prompt template x scored span, compared on the tune split
@@ -62,15 +69,26 @@ EXPORT = REPO / "benchmarks" / "results" / "evidence"
 BLANKED = ("question", "gold_answers", "baseline_answer", "scored_answer")
 
 
-def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | None) -> tuple[Path, dict[str, dict]]:
-    """The split's records (passages shuffled) as a JSONL under ``runs``; also id -> record."""
+def split_rows(source: Path, phase: str) -> list[dict]:
+    """The split's records, each one's passages shuffled (seeded, in split order)."""
     start, stop = SPLITS[phase]
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").split("\n") if line.strip()]
-    rows = rows[start:stop][:limit]
+    rows = rows[start:stop]
     rng = random.Random(SHUFFLE_SEED)
     for r in rows:
         rng.shuffle(r["passages"])
-    out = runs / "splits" / f"{name}-{phase}.jsonl"
+    return rows
+
+
+def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | None,
+               rows_range: tuple[int, int] | None = None, tag: str = "") -> tuple[Path, dict[str, dict]]:
+    """The split's records (passages shuffled; ``rows_range`` of them, the first ``limit`` of
+    those) as a JSONL under ``runs``; also id -> record."""
+    rows = split_rows(source, phase)
+    if rows_range is not None:
+        rows = rows[rows_range[0]:rows_range[1]]
+    rows = rows[:limit]
+    out = runs / "splits" / f"{name}-{phase}{tag}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     corpus = next((p for p in (source.with_name(source.name.replace(".jsonl", ".corpus.jsonl")),
@@ -191,25 +209,107 @@ def costs(questions: list[dict]) -> dict[str, Any]:
 
 def run_one(name: str, source: Path, retrieval: list[str], phase: str, variant: str, runs: Path,
             limit: int | None, extra: list[str], root: Path = EXPORT) -> dict[str, Any]:
-    from ragray.metrics.evidence import evidence_panel
+    """Run (or resume) one set x variant, export it, and return its tables, panel and cost."""
     from ragray.pipeline import run_influence
 
-    path, records = split_file(source, name, phase, runs, limit)
+    rows_range, part_extra = None, []
+    if variant in PARTS:
+        first, last, part_extra = PARTS[variant]
+        rows_range = (first, last)
+    path, records = split_file(source, name, phase, runs, limit, rows_range, tag="" if variant == "frozen" or
+                               variant not in PARTS else f"-{variant}")
     out = runs / phase / variant / name
     exported = export_path(phase, variant, name, root)
     seed_from_export(out, exported)
     start = time.perf_counter()
-    result = run_influence(config(path, retrieval, variant, extra), out, resume=(out / "progress.jsonl").is_file(),
-                           progress=True)
+    result = run_influence(config(path, retrieval, variant, [*part_extra, *extra]), out,
+                           resume=(out / "progress.jsonl").is_file(), progress=True)
     export(out, exported)
+    log_session(exported, len(records))
+    got = collect(exported, records)
+    return got | {"wall_seconds": time.perf_counter() - start, "resumed": result.n_resumed}
+
+
+def log_session(exported: Path, asked: int) -> None:
+    """Append who ran this export how far (CPU, commit, time) to ``sessions.jsonl`` beside it: the
+    machines differ between sessions, so every figure can be traced to its CPU."""
+    done = sum(1 for line in exported.read_text(encoding="utf-8").split("\n") if line.strip())
+    info = machine_info(("torch", "transformers"))
+    entry = {"set": exported.stem, "questions_done": done, "questions_asked": asked,
+             **{k: info[k] for k in ("timestamp_utc", "commit", "cpu", "cores")}, "torch": info["versions"]["torch"]}
+    with (exported.parent / "sessions.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry) + "\n")
+
+
+def collect(exported: Path, records: Mapping[str, dict]) -> dict[str, Any]:
+    """An export's tables (text restored from the data set), panel and cost."""
+    from ragray.metrics.evidence import evidence_panel
+
     qs, ps, cs = tables(exported, records)
-    return {"questions": qs, "passages": ps, "checks": cs, "panel": evidence_panel(qs, ps, cs),
-            "cost": costs(qs), "wall_seconds": time.perf_counter() - start, "resumed": result.n_resumed}
+    return {"questions": qs, "passages": ps, "checks": cs, "panel": evidence_panel(qs, ps, cs), "cost": costs(qs)}
+
+
+def without(got: Mapping[str, list[dict]], measure: str) -> dict[str, list[dict]]:
+    """Tables with one measure dropped (its passage column nulled, its check rows removed): the
+    panel of the questions that lack it, e.g. the test split's questions run without the surrogate."""
+    return {"questions": list(got["questions"]),
+            "passages": [{**p, measure: None} for p in got["passages"]],
+            "checks": [c for c in got["checks"] if c["measure"] != measure]}
+
+
+def pooled_panel(parts: Mapping[str, Mapping[str, list[dict]]]) -> tuple[dict[str, list[dict]], dict[str, Any]]:
+    """Tables of several sets (question ids made unique as ``set:id``) and their pooled panel."""
+    from ragray.metrics.evidence import evidence_panel
+
+    pooled: dict[str, list[dict]] = {"questions": [], "passages": [], "checks": []}
+    for name, got in parts.items():
+        for key in pooled:
+            pooled[key] += [{**r, "question_id": f"{name}:{r['question_id']}"} for r in got[key]]
+    return pooled, evidence_panel(pooled["questions"], pooled["passages"], pooled["checks"])
+
+
+def run_test_parts(sets: Mapping[str, tuple[Path, list[str]]], runs: Path, chunk: int, extra: list[str],
+                   root: Path, report_only: bool) -> None:
+    """The test split, in rounds: every set's next ``chunk`` questions of the first part, then the
+    next part; each round ends with the exports written, so a run stopped at any point (a session
+    ends hard) has all three sets at about the same size, and resumes from the exports."""
+    if report_only:
+        return
+    for variant, (first, last, _) in PARTS.items():
+        for end in range(chunk, last - first + chunk, chunk):
+            for name, (source, retrieval) in sets.items():
+                run_one(name, source, retrieval, "test", variant, runs, min(end, last - first), extra, root)
+
+
+def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict[str, Any]:
+    """Panels of the test split from the exports: ``frozen`` (every measure, the questions run with
+    the surrogate) and ``frozen_all`` (every question of both parts, the surrogate left out)."""
+    with_surrogate: dict[str, Any] = {}
+    every: dict[str, Any] = {}
+    for name, (source, _) in sets.items():
+        records = {r["id"]: r for r in split_rows(source, "test")}
+        parts = {v: collect(export_path("test", v, name, root), records)
+                 for v in PARTS if export_path("test", v, name, root).is_file()}
+        if not parts:
+            continue
+        with_surrogate[name] = parts.get("frozen")
+        merged = {key: [r for got in parts.values() for r in without(got, "surrogate_weight")[key]]
+                  for key in ("questions", "passages", "checks")}
+        every[name] = merged | {"cost": {v: got["cost"] for v, got in parts.items()}}
+    out: dict[str, Any] = {}
+    for label, chosen in (("frozen", {n: g for n, g in with_surrogate.items() if g}), ("frozen_all", every)):
+        if not chosen:
+            continue
+        from ragray.metrics.evidence import evidence_panel
+
+        _, pooled = pooled_panel(chosen)
+        out[label] = {"sets": {n: {"panel": evidence_panel(g["questions"], g["passages"], g["checks"]),
+                                   "cost": g["cost"]} for n, g in chosen.items()},
+                      "pooled": pooled}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ragray.metrics.evidence import evidence_panel
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--phase", choices=list(SPLITS), default="tune")
     ap.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
@@ -218,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scope", default="global", choices=["global", "per_question"], help="--data's retrieval scope")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None)
     ap.add_argument("--limit", type=int, default=None, help="only the split's first N questions (a pilot)")
+    ap.add_argument("--chunk", type=int, default=10,
+                    help="--phase test: questions per set per round (exports written after each)")
+    ap.add_argument("--report", action="store_true", help="--phase test: no model runs, the results from the exports")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
@@ -230,23 +333,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sets = ({args.name: (args.data, [f"retrieval.scope={args.scope}"])} if args.data
             else {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in args.datasets})
-    frozen = REPO / "configs" / "evidence_frozen.yaml"
-    variants = args.variants or (list(VARIANTS) if args.phase == "tune" else ["frozen"])
-    if "frozen" in variants:
-        VARIANTS["frozen"] = [f"{k}={v}" for k, v in _frozen(frozen).items()]
+    sets = {n: (Path(src), r) for n, (src, r) in sets.items()}
     results: dict[str, Any] = {"phase": args.phase, "splits": SPLITS, "top_k": TOP_K, "measures": MEASURES,
                                "shuffle_seed": SHUFFLE_SEED, "limit": args.limit, "variants": {}}
-    for variant in variants:
-        per_set, pooled = {}, {"questions": [], "passages": [], "checks": []}
-        for name, (source, retrieval) in sets.items():
-            got = run_one(name, Path(source), retrieval, args.phase, variant, args.runs, args.limit, args.extra,
-                          args.export)
-            per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
-                             "resumed": got["resumed"]}
-            for key in pooled:  # question ids made unique across sets
-                pooled[key] += [{**r, "question_id": f"{name}:{r['question_id']}"} for r in got[key]]
-        results["variants"][variant] = {"sets": per_set, "pooled": evidence_panel(
-            pooled["questions"], pooled["passages"], pooled["checks"])}
+    if args.phase == "test":
+        frozen = _frozen(REPO / "configs" / "evidence_frozen.yaml")
+        for part in PARTS:
+            VARIANTS[part] = [f"{k}={v}" for k, v in frozen.items()]
+        results |= {"parts": {k: {"rows": [a, b], "settings": VARIANTS[k] + extra} for k, (a, b, extra) in PARTS.items()},
+                    "frozen": frozen}
+        run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, args.report)
+        results["variants"] = test_results(sets, args.export)
+        results["sessions"] = [json.loads(line) for v in PARTS
+                               if (log := args.export / "test" / v / "sessions.jsonl").is_file()
+                               for line in log.read_text(encoding="utf-8").split("\n") if line.strip()]
+    else:
+        for variant in args.variants or list(VARIANTS):
+            per_set = {}
+            got_all = {}
+            for name, (source, retrieval) in sets.items():
+                got = run_one(name, source, retrieval, args.phase, variant, args.runs, args.limit, args.extra,
+                              args.export)
+                per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
+                                 "resumed": got["resumed"]}
+                got_all[name] = got
+            results["variants"][variant] = {"sets": per_set, "pooled": pooled_panel(got_all)[1]}
     results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
     out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
     save_result(out, results)

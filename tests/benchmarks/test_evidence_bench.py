@@ -75,3 +75,55 @@ def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path):
     panel = result["stage2"]["panel"]["subsets"]["all"]["metrics"]["recovery_at_1"]
     assert panel["n"] == 4 and panel["measures"]["logprob_drop"]["mean"] == 1.0
     assert "Boat" not in (tmp_path / "export" / "stage1.jsonl").read_text()
+
+
+def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp_path, monkeypatch):
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records(8)), encoding="utf-8")
+    monkeypatch.setitem(bench_evidence.SPLITS, "test", (2, 7))
+    monkeypatch.setattr(bench_evidence, "PARTS", {"frozen": (0, 2, []),
+                                                  "frozen_no_surrogate": (2, 5, ["influence.masks=0"])})
+    common = ["--phase", "test", "--data", str(data), "--name", "toy", "--scope", "per_question",
+              "--export", str(tmp_path / "export"), "--set", "generation.backend=scripted",
+              "--set", "metrics.embedding=false"]
+    assert bench_evidence.main([*common, "--chunk", "2", "--runs", str(tmp_path / "runs"),
+                                "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["frozen"]["generation.template"] == "short"  # the frozen settings ran
+    # every export written after each round: 2 (part a), then 2 and 3 (part b)
+    assert [s["questions_done"] for s in result["sessions"]] == [2, 2, 3]
+    assert all(s["cpu"] and s["commit"] for s in result["sessions"])
+    ids = {p: [json.loads(x)["question"]["question_id"]
+               for x in (tmp_path / "export" / "test" / p / "toy.jsonl").read_text().splitlines()]
+           for p in ("frozen", "frozen_no_surrogate")}
+    assert ids == {"frozen": ["q2", "q3"], "frozen_no_surrogate": ["q4", "q5", "q6"]}
+    with_surrogate = result["variants"]["frozen"]["sets"]["toy"]["panel"]["subsets"]["all"]["metrics"]["lds"]
+    every = result["variants"]["frozen_all"]["sets"]["toy"]["panel"]["subsets"]["all"]["metrics"]["lds"]
+    assert with_surrogate["n"] == 2 and "surrogate_weight" in with_surrogate["measures"]
+    assert every["n"] == 5 and "surrogate_weight" not in every["measures"] and "logprob_drop" in every["measures"]
+    # --report on a fresh checkout: no model, the same panels from the committed exports
+    assert bench_evidence.main([*common, "--report", "--runs", str(tmp_path / "none"),
+                                "--out", str(tmp_path / "again.json")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["variants"] == result["variants"]
+    assert not (tmp_path / "none").exists()
+
+
+def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
+    """The default follows the evidence: on the frozen variant of the tuning split, the measure
+    ``influence.mode: auto`` gives (the clipped log-prob share) has the best pooled LDS of the
+    measures that cost only the drop-one passes; the surrogate, which costs extra passes, is
+    reported beside it (opt-in)."""
+    from benchmarks.machine import REPO
+    from ragray.ablation.loop import resolve_mode
+    from ragray.generation.scripted import ScriptedGenerator
+
+    pilot = json.loads((REPO / "benchmarks" / "results" / "evidence_pilot.json").read_text())
+    frozen = bench_evidence._frozen(REPO / "configs" / "evidence_frozen.yaml")
+    variant = next(v for v, sets in bench_evidence.VARIANTS.items()
+                   if {f"{k}={v}" for k, v in frozen.items() if k != "generation.dtype"} == set(sets))
+    lds = pilot["variants"][variant]["pooled"]["subsets"]["all"]["metrics"]["lds"]["measures"]
+    by_mode = {"logprob": "logprob_share", "jsd": "jsd"}  # the modes that cost the drop-one passes only
+    winner = max(by_mode, key=lambda m: lds[by_mode[m]]["mean"])
+    assert resolve_mode("auto", ScriptedGenerator())[0] == winner == "logprob"
+    assert lds["surrogate_weight"]["mean"] > lds["logprob_share"]["mean"]  # what the README says of it

@@ -67,8 +67,10 @@ def cases_for(name: str, path: Path, limit: int | None) -> list[Any]:
 def base_config(path: Path, extra: list[str]) -> Any:
     from ragray.config import load_config
 
+    # fp32 pinned: the sessions that run this get different CPUs, and dtype auto would mix bf16 and
+    # fp32 answers within one benchmark (configs/evidence_frozen.yaml says why)
     return load_config(None, [f"data.path={path}", "retrieval.retriever=given", f"retrieval.top_k={K}",
-                              "execution.executor=local", *extra])
+                              "execution.executor=local", "generation.dtype=float32", *extra])
 
 
 def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root: Path = EXPORT

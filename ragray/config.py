@@ -8,7 +8,6 @@ before validation, so they are checked exactly like file values.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ragray.catalog import check_name, ranks_corpus
 from ragray.errors import ConfigError
 
 __all__ = [
@@ -53,26 +53,18 @@ __all__ = [
 ]
 
 
-def _registered(module: str, registry: str) -> AfterValidator:
-    """Validator: the value must be a name in ``module.registry`` (the error lists valid names).
+def _registered(kind: str) -> AfterValidator:
+    """Validator: the value must be a known ``kind`` of component (the error lists valid names).
 
-    The registry's module is imported when a config is validated, not when this module is
-    imported; a registry knows its built-in names without importing the components
-    (:mod:`ragray.registry`), so the component modules import their config classes from here and
-    this module imports none of them.
+    Names are looked up in :mod:`ragray.catalog` (and the registries plugins have loaded), so
+    validating a config imports no component: the component modules import their config classes
+    from here, and this module depends on none of them.
     """
-
-    def check(name: str) -> str:
-        return getattr(importlib.import_module(module), registry).check(name)
-
-    return AfterValidator(check)
+    return AfterValidator(lambda name: check_name(kind, name))
 
 
 def _template(name: str) -> str:
-    from ragray.generation.prompts import get_template
-
-    get_template(name)
-    return name
+    return check_name("template", name, "generation.template")
 
 
 class Section(BaseModel):
@@ -150,7 +142,7 @@ class ExpandConfig(Section):
 
 
 class RetrievalConfig(Section):
-    retriever: Annotated[str, _registered("ragray.retrieval.base", "RETRIEVERS")] = "bm25"
+    retriever: Annotated[str, _registered("retriever")] = "bm25"
     top_k: int = Field(10, ge=1)
     scope: Literal["per_question", "global"] = "per_question"
     min_score: float | None = None
@@ -166,17 +158,15 @@ class RetrievalConfig(Section):
     def _global_scope_needs_a_ranking_retriever(self) -> RetrievalConfig:
         """A retriever that ranks nothing itself (``Retriever.ranks_corpus`` False: ``given``) keeps
         each question's own passages, so it cannot search a global corpus."""
-        if self.scope != "per_question":  # imports the retriever's module only where it will run anyway
-            retrievers = importlib.import_module("ragray.retrieval.base").RETRIEVERS
-            if not retrievers.get(self.retriever).ranks_corpus:
-                raise ValueError(f"retriever {self.retriever!r} keeps each question's own passage order; "
-                                 "it needs scope per_question")
+        if self.scope != "per_question" and not ranks_corpus(self.retriever):
+            raise ValueError(f"retriever {self.retriever!r} keeps each question's own passage order; "
+                             "it needs scope per_question")
         return self
 
 
 
 class RerankConfig(Section):
-    strategy: Annotated[str, _registered("ragray.rerank.base", "RERANKERS")] = "none"
+    strategy: Annotated[str, _registered("reranker")] = "none"
     model: str | None = Field(None, description="model path or hub id (bge: BAAI/bge-reranker-base)")
     candidates: int = Field(30, ge=1, description="first-stage hits handed to the reranker")
     batch_size: int = Field(32, ge=1)
@@ -242,7 +232,7 @@ class OpenAIConfig(Section):
 
 
 class GenerationConfig(Section):
-    backend: Annotated[str, _registered("ragray.generation.base", "GENERATORS")] = Field(
+    backend: Annotated[str, _registered("generator")] = Field(
         "transformers", description="transformers | vllm | openai"
     )
     model: str = Field("smollm2", description="'smollm2' (packaged SmolLM2-135M-Instruct), a path or a hub id")
@@ -307,7 +297,7 @@ class InfluenceConfig(Section):
     )
     check_seed: int = Field(1, description="seed of the held-out subsets and the random control")
 
-    similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
+    similarity: Annotated[str, _registered("similarity")] = Field(
         "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"
     )
     divergence_threshold: float = Field(0.7, ge=-1, le=1, description="Divergent when rho < this")
@@ -434,7 +424,7 @@ class FaithfulnessConfig(Section):
         "top-1", "top-3", "top-20%", "cumulative"
     )
     random_repeats: int = Field(50, ge=2, description="R: DEL_RANDOM draws per K")
-    similarity: Annotated[str, _registered("ragray.metrics.similarity", "SIMILARITIES")] = Field(
+    similarity: Annotated[str, _registered("similarity")] = Field(
         "semantic", description="primary answer similarity (decides unchanged and the cases)"
     )
     measures: tuple[str, ...] = Field(
@@ -451,10 +441,8 @@ class FaithfulnessConfig(Section):
 
     @model_validator(mode="after")
     def _check(self) -> FaithfulnessConfig:
-        from ragray.metrics.similarity import SIMILARITIES
-
         for name in self.measures:
-            SIMILARITIES.get(name)
+            check_name("similarity", name, "faithfulness.measures")
         if self.explainer not in self.attributions:
             raise ValueError(
                 f"explainer '{self.explainer}' must also be listed in attributions {list(self.attributions)}"

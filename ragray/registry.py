@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+from ragray.catalog import CATALOG, LIVE
 from ragray.errors import ConfigError
 
 T = TypeVar("T")
@@ -39,10 +40,12 @@ class Registry(Generic[T]):
     """A registry of one kind of component; unknown names raise an error listing valid ones."""
 
     def __init__(self, kind: str, builtins: Mapping[str, str] | None = None) -> None:
-        """``builtins``: name -> the module that registers it (imported on first lookup)."""
+        """``builtins``: name -> the module that registers it (imported on first lookup); by
+        default the kind's entries in :data:`ragray.catalog.CATALOG`."""
         self.kind = kind
         self._items: dict[str, type[T]] = {}
-        self._builtins = dict(builtins or {})
+        self._builtins = dict(builtins if builtins is not None else CATALOG.get(kind, {}))
+        LIVE[kind] = self  # config validation asks it about names registered at run time
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """Class decorator registering ``cls`` under ``name``."""

@@ -28,6 +28,7 @@ import logging
 import math
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,50 +61,177 @@ def call_key(kind: str, identity: dict[str, Any], sampling: dict[str, Any], prom
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+#: SQLite's words for a file that is not (or no longer) a sound database
+_DAMAGED = ("malformed", "not a database", "file is encrypted", "disk image", "database corrupt")
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and any(w in str(exc).lower() for w in _DAMAGED)
+
+
 class CallStore:
-    """Key → JSON value in one SQLite file, safe for many threads and processes."""
+    """Key → JSON value in one SQLite file, safe for many threads and processes.
 
-    def __init__(self, path: str | Path) -> None:
+    The cache never stops a run. A file SQLite finds damaged (malformed, truncated, not SQLite) is
+    set aside as ``calls.sqlite.corrupt-<UTC time>`` (with its ``-wal``/``-shm``) and a new one is
+    started; a file that cannot be opened or written (read-only directory, a full disk) leaves the
+    run uncached; a database locked by another process past ``timeout`` seconds turns that one read
+    into misses or skips that one write. Each says so once, with the file and what was done; the
+    answers of a failed write are still returned, so only their caching is lost."""
+
+    def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._generation = 0  # bumped when the file is set aside: threads reconnect
+        self.disabled: str | None = None  # why the run goes on uncached
+        self.set_aside: Path | None = None
+        self._warned: set[str] = set()
 
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60.0)
+    def _warn(self, what: str, message: str) -> None:
+        with self._lock:
+            if what in self._warned:
+                return
+            self._warned.add(what)
+        log.warning("call cache %s: %s", self.path, message)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=self.timeout)
+        try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._local.db = db
+            db.execute("SELECT key, value FROM calls LIMIT 1").fetchall()
+        except BaseException:
+            db.close()
+            raise
         return db
 
+    def _db(self) -> sqlite3.Connection | None:
+        """This thread's connection, None while the store is disabled."""
+        if self.disabled is not None:
+            return None
+        db = getattr(self._local, "db", None)
+        if db is not None and getattr(self._local, "generation", -1) != self._generation:
+            db.close()
+            db = self._local.db = None
+        if db is None:
+            try:
+                db = self._connect()
+            except (sqlite3.Error, OSError) as exc:
+                self._local.inode = _inode(self.path)
+                return self._failed(exc, "opening it")
+            self._local.db, self._local.generation, self._local.inode = db, self._generation, _inode(self.path)
+        return db
+
+    def _failed(self, exc: BaseException, doing: str) -> None:
+        """Deal with an error of ``doing``: set a damaged file aside (and reconnect on the next
+        use), go uncached when the file cannot be used, pass over a lock."""
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
+            self._warn("locked", f"locked by another process for over {self.timeout:g} s while {doing}; "
+                                 "those calls go uncached")
+            return None
+        if isinstance(exc, sqlite3.Error) and _damaged(exc):
+            self._set_aside(exc)
+            return None
+        self.disabled = f"{type(exc).__name__}: {exc}"
+        self._warn("disabled", f"cannot be used ({self.disabled}) while {doing}; the run continues uncached")
+        return None
+
+    def _set_aside(self, exc: BaseException) -> None:
+        """Move the damaged file aside, unless this thread's file is no longer the one at the path
+        (another thread or process moved it already): then only reconnect."""
+        with self._lock:
+            db = getattr(self._local, "db", None)
+            if db is not None:
+                db.close()
+                self._local.db = None
+            mine, now = getattr(self._local, "inode", None), _inode(self.path)
+            if now is None or now != mine:
+                return
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            n = 1
+            while target.exists():  # set aside twice within a second: keep both
+                target, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
+            try:
+                for suffix in ("-wal", "-shm", ""):
+                    part = Path(f"{self.path}{suffix}")
+                    if part.exists():
+                        part.replace(Path(f"{target}{suffix}"))
+            except OSError as err:
+                self.disabled = f"damaged ({exc}) and could not be moved ({err})"
+                self._warned.add("damaged")
+                log.warning("call cache %s: %s; the run continues uncached", self.path, self.disabled)
+                return
+            self.set_aside = target
+            self._generation += 1
+            self._warned.add("damaged")
+        log.warning("call cache %s: damaged (%s); moved to %s and started anew", self.path, exc, target.name)
+
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The stored values of those ``keys`` that are present (an unreadable one counts as absent)."""
+        """The stored values of those ``keys`` that are present (an unreadable one counts as absent;
+        so does every key while the file cannot be read)."""
         out: dict[str, Any] = {}
         wanted = list(dict.fromkeys(keys))
-        db = self._db()
-        for at in range(0, len(wanted), 500):
-            chunk = wanted[at : at + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, value in db.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk):
-                try:
-                    out[key] = json.loads(value)
-                except ValueError:
-                    log.warning("call cache %s: unreadable entry %s ignored", self.path, key[:12])
+        for _ in range(2):  # a second try on the new file after a damaged one was set aside
+            db = self._db()
+            if db is None:
+                return out
+            try:
+                for at in range(0, len(wanted), 500):
+                    chunk = wanted[at : at + 500]
+                    marks = ",".join("?" * len(chunk))
+                    for key, value in db.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk):
+                        try:
+                            out[key] = json.loads(value)
+                        except ValueError:
+                            log.warning("call cache %s: unreadable entry %s ignored", self.path, key[:12])
+                return out
+            except sqlite3.Error as exc:
+                out.clear()
+                self._failed(exc, "reading")
+                if not _damaged(exc):
+                    return out
         return out
 
     def put_many(self, items: dict[str, Any]) -> None:
-        """Store ``items`` (a key already present keeps its value: the key fixes the content)."""
+        """Store ``items`` (a key already present keeps its value: the key fixes the content). A
+        write that fails is passed over: those calls are simply not cached."""
         if not items:
             return
-        db = self._db()
-        with db:
-            db.executemany("INSERT OR IGNORE INTO calls (key, value) VALUES (?, ?)",
-                           [(k, json.dumps(v)) for k, v in items.items()])
+        rows = [(k, json.dumps(v)) for k, v in items.items()]
+        for _ in range(2):
+            db = self._db()
+            if db is None:
+                return
+            try:
+                with db:
+                    db.executemany("INSERT OR IGNORE INTO calls (key, value) VALUES (?, ?)", rows)
+                return
+            except sqlite3.Error as exc:
+                self._failed(exc, "writing")
+                if not _damaged(exc):
+                    return
 
     def __len__(self) -> int:
-        return int(self._db().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        db = self._db()
+        if db is None:
+            return 0
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        except sqlite3.Error as exc:
+            self._failed(exc, "counting")
+            return 0
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

@@ -132,13 +132,7 @@ class Generator(Component):
         self.close()
 
 
-GENERATORS: Registry[Generator] = Registry("generator", {
-    "transformers": "ragray.generation.transformers_backend",
-    "vllm": "ragray.generation.vllm_backend",
-    "openai": "ragray.generation.openai_compat",
-    "scripted": "ragray.generation.scripted",
-    "simulated": "ragray.generation.simulated",
-})
+GENERATORS: Registry[Generator] = Registry("generator")  # built-ins: ragray.catalog
 
 
 class GeneratorProxy(Generator):

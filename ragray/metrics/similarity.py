@@ -86,7 +86,7 @@ class Similarity(ABC):
         return [self(a, b) for a, b in pairs]
 
 
-SIMILARITIES: Registry[Similarity] = Registry("similarity")
+SIMILARITIES: Registry[Similarity] = Registry("similarity")  # names: ragray.catalog
 
 
 @SIMILARITIES.register("rouge_l")

@@ -35,9 +35,4 @@ class Reranker(Component):
         return [Hit(hits[i].passage, r, float(scores[i])) for r, i in enumerate(order, start=1)]
 
 
-RERANKERS: Registry[Reranker] = Registry("reranker", {
-    "none": "ragray.rerank.none",
-    "cross_encoder": "ragray.rerank.cross_encoder",
-    "bi_encoder": "ragray.rerank.bi_encoder",
-    "bge": "ragray.rerank.flag",
-})
+RERANKERS: Registry[Reranker] = Registry("reranker")  # built-ins: ragray.catalog

@@ -69,12 +69,7 @@ class Retriever(Component):
         raise NotImplementedError(f"{type(self).__name__} cannot load saved indexes")
 
 
-RETRIEVERS: Registry[Retriever] = Registry("retriever", {
-    "bm25": "ragray.retrieval.bm25",
-    "dense": "ragray.retrieval.dense",
-    "given": "ragray.retrieval.given",
-    "hybrid": "ragray.retrieval.hybrid",
-})
+RETRIEVERS: Registry[Retriever] = Registry("retriever")  # built-ins: ragray.catalog
 
 
 def hits_from_scores(

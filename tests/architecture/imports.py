@@ -1,7 +1,7 @@
 """ragray's module import graph, read from the source (no import runs): every ``import`` and
 ``from … import`` anywhere in a module (top level or inside a function: a lazy import is still a
 dependency), plus ``importlib.import_module("ragray.x")``-style calls that name a ragray module
-by a string; imports under ``if TYPE_CHECKING:`` are left out (they never run)."""
+by a string; imports under ``if TYPE_CHECKING:`` are left out (they never run) unless asked for."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ragray"
+#: calls that import the module a string names (a string elsewhere, e.g. the catalog's table of
+#: built-ins, is data: the registry imports it when the name is first used, from wherever that is)
+IMPORT_CALLS = {"import_module", "__import__"}
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -38,20 +41,21 @@ def _targets(node: ast.AST, package: str) -> list[str]:
             base = ".".join(parts + ([base] if base else []))
         # ``from pkg import sub`` depends on pkg.sub when sub is a module, else on pkg
         return [f"{base}.{a.name}" for a in node.names] or [base]
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in IMPORT_CALLS:
         return [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
                 and a.value.startswith("ragray.")]
     return []
 
 
-def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
-    """module -> the ragray modules it imports (the nearest existing module of each name)."""
+def import_graph(root: Path = PACKAGE, *, type_only: bool = False) -> dict[str, set[str]]:
+    """module -> the ragray modules it imports (the nearest existing module of each name);
+    ``type_only``: the imports under ``if TYPE_CHECKING:`` too (a type checker follows them)."""
     mods = modules(root)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        skip = _type_checking_nodes(tree)
+        skip = set() if type_only else _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue

@@ -11,11 +11,16 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.architecture.imports import PACKAGE, cycles, import_graph, modules
 
 
-def test_no_import_circles() -> None:
-    found = cycles(import_graph())
+@pytest.mark.parametrize("type_only", [False, True], ids=["run-time", "with-type-only-imports"])
+def test_no_import_circles(type_only) -> None:
+    """No circle at any depth: top-level and function-level imports, and (for type checkers) the
+    ``TYPE_CHECKING`` ones too."""
+    found = cycles(import_graph(type_only=type_only))
     assert found == [], "import circles (each a strongly connected set of modules):\n" + "\n".join(map(str, found))
 
 
@@ -33,6 +38,20 @@ def test_the_checker_finds_a_circle_and_follows_lazy_and_string_imports(tmp_path
     assert graph["ragray.a"] == {"ragray.sub.b"} and graph["ragray.sub.b"] == {"ragray.c"}
     assert graph["ragray.c"] == {"ragray.a"}  # the TYPE_CHECKING import is not an edge
     assert cycles(graph) == [["ragray.a", "ragray.c", "ragray.sub.b"]]
+    # type-only imports on request; a ragray module's name as data (not an import call) is no edge
+    (pkg / "e.py").write_text("NAMES = dict.fromkeys(('x',), 'ragray.c')\nprint('ragray.a')\n")
+    assert import_graph(pkg)["ragray.e"] == set()
+    assert import_graph(pkg, type_only=True)["ragray.c"] == {"ragray.a", "ragray.d"}
+    assert cycles(import_graph(pkg, type_only=True)) == [["ragray.a", "ragray.c", "ragray.d", "ragray.sub.b"]]
+
+
+def test_the_checker_finds_a_circle_made_only_of_function_level_imports(tmp_path) -> None:
+    pkg = tmp_path / "ragray"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "x.py").write_text("def f():\n    import ragray.y\n")
+    (pkg / "y.py").write_text("class K:\n    def g(self):\n        from ragray import x\n")
+    assert cycles(import_graph(pkg)) == [["ragray.x", "ragray.y"]]
 
 
 def test_no_module_sets_the_environment_at_import() -> None:
@@ -108,14 +127,54 @@ def test_null_components_are_declared_by_a_class_attribute() -> None:
 
 
 def test_config_validation_imports_no_component() -> None:
-    """Validating names (``generation.backend: vllm``, ``rerank.strategy: bge``) imports none of them."""
+    """Validating every kind of name (backend, reranker, retriever and scope, template, answer
+    measures) imports nothing of ragray but the config layer: ``config``, ``catalog``, ``errors``."""
     code = (
         "import sys\n"
         "from ragray.config import load_config\n"
-        "load_config(None, ['generation.backend=vllm', 'rerank.strategy=bge', 'retrieval.retriever=hybrid'])\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('ragray.generation.vllm', 'ragray.rerank.flag',"
-        " 'ragray.retrieval.hybrid', 'ragray.generation.transformers'))))\n"
+        "load_config(None, ['generation.backend=vllm', 'rerank.strategy=bge', 'retrieval.retriever=hybrid',"
+        " 'retrieval.scope=global', 'generation.template=short', 'faithfulness.measures=[rouge_l,semantic]',"
+        " 'influence.similarity=edit'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ragray')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['ragray', 'ragray.catalog', 'ragray.config', 'ragray.errors']"
+
+
+def test_the_catalog_matches_the_registries() -> None:
+    """What config validation reads (the catalog) is what the registries and templates hold."""
+    from ragray.catalog import CATALOG, ranks_corpus
+    from ragray.generation.base import GENERATORS
+    from ragray.generation.prompts import TEMPLATES
+    from ragray.metrics.similarity import SIMILARITIES
+    from ragray.rerank.base import RERANKERS
+    from ragray.retrieval.base import RETRIEVERS
+
+    for kind, registry in (("generator", GENERATORS), ("retriever", RETRIEVERS), ("reranker", RERANKERS),
+                           ("similarity", SIMILARITIES)):
+        assert set(registry.load_all()) == set(CATALOG[kind]), kind
+    assert set(TEMPLATES) == set(CATALOG["template"])
+    assert {n: ranks_corpus(n) for n in RETRIEVERS.names()} == {n: RETRIEVERS.get(n).ranks_corpus
+                                                                 for n in RETRIEVERS.names()}
+
+
+def test_a_plugin_registered_at_run_time_passes_validation() -> None:
+    from ragray.config import load_config
+    from ragray.errors import ConfigError
+    from ragray.retrieval.base import RETRIEVERS, Retriever
+
+    with pytest.raises(ConfigError, match="unknown retriever 'mine'"):
+        load_config(None, ["retrieval.retriever=mine"])
+
+    @RETRIEVERS.register("mine")
+    class Mine(Retriever):
+        name = "mine"
+        ranks_corpus = False
+
+    try:
+        assert load_config(None, ["retrieval.retriever=mine", "retrieval.scope=per_question"]).retrieval.retriever == "mine"
+        with pytest.raises(ConfigError, match="needs scope per_question"):
+            load_config(None, ["retrieval.retriever=mine", "retrieval.scope=global"])
+    finally:
+        RETRIEVERS._items.pop("mine")

@@ -119,3 +119,26 @@ def test_real_model_on_ray_equals_local(ray_session, tmp_path):
     calls = stable(remote.out, "calls")  # influence.mode auto: each actor's model scores, so log-prob
     assert len(calls) == 2 * 4 and all(c["answer"] for c in calls if c["arm"] == "baseline")
     assert {q["influence_mode"] for q in stable(remote.out, "questions")} == {"logprob"}
+
+
+@pytest.mark.timeout(600)
+def test_ray_actors_heal_a_damaged_call_cache(ray_session, dataset, tmp_path):
+    """The cache file is not SQLite when the actors open it: the run completes with no error and the
+    tables of an uncached run, and the file is set aside once."""
+    from ragray.loopback import LoopbackServer
+
+    cache = tmp_path / "c"
+    cache.mkdir()
+    (cache / "calls.sqlite").write_text("not a database\n" * 500)
+    with LoopbackServer(latency=0.01, limit=16) as server:
+        base = [f"data.path={dataset}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
+                "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+                "execution.executor=ray", "execution.actors=2", "execution.num_cpus=0.5",
+                "execution.max_questions_in_flight=2", f"cache.dir={cache}"]
+        healed = run_influence(load_config(None, base), tmp_path / "a", progress=False)
+        plain = run_influence(load_config(None, [*base, "cache.calls=false"]), tmp_path / "b", progress=False)
+    assert healed.summary.errors == 0
+    for name in ("questions", "passages", "calls"):
+        assert stable(healed.out, name) == stable(plain.out, name)
+    moved = [p for p in cache.glob("calls.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]
+    assert len(moved) == 1

@@ -28,6 +28,14 @@ limit beside the rest.
   each distinct prompt is sent once, even when two questions in flight ask for it together), the
   same run again (nothing sent), and a second "trial" that differs only in the similarity measure
   (nothing sent: a sweep whose trials share prompts pays for them once).
+
+``--defaults`` (issue 28) runs only the rows that choose the defaults, written into the same JSON
+under ``defaults``: the demo set five times, each copy's questions worded apart so no prompt
+repeats (180 questions), every setting at ragray's defaults apart from the endpoint — answer
+metrics with MiniLM on, ``influence.mode auto`` (log-prob on this server, closed book on: 12 calls
+a question), the call and embedding caches on in a fresh folder — at 1.0 s x 32 and 0.5 s x 64,
+for several ``max_questions_in_flight``; then the default run again on its filled caches (the
+cached rerun's wall time).
 """
 
 from __future__ import annotations
@@ -99,11 +107,27 @@ def repeated_demo(path: Path, repeat: int) -> Path:
     return path
 
 
-def run(server: Server, out: Path, data: Path, limit: int | None, *overrides: str) -> dict[str, Any]:
+#: how each copy of the demo set asks its questions (copy 0: as written)
+WORDINGS = ("{q}", "Quick question: {q}", "Please tell me: {q}", "I wonder: {q}", "Help me out here. {q}")
+
+
+def worded_demo(path: Path, repeat: int) -> Path:
+    """The demo set ``repeat`` times, each copy's questions worded apart: no prompt repeats."""
+    rows = [json.loads(line) for line in DEMO.read_text().splitlines() if line.strip()]
+    with path.open("w") as fh:
+        for r in range(repeat):
+            for row in rows:
+                fh.write(json.dumps({**row, "id": f"{row['id']}-w{r}",
+                                     "question": WORDINGS[r % len(WORDINGS)].format(q=row["question"])
+                                     + (f" ({r // len(WORDINGS)})" if r >= len(WORDINGS) else "")}) + "\n")
+    return path
+
+
+def run(server: Server, out: Path, data: Path, limit: int | None, *overrides: str,
+        base: tuple[str, ...] = ("influence.mode=generate", "metrics.embedding=false")) -> dict[str, Any]:
     config = load_config(None, [
         f"data.path={data}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
-        "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
-        *([f"data.limit={limit}"] if limit else []), *overrides,
+        "generation.model=loopback", *base, *([f"data.limit={limit}"] if limit else []), *overrides,
     ])
     server.reset()
     began = time.perf_counter()
@@ -126,6 +150,47 @@ def tables(out: str) -> dict[str, list[dict]]:
             for name in ("questions", "passages", "calls")}
 
 
+def defaults_rows(work: Path, repeat: int, flights: list[int],
+                  settings: tuple[tuple[float, int], ...] = ((1.0, 32), (0.5, 64))) -> dict[str, Any]:
+    """The ``--defaults`` rows (see the module docstring)."""
+    data = worded_demo(work / "demo_worded.jsonl", repeat)
+    out: dict[str, Any] = {"workload": f"demo set x{repeat}, questions worded apart (no prompt repeats), "
+                                       "ragray defaults apart from the endpoint", "settings": {}}
+    for latency, limit in settings:
+        server = Server(latency, limit)
+        ideal = limit / latency
+        rows: dict[str, Any] = {}
+        try:
+            for n in flights:
+                cache = work / f"cache-{latency}-{limit}-{n}"
+                row = run(server, work / f"d-{latency}-{limit}-{n}", data, None, f"cache.dir={cache}",
+                          f"execution.max_questions_in_flight={n}", base=())
+                rows[str(n)] = {**row, "share_of_ideal": row["server_calls_per_s"] / ideal}
+                print(f"defaults {latency} s x {limit}, {n} in flight:", round(row["server_calls_per_s"], 1),
+                      "calls/s", f"({rows[str(n)]['share_of_ideal']:.2f} of ideal)", flush=True)
+            default_n = str(questions_default())
+            cache = work / f"cache-{latency}-{limit}-{default_n}"
+            if default_n in rows:
+                again = run(server, work / f"d-{latency}-{limit}-{default_n}-again", data, None, f"cache.dir={cache}",
+                            f"execution.max_questions_in_flight={default_n}", base=())
+                rows["cached_rerun"] = {"wall_s": again["wall_s"], "server_answered": again["server_answered"],
+                                        "cache": again["cache"],
+                                        "first_run_wall_s": rows[default_n]["wall_s"]}
+                print("cached rerun:", again["wall_s"], "s, sent", again["server_answered"], flush=True)
+        finally:
+            server.close()
+        out["settings"][f"{latency}s_x{limit}"] = {"latency_s": latency, "limit": limit, "ideal_calls_per_s": ideal,
+                                                  "default_in_flight": questions_default(), "runs": rows}
+    return out
+
+
+def questions_default() -> int:
+    """The openai backend's default questions in flight (what ``null`` gives)."""
+    from ragray.generation import GENERATORS
+
+    return GENERATORS.get("openai").default_questions_in_flight
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=float, default=0.5)
@@ -133,8 +198,20 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="the demo set this many times for the default run")
     ap.add_argument("--seed-questions", type=int, default=4, help="questions of the one-at-a-time seed loop")
     ap.add_argument("--out", default="benchmarks/results/throughput.json")
+    ap.add_argument("--defaults", action="store_true", help="only the rows that choose the defaults (issue 28)")
+    ap.add_argument("--flights", type=int, nargs="+", default=[8, 16, 32, 64], help="--defaults: questions in flight")
+    ap.add_argument("--settings", nargs="+", default=["1.0x32", "0.5x64"], help="--defaults: LATENCYxLIMIT servers")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ragray-throughput-"))
+    if args.defaults:
+        path = Path(args.out)
+        result = json.loads(path.read_text()) if path.is_file() else {}
+        settings = tuple((float(x.split("x")[0]), int(x.split("x")[1])) for x in args.settings)
+        result["defaults"] = {**defaults_rows(work, args.repeat, args.flights, settings),
+                              "machine": machine_info(("httpx", "uvicorn", "starlette", "torch"))}
+        save_result(path, result)
+        print(f"-> {path}")
+        return 0
     data = repeated_demo(work / "demo_x.jsonl", args.repeat)
     server = Server(args.latency, args.limit)
     ideal = args.limit / args.latency

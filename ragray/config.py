@@ -501,7 +501,7 @@ class ExecutionConfig(Section):
     max_questions_in_flight: int | None = Field(
         None, ge=1, le=1024,
         description="questions whose prompts wait on the backend at once (local executor); null: the "
-                    "backend's default (openai: 16, local models: 1)",
+                    "backend's default (openai: 64, local models: 1)",
     )
 
 
@@ -599,6 +599,10 @@ class CacheConfig(Section):
     calls: bool = Field(
         True, description="model calls (greedy generations and log-prob scores) in <dir>/calls.sqlite, keyed by "
                           "model identity, prompt and sampling: a repeated call is never paid twice",
+    )
+    embeddings: bool = Field(
+        True, description="answer-metric sentence embeddings in <dir>/embeddings.sqlite, keyed by encoder "
+                          "model and text: a rerun reads them instead of encoding again",
     )
     namespace: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$", max_length=128,

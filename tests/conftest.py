@@ -18,11 +18,12 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 @pytest.fixture(autouse=True)
 def _own_call_cache(tmp_path_factory, monkeypatch):
-    """Each test its own persistent call cache (``cache.calls``): a call one test paid for is never
+    """Each test its own persistent call cache (``cache.calls``, and ``cache.embeddings``): a call one test paid for is never
     served to another, so tests that count calls or time them see what they ran (a config's own
     ``cache.dir`` still decides for itself)."""
     root = tmp_path_factory.mktemp("call-cache")
     monkeypatch.setattr("ragray.cache.calls.cache_root", lambda: root)
+    monkeypatch.setattr("ragray.cache.embeddings.cache_root", lambda: root)  # and its answer-metric embeddings
 
 
 @pytest.fixture(scope="session")

@@ -86,9 +86,10 @@ class CallStore:
     into misses or skips that one write. Each says so once, with the file and what was done; the
     answers of a failed write are still returned, so only their caching is lost."""
 
-    def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
+    def __init__(self, path: str | Path, timeout: float = 60.0, label: str = "call cache") -> None:
         self.path = Path(path)
         self.timeout = timeout
+        self.label = label
         self._local = threading.local()
         self._lock = threading.Lock()
         self._generation = 0  # bumped when the file is set aside: threads reconnect
@@ -101,7 +102,7 @@ class CallStore:
             if what in self._warned:
                 return
             self._warned.add(what)
-        log.warning("call cache %s: %s", self.path, message)
+        log.warning("%s %s: %s", self.label, self.path, message)
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,12 +172,12 @@ class CallStore:
             except OSError as err:
                 self.disabled = f"damaged ({exc}) and could not be moved ({err})"
                 self._warned.add("damaged")
-                log.warning("call cache %s: %s; the run continues uncached", self.path, self.disabled)
+                log.warning("%s %s: %s; the run continues uncached", self.label, self.path, self.disabled)
                 return
             self.set_aside = target
             self._generation += 1
             self._warned.add("damaged")
-        log.warning("call cache %s: damaged (%s); moved to %s and started anew", self.path, exc, target.name)
+        log.warning("%s %s: damaged (%s); moved to %s and started anew", self.label, self.path, exc, target.name)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The stored values of those ``keys`` that are present (an unreadable one counts as absent;
@@ -195,7 +196,7 @@ class CallStore:
                         try:
                             out[key] = json.loads(value)
                         except ValueError:
-                            log.warning("call cache %s: unreadable entry %s ignored", self.path, key[:12])
+                            log.warning("%s %s: unreadable entry %s ignored", self.label, self.path, key[:12])
                 return out
             except sqlite3.Error as exc:
                 out.clear()

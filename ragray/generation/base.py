@@ -9,11 +9,13 @@ caused by the ablation, not by sampling noise.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ragray.registry import Component, Registry
+
+R = TypeVar("R")
 
 
 __all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GeneratorProxy", "GENERATORS"]
@@ -122,6 +124,12 @@ class Generator(Component):
         instead when there is a problem; endpoints override it with a probe."""
         return None
 
+    def aside(self, call: Callable[[], R]) -> R:
+        """Run ``call``, heavy work of a question that is not a model call (encoding its answer
+        metrics), the way this generator's calls run: with questions in flight, without the turn,
+        so the others keep sending their calls (:mod:`ragray.pipeline.in_flight`); else at once."""
+        return call()
+
     def close(self) -> None:
         """Release models, engines and connections (idempotent)."""
 
@@ -175,6 +183,9 @@ class GeneratorProxy(Generator):
 
     def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
         return self.inner.answer_length(prompt, answer)
+
+    def aside(self, call: Callable[[], R]) -> R:
+        return self.inner.aside(call)
 
     def close(self) -> None:
         self.inner.close()

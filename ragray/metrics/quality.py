@@ -10,8 +10,9 @@ noise ratio beside it: the share of retrieved passages whose measured influence 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ragray.audit.integrity import audit_documents
@@ -43,16 +44,30 @@ class QualityItem:
 class QualityScorer:
     """Scores batches of :class:`QualityItem` (one encoder call per batch)."""
 
-    def __init__(self, config: MetricsConfig, encoder: Any = None) -> None:
+    def __init__(self, config: MetricsConfig, encoder: Any = None, *, store: str | Path | None = None,
+                 offload: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+        """``encoder``: default the configured sentence encoder; either way each distinct text is
+        encoded once, batched across the questions in flight and without their turn (``offload``),
+        and kept in the ``store`` file when one is given (:mod:`ragray.cache.embeddings`)."""
         self.config = config
-        self._encoder = encoder
+        self._given = encoder
+        self._store = store
+        self._offload = offload
+        self._encoder: Any = None
 
     @property
     def encoder(self) -> Any:
         if self._encoder is None:
-            from ragray.encoders import SentenceEncoder
+            from ragray.cache.calls import CallStore
+            from ragray.cache.embeddings import TextEmbeddings
 
-            self._encoder = SentenceEncoder(self.config.encoder, cache=False)
+            inner = self._given
+            if inner is None:
+                from ragray.encoders import SentenceEncoder
+
+                inner = SentenceEncoder(self.config.encoder, cache=False)
+            store = CallStore(self._store, label="embedding cache") if self._store is not None else None
+            self._encoder = TextEmbeddings(inner, store, self._offload)
         return self._encoder
 
     def answer_passage_similarity(self, answer: str, passages: Sequence[str]) -> list[float] | None:

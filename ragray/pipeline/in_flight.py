@@ -90,6 +90,9 @@ class TakesTurns(GeneratorProxy):
         # not merged across questions (Merges): each question's divergences need its own reference
         return self.turn.waiting(lambda: self.inner.score_divergence(reference, prompts, answer))
 
+    def aside(self, call: Callable[[], R]) -> R:
+        return self.turn.waiting(call)
+
     def close(self) -> None:
         """The inner generator belongs to whoever made it."""
 

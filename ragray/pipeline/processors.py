@@ -17,6 +17,7 @@ from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
 from ragray.pipeline.generators import open_generator
 from ragray.generation.prompts import get_template
+from ragray.cache.embeddings import embeddings_path
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import all_measures, get_similarity
 from ragray.retrieval.stage import QuestionHits
@@ -37,7 +38,8 @@ def influence_processor(
         get_similarity(config.influence.similarity),
         config.influence,
         config.generation.system_prompt,
-        quality=QualityScorer(config.metrics),
+        quality=QualityScorer(config.metrics, store=embeddings_path(config.cache.dir) if config.cache.embeddings
+                              else None, offload=gen.aside),
         model=config.generation.model,
         retrieval_k=config.retrieval.top_k,
     )

@@ -59,7 +59,9 @@ def _stable(rows):
 
 
 def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
-    args = ["run", "--limit", "3", "--top-k", "4", "--set", "generation.max_tokens=12", "--no-progress"]
+    # uncached: the reference run would otherwise answer the interrupted one at once
+    args = ["run", "--limit", "3", "--top-k", "4", "--set", "generation.max_tokens=12", "--set", "cache.calls=false",
+            "--set", "cache.embeddings=false", "--no-progress"]
     full = _ragray(*args, "--out", str(tmp_path / "full"), cwd=tmp_path)
     assert full.wait(timeout=900) == 0, full.stderr.read()
 

@@ -237,6 +237,8 @@ def log_session(exported: Path, asked: int) -> None:
     info = machine_info(("torch", "transformers"))
     entry = {"set": exported.stem, "questions_done": done, "questions_asked": asked,
              **{k: info[k] for k in ("timestamp_utc", "commit", "cpu", "cores")}, "torch": info["versions"]["torch"]}
+    if STARTED_AT:  # the code that ran is the process's, not what HEAD became meanwhile
+        entry["commit"] = STARTED_AT
     with (exported.parent / "sessions.jsonl").open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")
 
@@ -309,7 +311,13 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
     return out
 
 
+#: the commit this process started on (set by :func:`main`)
+STARTED_AT: str | None = None
+
+
 def main(argv: list[str] | None = None) -> int:
+    global STARTED_AT
+    STARTED_AT = machine_info()["commit"]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--phase", choices=list(SPLITS), default="tune")
     ap.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))

@@ -64,6 +64,37 @@ execution: {{cpus_per_trial: 0.5, concurrency: 2}}
     return write
 
 
+def tensorboard_tags(logdir, timeout=120.0):
+    """Start the installed ``tensorboard`` on ``logdir`` (a free loopback port), and return what
+    its HTTP API lists: run -> scalar tags, once every run has some."""
+    import shutil
+    import socket
+    import urllib.request
+
+    exe = shutil.which("tensorboard")
+    assert exe, "tensorboard is not installed (it comes with ragray[ray])"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([exe, "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, tags = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
+                    tags = json.loads(r.read())
+                if len(tags) >= 6 and all(tags.values()):
+                    return tags
+            except OSError:
+                pass
+            time.sleep(1)
+        return tags
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 @pytest.mark.timeout(600)
 def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
     result = run_sweep(spec(), tmp_path / "out", verbose=0)
@@ -89,6 +120,9 @@ def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
     # Tune's own results live in the storage path (TensorBoard / dashboard readable)
     assert any((result.out / "tune").rglob("result.json"))
     assert len(list((result.out / "tune").rglob("events.out.tfevents.*"))) == 6  # one TensorBoard log per trial
+    # ... and the README's `tensorboard --logdir <sweep>/tune` shows each trial's metrics
+    tags = tensorboard_tags(result.out / "tune")
+    assert len(tags) == 6 and all({"ray/tune/f1", "ray/tune/n_questions"} <= set(run_tags) for run_tags in tags.values())
     # the exported best config re-runs with `ragray run` to the same answers
     again = run_influence(load_config(result.out / "best_config.yaml"), tmp_path / "again", progress=False)
     best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())["summary"]

@@ -31,7 +31,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +121,10 @@ def seed_from_export(out: Path, exported: Path) -> None:
         (out / "progress.jsonl").write_text(exported.read_text(encoding="utf-8"), encoding="utf-8")
 
 
-def export(out: Path, exported: Path) -> None:
+def export(out: Path, exported: Path, annotate: Callable[[dict], dict] | None = None) -> None:
     """Finished questions without text (:data:`BLANKED`, the calls' answers); whether the answer
-    contains the gold answer is kept as ``answered`` (a record read back from an export keeps it)."""
+    contains the gold answer is kept as ``answered`` (a record read back from an export keeps it),
+    and ``annotate(record)``'s keys, computed while the text is there."""
     from ragray.metrics.evidence import answered
 
     lines = []
@@ -134,6 +135,8 @@ def export(out: Path, exported: Path) -> None:
         q = rec["question"]
         if q.get("baseline_answer") is not None:
             rec["answered"] = answered(q["baseline_answer"], q.get("gold_answers"))
+            if annotate is not None:
+                rec.update(annotate(rec))
         for key in BLANKED:
             q[key] = None
         for call in rec.get("calls", []):

@@ -112,28 +112,44 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root:
 
 def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, runs: Path,
            extra: list[str], root: Path = EXPORT) -> dict[str, Any]:
+    """ragray on the first ``usable`` stage-1 usable cases. The truth is read again from the answer
+    stage 2 ablates (``taken`` in the export): a session on another CPU may decode a different
+    answer than stage 1 did, and a case whose new answer names both or neither candidate is
+    left out (counted), never scored against stage 1's label."""
     from benchmarks.bench_evidence import tables
+    from ragray.data.conflicts import taken_source
     from ragray.metrics.evidence import evidence_panel
     from ragray.pipeline import run_influence
 
     picked = [c for c in cases if answers.get(c.record["id"], {}).get("taken")][:usable]
-    rows = []
-    for c in picked:
-        taken = answers[c.record["id"]]["taken"]
-        rows.append({**c.record, "gold_passage_ids": [c.original_id if taken == "original" else c.copy_id]})
+    by_id = {c.record["id"]: c for c in picked}
+    rows = [c.record for c in picked]
     path = runs / "usable.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out, exported = runs / "stage2", root / "stage2.jsonl"
     seed_from_export(out, exported)
     cfg = base_config(path, [*MEASURES, *extra])
     start = time.perf_counter()
     run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
-    export(out, exported)
+
+    def truth(rec: dict) -> dict:
+        c, answer = by_id[rec["question"]["question_id"]], rec["question"]["baseline_answer"] or ""
+        return {"taken": taken_source(answer, c.answer, c.substitute), "answer_sha": _sha(answer)}
+
+    export(out, exported, annotate=truth)
+    taken = {r["question"]["question_id"]: r for r in _read(exported)}
     qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
-    same = sum(1 for line in (out / "progress.jsonl").read_text(encoding="utf-8").split("\n") if line.strip()
-               and _sha(json.loads(line)["question"]["baseline_answer"] or "") == answers[json.loads(line)["question"]["question_id"]]["answer_sha"])
-    return {"n": len(qs), "stage1_answer_reproduced": same, "wall_seconds": time.perf_counter() - start,
-            "panel": evidence_panel(qs, ps, cs)}
+    kept = {i for i, r in taken.items() if r.get("taken")}
+    gold = {i: (by_id[i].original_id if taken[i]["taken"] == "original" else by_id[i].copy_id) for i in kept}
+    qs = [q for q in qs if q["question_id"] in kept]
+    ps = [{**p, "is_gold": p["doc_id"] == gold[p["question_id"]]} for p in ps if p["question_id"] in kept]
+    cs = [c for c in cs if c["question_id"] in kept]
+    return {"n_run": len(taken), "n": len(qs),
+            "stage1_answer_reproduced": sum(r.get("answer_sha") == answers[i]["answer_sha"] for i, r in taken.items()),
+            "taken_changed": sum(1 for i in kept if taken[i]["taken"] != answers[i]["taken"]),
+            "no_longer_usable": len(taken) - len(kept),
+            "wall_seconds": time.perf_counter() - start, "panel": evidence_panel(qs, ps, cs)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,35 @@ def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path):
     assert "Boat" not in (tmp_path / "export" / "stage1.jsonl").read_text()
 
 
+def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path):
+    """A stage-1 label from another session (another CPU may decode another answer) is not the
+    truth: stage 2 reads which source the answer it ablated took, and counts the changes."""
+    from benchmarks import bench_tracing
+
+    rows = [{"id": f"r{i}", "question": f"Which boat {i}?", "answers": [f"Boat{i}"],
+             "passages": [{"id": f"r{i}-g", "title": f"T{i}", "text": f"The boat is ANSWER=Boat{i} today."}]
+             + [{"id": f"r{i}-d{j}", "title": "", "text": f"Gulls {j} {i}."} for j in range(4)],
+             "gold_passage_ids": [f"r{i}-g"]} for i in range(160)]
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["--data", str(data), "--name", "toy", "--candidates", "6", "--usable", "4",
+            "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
+            "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
+    assert bench_tracing.main([*args, "--stage", "1"]) == 0
+    stage1 = tmp_path / "export" / "stage1.jsonl"
+    truth = [json.loads(x) for x in stage1.read_text().splitlines()]
+    flipped = [{**r, "taken": "copy" if r["taken"] == "original" else "original", "answer_sha": "elsewhere"}
+               for r in truth]
+    stage1.write_text("".join(json.dumps(r) + "\n" for r in flipped), encoding="utf-8")
+    assert bench_tracing.main([*args, "--stage", "2"]) == 0
+    stage2 = json.loads((tmp_path / "t.json").read_text())["stage2"]
+    assert stage2["n"] == 4 and stage2["taken_changed"] == 4 and stage2["stage1_answer_reproduced"] == 0
+    # scored against the answer's own source, every drop-one top passage is the taken one
+    assert stage2["panel"]["subsets"]["all"]["metrics"]["recovery_at_1"]["measures"]["logprob_drop"]["mean"] == 1.0
+    exported = [json.loads(x) for x in (tmp_path / "export" / "stage2.jsonl").read_text().splitlines()]
+    assert sorted(r["taken"] for r in exported) == sorted(r["taken"] for r in truth[:4] if r["taken"])
+
+
 def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp_path, monkeypatch):
     data = tmp_path / "set.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records(8)), encoding="utf-8")

@@ -625,7 +625,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+#: arguments that name local files or directories
+_PATH_ARGS = ("config", "dataset", "corpus", "queries", "ground_truth", "pdfs", "out", "spec", "records", "runs_dir")
+
+
+def _anchor_path_args(args: argparse.Namespace) -> None:
+    """Relative path arguments made absolute now, when the command will join a Ray cluster: a job
+    driver's working directory can be deleted and unpacked again while it runs (see
+    :mod:`ragray.execution.ray_runtime`), and a path resolved in that window would fail."""
+    if not (os.environ.get("RAY_ADDRESS") or getattr(args, "address", None)):
+        return
+    for name in _PATH_ARGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and value != "demo" and "://" not in value:
+            setattr(args, name, os.path.abspath(value))
+
+
 def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    _anchor_path_args(args)
     if getattr(args, "no_progress", False):
         os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]

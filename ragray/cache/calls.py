@@ -36,6 +36,7 @@ from typing import Any
 
 from ragray.config import GenerationConfig
 from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
+from ragray.cache.filesystems import sqlite_journal_mode
 from ragray.paths import cache_root
 
 __all__ = ["CALLS_FILE", "CachedGenerator", "CallCacheStats", "CallStore", "call_key", "calls_path"]
@@ -96,6 +97,8 @@ class CallStore:
         self.disabled: str | None = None  # why the run goes on uncached
         self.set_aside: Path | None = None
         self._warned: set[str] = set()
+        #: WAL on a local disk; the rollback journal where other hosts share the file (NFS, ...)
+        self.journal_mode = sqlite_journal_mode(self.path)
 
     def _warn(self, what: str, message: str) -> None:
         with self._lock:
@@ -107,8 +110,8 @@ class CallStore:
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=self.timeout)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
+        try:  # WAL needs every writer on one host: a shared cache.dir on NFS uses the rollback journal
+            db.execute(f"PRAGMA journal_mode={self.journal_mode}")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             db.execute("SELECT key, value FROM calls LIMIT 1").fetchall()

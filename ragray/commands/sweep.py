@@ -25,7 +25,9 @@ def print_leaderboard(result: SweepResult, limit: int = 20) -> None:
     print_table([h for _, h in _COLUMNS], [[_cell(r.get(key)) for key, _ in _COLUMNS] for r in result.rows[:limit]],
                 numeric=range(len(_COLUMNS) - 1))
     for r in result.rows:
-        if r["status"] != "done":
+        if r["status"] == "stopped":
+            print(f"stopped early by the scheduler after {r.get('n_questions')} questions: {r['label']}")
+        elif r["status"] != "done":
             print(f"failed: {r['label']}: {r.get('error')}")
 
 
@@ -33,7 +35,9 @@ def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | No
                   overrides: list[str]) -> SweepResult:
     result = run_sweep(spec, out, address=address, resume=resume, overrides=overrides)
     n_done = sum(r["status"] == "done" for r in result.rows)
-    print(f"ragray sweep: {n_done}/{len(result.rows)} trials done -> {result.out}")
+    n_stopped = sum(r["status"] == "stopped" for r in result.rows)
+    stopped = f", {n_stopped} stopped early" if n_stopped else ""
+    print(f"ragray sweep: {n_done}/{len(result.rows)} trials done{stopped} -> {result.out}")
     print_leaderboard(result)
     if "best_config" in result.files:
         print(f"best config: {result.files['best_config']}  (ragray run {result.files['best_config']})")

@@ -114,12 +114,15 @@ def run_questions(
     postfix: Callable[[QuestionRecord], dict[str, str]] | None,
     record_type: type[QuestionRecord],
     generator: Generator | None = None,
+    on_record: Callable[[QuestionRecord], None] | None = None,
 ) -> Executor:
     """Process the pending questions with the configured executor; returns it, drained (its
-    ``call_counts`` filled). A given ``generator`` (tests, Serve replicas) always runs here."""
+    ``call_counts`` filled). A given ``generator`` (tests, Serve replicas) always runs here;
+    ``on_record`` sees every record of the run (:meth:`QuestionRun.drain`)."""
     executor = (LocalExecutor(record_type, generator) if generator is not None
                 else EXECUTORS.get(config.execution.executor)(record_type))
-    qr.drain(executor.records(config, qr.pending(), builder), desc=desc, progress=progress, postfix=postfix)
+    qr.drain(executor.records(config, qr.pending(), builder), desc=desc, progress=progress, postfix=postfix,
+             on_record=on_record)
     return executor
 
 
@@ -158,13 +161,14 @@ class QuestionCommand:
         resume: bool = False,
         progress: bool = True,
         generator: Generator | None = None,
+        on_record: Callable[[QuestionRecord], None] | None = None,
     ) -> RunResult:
         start = time.perf_counter()
         with recorded_run(config, self.command, out) as recording:
             qr = open_question_run(config, out, resume=resume, record_type=self.record_type)
             postfix = self.postfix() if self.postfix else None
             executor = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
-                                     generator)
+                                     generator, on_record)
             records = qr.records()
             model_id = _model_id(records, config)
             schemas = self.schemas(config) if self.schemas else None

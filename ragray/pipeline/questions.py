@@ -98,16 +98,24 @@ class QuestionRun:
     def drain(
         self, records: Iterator[QuestionRecord], *, desc: str, progress: bool,
         postfix: Callable[[QuestionRecord], dict[str, str]] | None = None,
+        on_record: Callable[[QuestionRecord], None] | None = None,
     ) -> None:
-        """Log records as they arrive (in any order) with a progress bar."""
+        """Log records as they arrive (in any order) with a progress bar; ``on_record`` sees every
+        record of the run once it is logged: the resumed ones first, then each new one."""
         bar = tqdm(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
                    disable=not progress)
         try:
+            if on_record is not None:
+                for q in self.dataset.questions:
+                    if q.id in self.done:
+                        on_record(self.done[q.id])
             for record in records:
                 self.finish(record)
                 bar.update(1)
                 if postfix is not None:
                     bar.set_postfix(postfix(record))
+                if on_record is not None:
+                    on_record(record)
         finally:
             bar.close()
 

@@ -2,25 +2,34 @@
 
 Layout of ``<out>``: ``spec.yaml`` (the spec as given), ``sweep.json`` (the trials and their
 params), ``trials/<id>/`` (each trial's ordinary run directory plus ``trial.json`` with its
-metrics), ``tune/`` (Tune's storage path: results, TensorBoard logs, experiment state) and the
-leaderboard files (:mod:`ragray.sweep.leaderboard`).
+metrics, ``attempts.jsonl``: where each attempt ran, ``error.json`` once it failed), ``locks/``,
+``tune/`` (Tune's storage path: every running step report, TensorBoard logs, experiment state)
+and the leaderboard files (:mod:`ragray.sweep.leaderboard`).
 
 With ``ephemeral.namespace`` each trial's per-question indexes live in its own namespace,
 registered with a TTL before the trials start and deleted when the sweep finishes
 (``ephemeral.cleanup``; the counts go to ``summary.json``).
 
-A failing or timed-out trial is recorded as failed with its error; the others go on. An
-interrupted sweep continues with ``--resume``: Tune restores its experiment (finished trials
-stay finished) and a restarted trial resumes its own run directory question by question.
+A trial reports its running step metrics every ``report_every`` questions; the spec's scheduler
+(ASHA) may stop it, and a stopped trial is listed as stopped, never ranked. A failing or
+timed-out trial is recorded as failed with its error (not retried: it would fail the same way);
+the others go on. A trial whose worker was lost (its node died) is started again up to
+``execution.max_failures`` times, on any node with room, and resumes its finished questions; the
+summary lists those retries. An interrupted sweep continues with ``--resume``: Tune restores its
+experiment (finished trials stay finished, failed ones are tried again) and a restarted trial
+resumes its own run directory question by question.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +40,7 @@ from ragray.config import validate_config
 from ragray.errors import InputError
 from ragray.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir
-from ragray.sweep.leaderboard import write_leaderboard
+from ragray.sweep.leaderboard import COLUMNS, write_leaderboard
 from ragray.sweep.score import rank_trials, score_trial
 from ragray.sweep.spec import SweepSpec, Trial, load_spec
 
@@ -57,50 +66,124 @@ def _numbers(summary: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def _point(params: dict[str, Any], points: dict[str, str] | None) -> str:
+    """The trial id of Tune's parameters: ``trial_id`` (grid, random), else Optuna's point."""
+    if "trial_id" in params:
+        return params["trial_id"]
+    assert points is not None
+    return points[",".join(str(params[f"x{i}"]) for i in range(len(params)))]
+
+
+@contextmanager
+def _held(lock: Path) -> Iterator[None]:
+    """An exclusive lock on ``lock`` (a point Optuna proposes twice runs once; the other waits)."""
+    import fcntl
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _record_node(out: Path) -> None:
+    """One more attempt of the trial and where it runs (``attempts.jsonl``: the Ray node's id and IP,
+    the host, the time), for the leaderboard's ``node`` and ``attempts`` and the summary's retries."""
+    import socket
+
+    import ray
+
+    ctx = ray.get_runtime_context()
+    node = {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(),
+            "started": time.time()}
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "attempts.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(node) + "\n")
+
+
+def _attempts(out: Path, trial_id: str) -> list[dict[str, Any]]:
+    path = out / "trials" / trial_id / "attempts.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _node(attempt: dict[str, Any]) -> str:
+    """``<ip> <node id[:8]>``."""
+    return f"{attempt['node_ip']} {attempt['node_id'][:8]}"
+
+
+class TrialError(RuntimeError):
+    """A trial's own error, recorded in ``error.json``: a retry re-raises it without running again
+    (retries are for lost workers, not for a config that fails the same way every time)."""
+
+
 def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeout_s: float,
-               parent_id: str | None) -> None:
-    """A Tune function trainable: run one trial (in a thread, to enforce the timeout)."""
+               parent_id: str | None, every: int = 10, weights: dict[str, float] | None = None,
+               points: dict[str, str] | None = None) -> None:
+    """A Tune function trainable: run one trial in a thread (to enforce the timeout) and report its
+    running step metrics to Tune as they come (the scheduler's and TensorBoard's), then the final."""
     from ray import tune
 
-    from ragray.sweep.trial import run_trial
+    from ragray.sweep.trial import run_trial, running_metrics
 
-    trial_id = params["trial_id"]
+    trial_id = _point(params, points)
     config = validate_config(yaml.safe_load(configs[trial_id]))
     out = Path(root) / "trials" / trial_id
     done = out / "trial.json"
-    if done.is_file():  # finished before an interruption: report it again, never redo it
-        summary = json.loads(done.read_text())["summary"]
-        tune.report({**_numbers(summary), "done": 1.0})
-        return
-    box: dict[str, Any] = {}
+    _record_node(out)
+    with _held(Path(root) / "locks" / f"{trial_id}.lock"):
+        failed = out / "error.json"
+        if failed.is_file():
+            raise TrialError(json.loads(failed.read_text(encoding="utf-8"))["error"])
+        if done.is_file():  # finished before an interruption (or proposed twice): report it, never redo it
+            finished = json.loads(done.read_text())
+            tune.report({**_numbers(finished["summary"]), **running_metrics(finished["questions"], weights or {}),
+                         "finished": 1.0})
+            return
+        box: dict[str, Any] = {}
+        steps: queue.Queue[dict[str, float]] = queue.Queue()
 
-    def work() -> None:
-        from ragray.store.recording import recorded_run
+        def work() -> None:
+            from ragray.store.recording import recorded_run
 
-        try:  # recorded as a trial of the sweep; the run inside joins this record
-            with recorded_run(config, "trial", out, parent_id=parent_id) as rec:
-                box["result"] = run_trial(config, out)
-                rec.summary = box["result"]["summary"]
-        except BaseException as exc:  # re-raised in the trial's own thread below
-            box["error"] = exc
+            try:  # recorded as a trial of the sweep; the run inside joins this record
+                with recorded_run(config, "trial", out, parent_id=parent_id) as rec:
+                    box["result"] = run_trial(config, out, every=every, on_step=steps.put, weights=weights)
+                    rec.summary = box["result"]["summary"]
+            except BaseException as exc:  # re-raised in the trial's own thread below
+                box["error"] = exc
 
-    thread = threading.Thread(target=work, name=f"trial-{trial_id}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise TimeoutError(f"trial {trial_id} ran longer than execution.timeout_s={timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    result = box["result"]
-    tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(done)  # atomic: a trial.json is always complete
-    tune.report({**_numbers(result["summary"]), "done": 1.0})
+        thread = threading.Thread(target=work, name=f"trial-{trial_id}", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        while thread.is_alive() or not steps.empty():
+            try:  # reported from the trainable's own thread, as Tune requires
+                tune.report(steps.get(timeout=0.2))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    message = f"trial {trial_id} ran longer than execution.timeout_s={timeout_s:g} s"
+                    failed.write_text(json.dumps({"error": f"TimeoutError: {message}"}) + "\n", encoding="utf-8")
+                    raise TimeoutError(message) from None
+        if "error" in box:
+            if not isinstance(box["error"], KeyboardInterrupt):
+                failed.write_text(json.dumps({"error": _describe(box["error"])}) + "\n", encoding="utf-8")
+            raise box["error"]
+        result = box["result"]
+        tmp = done.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+        tmp.replace(done)  # atomic: a trial.json is always complete
+        tune.report({**_numbers(result["summary"]), **running_metrics(result["questions"], weights or {}),
+                     "finished": 1.0})
 
 
 def _describe(error: BaseException) -> str:
     """The trial's own exception (not Ray's wrapper), one line."""
     cause = getattr(error, "cause", None) or error
+    if isinstance(cause, TrialError):  # already described by the attempt that failed
+        return str(cause)
     return f"{type(cause).__name__}: {cause}".strip().splitlines()[0][:500]
 
 
@@ -115,21 +198,66 @@ def _check_out(out: Path, trials: list[Trial], resume: bool) -> None:
                              "resume with the same spec or choose a new --out")
 
 
-def _rows(trials: list[Trial], out: Path, errors: dict[str, str], spec: SweepSpec) -> list[dict[str, Any]]:
+def _rows(trials: list[Trial], out: Path, tune_results: dict[str, Any], spec: SweepSpec) -> list[dict[str, Any]]:
+    """One row per trial that ran (every trial unless Optuna chose among them): ``done`` (scored,
+    ranked), ``stopped`` by the scheduler (the questions it ran and its last running metrics;
+    never ranked) or ``failed`` (with its error)."""
     weights = spec.score_metrics()
     rows = []
     for t in trials:
-        row: dict[str, Any] = {"trial_id": t.id, "label": t.label(), "out": str(out / "trials" / t.id)}
+        attempts = _attempts(out, t.id)
+        row: dict[str, Any] = {"trial_id": t.id, "label": t.label(), "out": str(out / "trials" / t.id),
+                               "node": _node(attempts[-1]) if attempts else None, "attempts": len(attempts)}
         done = out / "trials" / t.id / "trial.json"
+        result = tune_results.get(t.id)
         if done.is_file():
-            result = json.loads(done.read_text())
-            row.update(result["summary"])
-            row.update({k: v for k, v in score_trial(result["questions"], weights).items() if k != "coverage"})
+            finished = json.loads(done.read_text())
+            row.update(finished["summary"])
+            row.update({k: v for k, v in score_trial(finished["questions"], weights).items() if k != "coverage"})
             row["status"] = "done"
-        else:
-            row.update({"status": "failed", "error": errors.get(t.id, "the trial did not finish")})
+        elif result is None:
+            if spec.search.strategy == "optuna":
+                continue  # never proposed
+            row.update({"status": "failed", "error": "the trial did not finish"})
+        elif result.error is not None:
+            row.update({"status": "failed", "error": _describe(result.error)})
+        else:  # ended without an error and without finishing: the scheduler stopped it
+            metrics = result.metrics or {}
+            row.update({k: v for k, v in metrics.items() if k in COLUMNS and isinstance(v, (int, float))})
+            row.update({"status": "stopped", "n_questions": int(metrics.get("questions") or _finished(out, t.id)),
+                        "error": None})
         rows.append(row)
     return rank_trials(rows)
+
+
+def _finished(out: Path, trial_id: str) -> int:
+    """Questions in a trial's run log."""
+    log = out / "trials" / trial_id / "progress.jsonl"
+    return sum(1 for line in log.read_text(encoding="utf-8").splitlines() if line.strip()) if log.is_file() else 0
+
+
+def _search(spec: SweepSpec, trials: list[Trial]) -> tuple[dict[str, Any], dict[str, str] | None, Any, Any]:
+    """Tune's param space, Optuna's points (point -> trial id), the search algorithm and the scheduler."""
+    from ray import tune
+
+    search = spec.search
+    scheduler = None
+    if search.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        scheduler = ASHAScheduler(time_attr="questions", metric="score", mode="max", max_t=10**9,
+                                  grace_period=search.grace_questions, reduction_factor=search.reduction_factor)
+    if search.strategy != "optuna":
+        return {"trial_id": tune.grid_search([t.id for t in trials])}, None, None, scheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    keys = list(trials[0].params)
+    values = {k: list(dict.fromkeys(json.dumps(t.params[k], sort_keys=True, default=str) for t in trials)) for k in keys}
+    space = {f"x{i}": tune.choice(list(range(len(values[k])))) for i, k in enumerate(keys)}
+    points = {",".join(str(values[k].index(json.dumps(t.params[k], sort_keys=True, default=str))) for k in keys): t.id
+              for t in trials}
+    searcher = OptunaSearch(metric="score", mode="max", seed=search.seed)
+    return space, points, searcher, scheduler
 
 
 def _save_best_preset(spec: SweepSpec, best: Trial | None) -> None:
@@ -202,33 +330,48 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         from ray import tune
 
         ex = spec.execution
+        space, points, searcher, scheduler = _search(spec, trials)
         trainable = tune.with_resources(
             tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
-                                 timeout_s=ex.timeout_s, parent_id=parent_id),
+                                 timeout_s=ex.timeout_s, parent_id=parent_id, every=spec.report_every,
+                                 weights=spec.score_metrics(), points=points),
             {"cpu": ex.cpus_per_trial, "gpu": ex.gpus_per_trial},
         )
         path = out / EXPERIMENT
         start = time.perf_counter()
+        if resume:  # a resumed sweep tries its failed trials again (the cause may be gone)
+            for failed in (out / "trials").glob("*/error.json"):
+                failed.unlink()
         if resume and tune.Tuner.can_restore(str(path)):
             tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
         else:
             tuner = tune.Tuner(
                 trainable,
-                param_space={"trial_id": tune.grid_search([t.id for t in trials])},
-                tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, num_samples=1),
+                param_space=space,
+                # a stopped trial's actor must go with it (a reused one would keep running it)
+                tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, search_alg=searcher,
+                                            scheduler=scheduler, reuse_actors=False,
+                                            num_samples=spec.search.max_trials if searcher else 1),
                 run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
-                                          failure_config=tune.FailureConfig(max_failures=0)),
+                                          failure_config=tune.FailureConfig(max_failures=ex.max_failures)),
             )
         grid = tuner.fit()
-        errors = {r.config["trial_id"]: _describe(r.error) for r in grid if r.error is not None and r.config}
-        rows = _rows(trials, out, errors, spec)
+        results = {_point(r.config, points): r for r in grid if r.config}
+        rows = _rows(trials, out, results, spec)
         winner = rows[0]["trial_id"] if rows and rows[0].get("rank") == 1 else None
         best = next((t for t in trials if t.id == winner), None)
         files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
                                   {"objective": spec.objective, "weights": spec.score_metrics()},
                                   best.config.to_yaml() if best else None)
-        summary = {"name": spec.name, "n_trials": len(trials), "n_done": sum(r["status"] == "done" for r in rows),
-                   "n_failed": sum(r["status"] != "done" for r in rows), "best": rows[0] if best else None,
+        summary = {"name": spec.name, "n_trials": len(rows), "n_done": sum(r["status"] == "done" for r in rows),
+                   "n_stopped": sum(r["status"] == "stopped" for r in rows),
+                   "n_failed": sum(r["status"] == "failed" for r in rows), "best": rows[0] if best else None,
+                   "questions_run": sum(int(r.get("n_questions") or 0) for r in rows),
+                   # trials started again after their worker was lost: where each attempt ran
+                   "retried": [{"trial_id": r["trial_id"], "label": r["label"], "status": r["status"],
+                                "nodes": [_node(a) for a in _attempts(out, r["trial_id"])]}
+                               for r in rows if r["attempts"] > 1],
+                   "search": spec.search.model_dump(),
                    "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
         if spec.ephemeral.cleanup:
             summary["ephemeral_cleanup"] = _ephemeral(spec, trials, register=False)

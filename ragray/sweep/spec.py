@@ -41,9 +41,30 @@ class Variant(_Model):
 
 
 class Search(_Model):
-    strategy: Literal["grid", "random"] = "grid"
-    max_trials: int | None = Field(None, ge=1, description="grid: first N; random: N sampled without replacement")
+    """Which configurations run, and which stop early.
+
+    ``grid``: every point (or the first ``max_trials``); ``random``: ``max_trials`` points sampled
+    without replacement; ``optuna``: ``max_trials`` trials proposed by Optuna's TPE sampler (seeded)
+    over the spec's axes, each from the scores of those before (Tune's ``OptunaSearch``; a point
+    proposed twice runs once). ``scheduler: asha`` (Tune's ``ASHAScheduler`` on the running
+    ``score``, questions as its time axis) stops a trial whose running score is in the worst
+    ``1 - 1/reduction_factor`` of its rung at ``grace_questions``, ``grace_questions·rf``, ... questions;
+    a stopped trial is listed as stopped with the questions it ran and never ranked.
+    """
+
+    strategy: Literal["grid", "random", "optuna"] = "grid"
+    max_trials: int | None = Field(None, ge=1, description="grid: first N; random: N sampled without replacement; "
+                                                           "optuna: N trials (required)")
     seed: int = 0
+    scheduler: Literal["none", "asha"] = "none"
+    grace_questions: int = Field(20, ge=1, description="asha: questions every trial runs before it can be stopped")
+    reduction_factor: float = Field(3.0, gt=1, description="asha: 1/rf of the trials go on at each rung")
+
+    @model_validator(mode="after")
+    def _optuna_needs_a_budget(self) -> Search:
+        if self.strategy == "optuna" and self.max_trials is None:
+            raise ValueError("strategy optuna needs max_trials: how many trials Optuna proposes")
+        return self
 
 
 class Execution(_Model):
@@ -52,6 +73,8 @@ class Execution(_Model):
     cpus_per_trial: float = Field(1.0, gt=0)
     gpus_per_trial: float = Field(0.0, ge=0)
     address: str | None = Field(None, description="Ray cluster (or RAY_ADDRESS); none: in-process Ray")
+    max_failures: int = Field(2, ge=0, description="times a trial whose worker was lost (a node died) is "
+                                                   "started again; it resumes its finished questions")
 
 
 class Caching(_Model):
@@ -89,6 +112,8 @@ class SweepSpec(_Model):
         "quality", description="quality: answers + retrieval; usage: rho, divergence, wasted context")
     metrics: list[str] | None = Field(None, description="metrics in the score; default: the objective's")
     weights: dict[str, float] = Field(default_factory=dict, description="metric -> weight (default 1)")
+    report_every: int = Field(10, ge=1, description="questions between a trial's running step metrics (Tune, "
+                                                    "TensorBoard, the scheduler)")
     execution: Execution = Field(default_factory=Execution)
     caching: Caching = Field(default_factory=Caching)
     ephemeral: Ephemeral = Field(default_factory=Ephemeral)
@@ -193,7 +218,8 @@ def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
     grid = list(itertools.product(*(values for _, values in axes))) or [()]
     variants = spec.variants or [None]
     combos = [(v, point) for v in variants for point in grid]
-    if spec.search.max_trials is not None and spec.search.max_trials < len(combos):
+    if spec.search.strategy != "optuna" and spec.search.max_trials is not None \
+            and spec.search.max_trials < len(combos):  # optuna picks among every point while it runs
         if spec.search.strategy == "random":
             picked = sorted(random.Random(spec.search.seed).sample(range(len(combos)), spec.search.max_trials))
             combos = [combos[i] for i in picked]

@@ -5,6 +5,9 @@ The trial runs the same pipeline as the CLI (:func:`ragray.pipeline.influence.ru
 its finished questions. Its metrics (see :mod:`ragray.sweep.catalog`) come from the question
 rows the run returns: per question for retrieval (the run records the ranking metrics), generation
 and influence, per corpus for chunking; plus cost and latency for tie-breaking.
+
+While it runs, every ``every`` finished questions (resumed ones included) ``on_step`` gets the
+running step metrics (:func:`running_metrics`): what Tune's schedulers and TensorBoard see.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +25,7 @@ from ragray.pipeline.influence import run_influence
 from ragray.rows.influence import QuestionRow
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["run_trial", "question_metrics", "trial_summary"]
+__all__ = ["run_trial", "question_metrics", "running_metrics", "trial_summary"]
 
 
 def _num(value: Any) -> float | None:
@@ -118,11 +121,40 @@ def trial_summary(per_q: list[dict[str, Any]], run_summary: RunSummary,
     return out
 
 
-def run_trial(config: ExperimentConfig, out: str | Path) -> dict[str, Any]:
-    """Run the trial (resumable) and return ``{"summary": ..., "questions": [...]}``."""
+def running_metrics(per_q: list[dict[str, Any]], weights: Mapping[str, float]) -> dict[str, float]:
+    """The step metrics of the questions finished so far, as the leaderboard computes them: each
+    catalog metric's mean, ``overall`` with its 95% CI, ``confidence`` and ``score`` (left out
+    while unmeasurable, never reported as 0), and ``questions``: how many ran (Tune's time axis)."""
+    from ragray.sweep.catalog import METRICS
+    from ragray.sweep.score import score_trial
+
+    out: dict[str, float] = {"questions": float(len(per_q))}
+    for name in METRICS:
+        value = _mean([q.get(name) for q in per_q])
+        if value is not None:
+            out[name] = value
+    scored = score_trial(per_q, weights)
+    for key in ("score", "overall", "overall_low", "overall_high", "confidence"):
+        if scored.get(key) is not None:
+            out[key] = float(scored[key])
+    return out
+
+
+def run_trial(config: ExperimentConfig, out: str | Path, *, every: int | None = None,
+              on_step: Callable[[dict[str, float]], None] | None = None,
+              weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Run the trial (resumable) and return ``{"summary": ..., "questions": [...]}``; with
+    ``on_step``, the running metrics (scored with ``weights``) after every ``every`` questions."""
     out = Path(out)
     start = time.perf_counter()
-    result = run_influence(config, out, resume=True, progress=False)
+    rows: list[QuestionRow] = []
+
+    def step(record: Any) -> None:
+        rows.append(record.question)
+        if on_step is not None and every and len(rows) % every == 0:
+            on_step(running_metrics(question_metrics(rows), weights or {}))
+
+    result = run_influence(config, out, resume=True, progress=False, on_record=step if on_step else None)
     per_q = question_metrics([r.question for r in result.records])  # type: ignore[attr-defined]
     chunking = _chunking(config)
     for q in per_q:

@@ -18,9 +18,11 @@ PUBLIC = [
 
 SIGNATURES = {
     "run_influence": "(config: 'ExperimentConfig', out: 'str | Path', *, resume: 'bool' = False, progress: 'bool' "
-                     "= True, generator: 'Generator | None' = None) -> 'RunResult'",
+                     "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
+                     "| None' = None) -> 'RunResult'",
     "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path', *, resume: 'bool' = False, progress: 'bool' "
-                     "= True, generator: 'Generator | None' = None) -> 'RunResult'",
+                     "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
+                     "| None' = None) -> 'RunResult'",
     "run_audit": "(config: 'ExperimentConfig', out: 'str | Path', *, progress: 'bool' = True, generator: "
                  "'Generator | None' = None) -> 'AuditRun'",
     "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path', *, scorer: "
@@ -30,7 +32,8 @@ SIGNATURES = {
                          "'type[QuestionRecord]') -> 'QuestionRun'",
     "run_questions": "(qr: 'QuestionRun', config: 'ExperimentConfig', builder: 'Builder', desc: 'str', progress: "
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "
-                     "'type[QuestionRecord]', generator: 'Generator | None' = None) -> 'Executor'",
+                     "'type[QuestionRecord]', generator: 'Generator | None' = None, on_record: "
+                     "'Callable[[QuestionRecord], None] | None' = None) -> 'Executor'",
     "influence_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "
                            "'Callable[[QuestionHits], InfluenceRecord]'",
     "faithfulness_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "

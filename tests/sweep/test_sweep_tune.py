@@ -205,3 +205,91 @@ def test_ephemeral_namespaces_hold_each_trials_per_sample_indexes(ray_session, s
         assert history.cleanup_expired(now=later) == {"expired_count": 2, "deleted_count": 2, "errors": []}
         assert not any(f.exists() for f in folders.values())
     history.close()
+
+
+def many_birds(tmp_path, n):
+    """``n`` questions laid out as ROWS: top_k=1 retrieves only the distractor (F1 0)."""
+    rows = [{**ROWS[i % 3], "id": f"m{i}", "gold_passage_ids": [f"m{i}-gold"],
+             "passages": [{**p, "id": p["id"].replace(f"q{i % 3}-", f"m{i}-")} for p in ROWS[i % 3]["passages"]]}
+            for i in range(n)]
+    data = tmp_path / "many.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return data
+
+
+def results_of(out, trial_id):
+    """Every result a trial reported to Tune (its result.json lines)."""
+    for path in (out / "tune").rglob("result.json"):
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        if lines and lines[0]["config"].get("trial_id") == trial_id:
+            return lines
+    raise LookupError(trial_id)
+
+
+@pytest.mark.timeout(600)
+def test_asha_stops_the_known_worst_trial_at_its_grace_period(ray_session, tmp_path):
+    """top_k=1 never retrieves the passage with the answer: after the grace period its running
+    score is below the others' and ASHA stops it; it is listed as stopped, with the questions it
+    ran, and never ranked. The finished trials reported running step metrics every 10 questions."""
+    n = 200
+    path = tmp_path / "asha.yaml"
+    # one trial at a time, the worst last: ASHA compares each trial with those already at the rung
+    path.write_text(f"""
+name: asha
+set: [data.path={many_birds(tmp_path, n)}, generation.backend=scripted, metrics.embedding=false]
+retrieval: {{top_k: [2, 3, 1]}}
+search: {{scheduler: asha, grace_questions: 10, reduction_factor: 2}}
+report_every: 10
+execution: {{cpus_per_trial: 1, concurrency: 1}}
+""")
+    result = run_sweep(path, tmp_path / "out", verbose=0)
+    by_label = {r["label"]: r for r in result.rows}
+    worst = by_label["retrieval.top_k=1"]
+    assert worst["status"] == "stopped" and worst["rank"] is None
+    assert 10 <= worst["n_questions"] < n  # stopped at (or shortly after) the first rung, not run to the end
+    ran = (result.out / "trials" / worst["trial_id"] / "progress.jsonl").read_text().splitlines()
+    assert len(ran) < n and not (result.out / "trials" / worst["trial_id"] / "trial.json").exists()
+    assert [by_label[f"retrieval.top_k={k}"]["status"] for k in (2, 3)] == ["done", "done"]
+    assert result.best["label"] in ("retrieval.top_k=2", "retrieval.top_k=3") and result.best["n_questions"] == n
+    summary = json.loads((result.out / "summary.json").read_text())
+    assert (summary["n_done"], summary["n_stopped"], summary["n_failed"]) == (2, 1, 0)
+    assert summary["questions_run"] == 2 * n + worst["n_questions"]
+    # running step metrics: questions 10, 20, ..., 200, then the final report
+    steps = results_of(result.out, result.best["trial_id"])
+    assert [s["questions"] for s in steps[:-1]] == list(range(10, n + 1, 10)) and steps[-1]["finished"] == 1.0
+    assert all(s["overall_low"] <= s["overall"] <= s["overall_high"] and s["f1"] == 1.0 for s in steps[1:-1])
+    assert steps[-1]["score"] == pytest.approx(result.best["score"])  # the last report is the leaderboard's
+    worst_steps = results_of(result.out, worst["trial_id"])
+    assert worst_steps[0]["questions"] == 10 and worst_steps[0]["f1"] == 0.0
+    assert worst_steps[0]["score"] < steps[0]["score"]
+    assert "finished" not in worst_steps[-1]  # it never sent its final report
+
+
+@pytest.mark.timeout(600)
+def test_optuna_proposes_max_trials_from_the_spec_axes(ray_session, spec, tmp_path):
+    """search.strategy optuna (seeded TPE over the grid's axes): max_trials Tune trials, each a
+    point of the spec; a point proposed twice runs once; the leaderboard lists what ran."""
+    pytest.importorskip("optuna")
+    path = spec("search: {strategy: optuna, max_trials: 4, seed: 3}\n")
+    result = run_sweep(path, tmp_path / "out", verbose=0)
+    tune_trials = list((result.out / "tune").rglob("result.json"))
+    assert len(tune_trials) == 4
+    labels = [r["label"] for r in result.rows]
+    assert 1 <= len(labels) <= 4 and len(set(labels)) == len(labels)
+    assert {r["status"] for r in result.rows} == {"done"}
+    all_points = {f"retrieval.top_k={k} generation.template={t}" for k in (1, 2, 3) for t in ("numbered", "plain")}
+    assert set(labels) <= all_points
+    scores = [r["score"] for r in result.rows]
+    assert scores == sorted(scores, reverse=True)
+    summary = json.loads((result.out / "summary.json").read_text())
+    assert summary["search"]["strategy"] == "optuna" and summary["n_trials"] == len(labels)
+
+
+def test_optuna_needs_max_trials(tmp_path):
+    from ragray.errors import ConfigError
+    from ragray.sweep.spec import load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nretrieval: {top_k: [1, 2]}\nsearch: {strategy: optuna}\n")
+    with pytest.raises(ConfigError, match="optuna needs max_trials"):
+        load_spec(path)

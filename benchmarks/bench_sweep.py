@@ -1,0 +1,133 @@
+"""A large sweep on a real two-node cluster with the packaged model, with and without ASHA
+(issue 27 item 6): wall time, model calls, questions run, and whether ASHA's winner is the full
+grid's winner on the same questions.
+
+    python benchmarks/bench_sweep.py                       # 12 configurations x 200 SQuAD questions
+    python benchmarks/bench_sweep.py --questions 20 --name smoke
+
+The cluster is what ``tests/cluster/_cluster.py`` starts (``ray start --head`` + ``ray start
+--address``, each node with its own --temp-dir, one CPU each on this 2-core machine); each sweep is
+a ``ray job submit -- ragray sweep`` from this checkout. The grid: retriever BM25 / dense (MiniLM)
+x top_k 1 / 3 / 5 x prompt template numbered / plain over SQuAD 1.1 dev questions (after the
+evidence benchmark's tuning split) with the global corpus, objective quality, the packaged
+SmolLM2 in fp32. Each sweep gets its own empty cache directory, so neither answers the other's
+calls. Results: ``benchmarks/results/sweep.json`` (or ``sweep-<name>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+
+OFFSET = 150  # after the evidence benchmark's tuning split
+
+
+def spec_text(name: str, data: Path, corpus: Path, cache: Path, history: Path, asha: bool, grace: int) -> str:
+    search = f"search: {{scheduler: asha, grace_questions: {grace}, reduction_factor: 3}}\n" if asha else ""
+    return f"""
+name: {name}
+set: [data.path={data}, data.corpus={corpus}, retrieval.scope=global, generation.dtype=float32,
+      cache.dir={cache}, history.url=sqlite:///{history}]
+retrieval: {{retriever: [bm25, dense], top_k: [1, 3, 5]}}
+generation: {{template: [numbered, plain]}}
+objective: quality
+report_every: 10
+execution: {{cpus_per_trial: 1, concurrency: 2, timeout_s: 36000}}
+{search}"""
+
+
+def calls_of(out: Path) -> int:
+    """Model calls the sweep made: every trial's ``n_calls`` (its run summary), stopped trials included
+    (their calls counted from the run log)."""
+    total = 0
+    for trial in (out / "trials").iterdir():
+        summary = trial / "summary.json"
+        if summary.is_file():
+            total += int(json.loads(summary.read_text())["n_calls"] or 0)
+        elif (trial / "progress.jsonl").is_file():
+            total += sum(len(json.loads(x).get("calls", [])) for x in (trial / "progress.jsonl").read_text().splitlines()
+                         if x.strip())
+    return total
+
+
+def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha: bool, grace: int) -> dict[str, Any]:
+    from tests.cluster._cluster import submit
+
+    spec = work / f"{name}.yaml"
+    spec.write_text(spec_text(name, data, corpus, work / f"cache-{name}", work / "history.sqlite", asha, grace))
+    out = work / name
+    start = time.perf_counter()
+    done = submit(cluster, f"bench-{name}-{uuid.uuid4().hex[:6]}", ["ragray", "sweep", str(spec), "--out", str(out)],
+                  timeout=36000)
+    wall = time.perf_counter() - start
+    if done.returncode != 0 and not (out / "summary.json").is_file():
+        raise RuntimeError(f"sweep {name} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    import pyarrow.parquet as pq
+
+    board = pq.read_table(out / "leaderboard.parquet").to_pylist()
+    return {
+        "wall_seconds": wall, "model_calls": calls_of(out), "questions_run": summary["questions_run"],
+        "n_done": summary["n_done"], "n_stopped": summary["n_stopped"], "n_failed": summary["n_failed"],
+        "winner": summary["best"]["label"] if summary.get("best") else None,
+        "nodes": sorted({r["node"] for r in board if r["node"]}),
+        "leaderboard": [{k: r[k] for k in ("rank", "label", "status", "score", "overall_low", "overall_high",
+                                           "n_questions", "node")} for r in board],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--questions", type=int, default=200)
+    ap.add_argument("--grace", type=int, default=20, help="ASHA grace period (questions)")
+    ap.add_argument("--name", default=None, help="results file suffix")
+    ap.add_argument("--only", choices=["grid", "asha"], default=None)
+    args = ap.parse_args(argv)
+    from tests.cluster._cluster import add_worker, start_head, stop_cluster
+
+    source = SHARED_DATA / "squad_v11_dev.jsonl"
+    rows = [json.loads(x) for x in source.read_text(encoding="utf-8").split("\n") if x.strip()]
+    work = Path(tempfile.mkdtemp(prefix="bench-sweep-", dir=REPO / "runs" if (REPO / "runs").is_dir() else None))
+    data = work / "questions.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[OFFSET:OFFSET + args.questions]), encoding="utf-8")
+    corpus = SHARED_DATA / "squad_v11_dev.corpus.jsonl"
+    result: dict[str, Any] = {"questions": args.questions, "configurations": 12, "grace_questions": args.grace,
+                              "reduction_factor": 3, "report_every": 10, "cluster": "2 nodes x 1 CPU, one host",
+                              "data": f"squad_v11_dev[{OFFSET}:{OFFSET + args.questions}], global corpus"}
+    cluster = start_head(num_cpus=1, prefix="rgbench-", multi_node=True)
+    try:
+        add_worker(cluster, num_cpus=1)
+        for kind in ("grid", "asha"):
+            if args.only in (None, kind):
+                result[kind] = run_one(cluster, work, f"{kind}", data, corpus, kind == "asha", args.grace)
+                print(kind, json.dumps({k: v for k, v in result[kind].items() if k != "leaderboard"}), flush=True)
+    finally:
+        stop_cluster(cluster)
+    if "grid" in result and "asha" in result:
+        g, a = result["grid"], result["asha"]
+        result["asha_vs_grid"] = {
+            "wall_saved": 1 - a["wall_seconds"] / g["wall_seconds"],
+            "calls_saved": 1 - a["model_calls"] / g["model_calls"] if g["model_calls"] else None,
+            "questions_saved": 1 - a["questions_run"] / g["questions_run"],
+            "same_winner": a["winner"] == g["winner"],
+        }
+    result["machine"] = machine_info(("torch", "transformers", "ray", "optuna"))
+    out = REPO / "benchmarks" / "results" / (f"sweep-{args.name}.json" if args.name else "sweep.json")
+    save_result(out, result)
+    print(json.dumps(result.get("asha_vs_grid"), indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,11 +64,13 @@ execution: {{cpus_per_trial: 0.5, concurrency: 2}}
     return write
 
 
-def tensorboard_tags(logdir, timeout=120.0):
+def tensorboard_tags(logdir, timeout=120.0, runs=6, series=None):
     """Start the installed ``tensorboard`` on ``logdir`` (a free loopback port), and return what
-    its HTTP API lists: run -> scalar tags, once every run has some."""
+    its HTTP API lists: run -> scalar tags, once ``runs`` runs have some; with ``series`` (a tag),
+    run -> that tag's points as (step, value) instead."""
     import shutil
     import socket
+    import urllib.parse
     import urllib.request
 
     exe = shutil.which("tensorboard")
@@ -84,8 +86,16 @@ def tensorboard_tags(logdir, timeout=120.0):
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
                     tags = json.loads(r.read())
-                if len(tags) >= 6 and all(tags.values()):
-                    return tags
+                if len(tags) >= runs and all(tags.values()):
+                    if series is None:
+                        return tags
+                    points = {}
+                    for run in tags:
+                        query = urllib.parse.urlencode({"run": run, "tag": series})
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?{query}",
+                                                    timeout=5) as r:
+                            points[run] = [(step, value) for _, step, value in json.loads(r.read())]
+                    return points
             except OSError:
                 pass
             time.sleep(1)
@@ -263,6 +273,11 @@ execution: {{cpus_per_trial: 1, concurrency: 1}}
     assert worst_steps[0]["questions"] == 10 and worst_steps[0]["f1"] == 0.0
     assert worst_steps[0]["score"] < steps[0]["score"]
     assert "finished" not in worst_steps[-1]  # it never sent its final report
+    # TensorBoard draws each trial's running score as a curve: one point per report
+    curves = tensorboard_tags(result.out / "tune", runs=3, series="ray/tune/score")
+    assert sorted(len(points) for points in curves.values()) == sorted(
+        [len(results_of(result.out, r["trial_id"])) for r in result.rows])
+    assert max(len(points) for points in curves.values()) == n // 10 + 1
 
 
 @pytest.mark.timeout(600)

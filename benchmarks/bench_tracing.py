@@ -111,11 +111,12 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root:
 
 
 def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, runs: Path,
-           extra: list[str], root: Path = EXPORT) -> dict[str, Any]:
-    """ragray on the first ``usable`` stage-1 usable cases. The truth is read again from the answer
-    stage 2 ablates (``taken`` in the export): a session on another CPU may decode a different
-    answer than stage 1 did, and a case whose new answer names both or neither candidate is
-    left out (counted), never scored against stage 1's label."""
+           extra: list[str], root: Path = EXPORT, chunk: int = 20) -> dict[str, Any]:
+    """ragray on the first ``usable`` stage-1 usable cases, in rounds of ``chunk`` questions, each
+    exported when it ends (a session ends hard; the next resumes from the export). The truth is
+    read again from the answer stage 2 ablates (``taken`` in the export): a session on another CPU
+    may decode a different answer than stage 1 did, and a case whose new answer names both or
+    neither candidate is left out (counted), never scored against stage 1's label."""
     from benchmarks.bench_evidence import tables
     from ragray.data.conflicts import taken_source
     from ragray.metrics.evidence import evidence_panel
@@ -126,18 +127,22 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
     rows = [c.record for c in picked]
     path = runs / "usable.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out, exported = runs / "stage2", root / "stage2.jsonl"
     seed_from_export(out, exported)
     cfg = base_config(path, [*MEASURES, *extra])
     start = time.perf_counter()
-    run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
 
     def truth(rec: dict) -> dict:
         c, answer = by_id[rec["question"]["question_id"]], rec["question"]["baseline_answer"] or ""
         return {"taken": taken_source(answer, c.answer, c.substitute), "answer_sha": _sha(answer)}
 
-    export(out, exported, annotate=truth)
+    for end in range(min(chunk, len(rows)), len(rows) + chunk, chunk):
+        # the same file grows by a round (the config, and so --resume, stay the same)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows[:end]), encoding="utf-8")
+        run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
+        export(out, exported, annotate=truth)
+        if end >= len(rows):
+            break
     taken = {r["question"]["question_id"]: r for r in _read(exported)}
     qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
     kept = {i for i, r in taken.items() if r.get("taken")}

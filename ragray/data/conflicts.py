@@ -102,7 +102,8 @@ def conflict_cases(records: Sequence[Mapping[str, Any]], corpus: Iterable[Mappin
                 picks.append(p)
         if len(picks) < others:
             continue
-        copy_id = f"{gold['id']}::copy"
+        # one copy per question: two questions on one paragraph replace different answers in it
+        copy_id = f"{gold['id']}::copy::{r['id']}"
         copy = {"id": copy_id, "title": gold.get("title", ""), "text": _replace(gold["text"], a, b)}
         passages = [dict(gold), copy, *(dict(p) for p in picks)]
         rng.shuffle(passages)

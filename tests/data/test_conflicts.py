@@ -86,3 +86,25 @@ def test_a_model_that_takes_one_source_is_traced_to_it(tmp_path):
     rec = panel["subsets"]["all"]["metrics"]["recovery_at_1"]
     assert rec["n"] == 12 and rec["measures"]["logprob_drop"]["mean"] == 1.0
     assert rec["measures"]["random_control"]["mean"] == pytest.approx(0.2)  # 1 of 5, its expectation
+
+
+def test_two_questions_on_one_paragraph_get_copies_of_their_own():
+    """Each copy replaces its own question's answer, so each has its own id (a dataset may not
+    hold two different passages under one id)."""
+    from ragray.data.conflicts import conflict_cases
+
+    gold = {"id": "g", "title": "Ferries", "text": "The ferry Tern sails at 9 from Pier 4 to Holm."}
+    others = [{"id": f"d{i}", "title": "Gulls", "text": f"Gulls {i} nest on the cliffs."} for i in range(6)]
+    records = [{"id": "q1", "question": "Which ferry?", "answers": ["Tern"], "passages": [gold, *others],
+                "gold_passage_ids": ["g"]},
+               {"id": "q2", "question": "Which pier?", "answers": ["Pier 4"], "passages": [gold, *others],
+                "gold_passage_ids": ["g"]},
+               {"id": "q3", "question": "Which boat?", "answers": ["Puffin"], "passages": [dict(gold, id="g3",
+                text="The boat Puffin sails to Pier 7.")], "gold_passage_ids": ["g3"]},
+               {"id": "q4", "question": "Which harbour?", "answers": ["Pier 9"], "passages": [dict(gold, id="g4",
+                text="Harbour is Pier 9.")], "gold_passage_ids": ["g4"]}]
+    cases = [c for c in conflict_cases(records, [gold, *others], others=3, seed=1) if c.original_id == "g"]
+    assert len(cases) == 2
+    assert len({c.copy_id for c in cases}) == 2
+    texts = {c.copy_id: next(p["text"] for p in c.record["passages"] if p["id"] == c.copy_id) for c in cases}
+    assert len(set(texts.values())) == 2

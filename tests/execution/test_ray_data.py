@@ -115,7 +115,11 @@ def test_real_model_on_ray_equals_local(ray_session, tmp_path):
                            tmp_path / "ray", progress=False)
     assert remote.summary.model == local.summary.model == "smollm2"
     for name in ("questions", "passages", "calls"):
-        assert stable(remote.out, name) == stable(local.out, name)
+        # the same answers and verdicts; the raw log-prob columns to float noise: the actor runs
+        # torch on its one CPU, this process on two, and the reduction order follows the thread
+        # count (seen on a 2-core AVX2 EPYC: 1e-5 nats in logprob_drop; the clipped influence equal)
+        for got, want in zip(stable(remote.out, name), stable(local.out, name), strict=True):
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-4), name
     calls = stable(remote.out, "calls")  # influence.mode auto: each actor's model scores, so log-prob
     assert len(calls) == 2 * 4 and all(c["answer"] for c in calls if c["arm"] == "baseline")
     assert {q["influence_mode"] for q in stable(remote.out, "questions")} == {"logprob"}

@@ -39,6 +39,9 @@ def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | No
     stopped = f", {n_stopped} stopped early" if n_stopped else ""
     print(f"ragray sweep: {n_done}/{len(result.rows)} trials done{stopped} -> {result.out}")
     print_leaderboard(result)
+    for r in result.rows:
+        if (r.get("attempts") or 0) > 1:
+            print(f"started {r['attempts']} times (a worker was lost), finished on {r.get('node')}: {r['label']}")
     if "best_config" in result.files:
         print(f"best config: {result.files['best_config']}  (ragray run {result.files['best_config']})")
     return result

@@ -3,6 +3,7 @@ passages, and the answer's content says which one the model took.
 
     python benchmarks/bench_tracing.py [--sets squad hotpotqa] [--candidates 3000] [--usable 150]
     python benchmarks/bench_tracing.py --data my.jsonl --name mine      # any ragray JSONL with gold ids
+    python benchmarks/bench_tracing.py --report --candidates 400 --usable 200   # from the exports, no model
 
 Cases (:mod:`ragray.data.conflicts`, seed 26) come from the records after each set's tuning split
 (the first 150 questions, which ``bench_evidence`` tunes on): the gold passage, a copy whose answer
@@ -117,9 +118,7 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
     read again from the answer stage 2 ablates (``taken`` in the export): a session on another CPU
     may decode a different answer than stage 1 did, and a case whose new answer names both or
     neither candidate is left out (counted), never scored against stage 1's label."""
-    from benchmarks.bench_evidence import tables
     from ragray.data.conflicts import taken_source
-    from ragray.metrics.evidence import evidence_panel
     from ragray.pipeline import run_influence
 
     picked = [c for c in cases if answers.get(c.record["id"], {}).get("taken")][:usable]
@@ -143,6 +142,16 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
         export(out, exported, annotate=truth)
         if end >= len(rows):
             break
+    return {**stage2_panel(by_id, answers, exported, rows), "wall_seconds": time.perf_counter() - start}
+
+
+def stage2_panel(by_id: dict[str, Any], answers: dict[str, dict[str, Any]], exported: Path,
+                 rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The validity panel of the exported stage-2 questions, each scored against the source its
+    own (stage-2) answer took."""
+    from benchmarks.bench_evidence import tables
+    from ragray.metrics.evidence import evidence_panel
+
     taken = {r["question"]["question_id"]: r for r in _read(exported)}
     qs, ps, cs = tables(exported, {r["id"]: r for r in rows})
     kept = {i for i, r in taken.items() if r.get("taken")}
@@ -153,8 +162,7 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
     return {"n_run": len(taken), "n": len(qs),
             "stage1_answer_reproduced": sum(r.get("answer_sha") == answers[i]["answer_sha"] for i, r in taken.items()),
             "taken_changed": sum(1 for i in kept if taken[i]["taken"] != answers[i]["taken"]),
-            "no_longer_usable": len(taken) - len(kept),
-            "wall_seconds": time.perf_counter() - start, "panel": evidence_panel(qs, ps, cs)}
+            "no_longer_usable": len(taken) - len(kept), "panel": evidence_panel(qs, ps, cs)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,10 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="extra", action="append", default=[])
     ap.add_argument("--export", type=Path, default=EXPORT, help="where the text-free exports live (committed)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "tracing.json")
+    ap.add_argument("--report", action="store_true",
+                    help="no model: the results from the committed exports (stage 2 so far)")
     args = ap.parse_args(argv)
     sources = {args.name: args.data} if args.data else {n: SHARED_DATA / SETS[n] for n in args.sets}
     cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), args.candidates)]
-    answers = stage1(cases, args.runs, args.extra, root=args.export)
+    if args.report:
+        answers = {r["id"]: r for r in _read(args.export / "stage1.jsonl")}
+        cases = [c for c in cases if c.record["id"] in answers]
+    else:
+        answers = stage1(cases, args.runs, args.extra, root=args.export)
     asked = [answers[c.record["id"]] for c in cases if c.record["id"] in answers]
     result: dict[str, Any] = {
         "seed": SEED, "k": K, "candidates": len(cases), "answered": len(asked),
@@ -184,7 +198,14 @@ def main(argv: list[str] | None = None) -> int:
                         "usable": sum(1 for a in asked if a["taken"] and a["id"].startswith(f"{n}:"))}
                     for n in sources},
     }
-    if args.stage in ("2", "both"):
+    if args.report and (args.export / "stage2.jsonl").is_file():
+        picked = [c for c in cases if answers[c.record["id"]].get("taken")][:args.usable]
+        ran = {r["question"]["question_id"] for r in _read(args.export / "stage2.jsonl")}
+        by_id = {c.record["id"]: c for c in picked if c.record["id"] in ran}
+        result["stage2"] = {**stage2_panel(by_id, answers, args.export / "stage2.jsonl",
+                                           [c.record for c in by_id.values()]),
+                            "of_usable": len(picked), "interim": len(by_id) < len(picked)}
+    elif args.stage in ("2", "both") and not args.report:
         result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
     result["machine"] = machine_info(("torch", "transformers"))
     save_result(args.out, result)

@@ -104,6 +104,10 @@ def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path):
     assert stage2["panel"]["subsets"]["all"]["metrics"]["recovery_at_1"]["measures"]["logprob_drop"]["mean"] == 1.0
     exported = [json.loads(x) for x in (tmp_path / "export" / "stage2.jsonl").read_text().splitlines()]
     assert sorted(r["taken"] for r in exported) == sorted(r["taken"] for r in truth[:4] if r["taken"])
+    # --report rebuilds the same panel from the exports alone (no model, another session)
+    assert bench_tracing.main([*args, "--report", "--runs", str(tmp_path / "elsewhere")]) == 0
+    report = json.loads((tmp_path / "t.json").read_text())["stage2"]
+    assert report["panel"] == stage2["panel"] and report["n"] == 4 and report["interim"] is False
 
 
 def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp_path, monkeypatch):

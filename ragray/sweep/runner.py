@@ -221,7 +221,9 @@ def _rows(trials: list[Trial], out: Path, tune_results: dict[str, Any], spec: Sw
             row.update({"status": "failed", "error": "the trial did not finish"})
         elif result.error is not None:
             row.update({"status": "failed", "error": _describe(result.error)})
-        else:  # ended without an error and without finishing: the scheduler stopped it
+        elif not (result.metrics or {}).get("done"):  # Tune marks the last result of a trial it stopped
+            row.update({"status": "failed", "error": "the trial did not finish (the sweep was interrupted?)"})
+        else:  # ended by Tune without an error and without its final report: the scheduler stopped it
             metrics = result.metrics or {}
             row.update({k: v for k, v in metrics.items() if k in COLUMNS and isinstance(v, (int, float))})
             row.update({"status": "stopped", "n_questions": int(metrics.get("questions") or _finished(out, t.id)),

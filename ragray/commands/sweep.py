@@ -41,7 +41,7 @@ def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | No
     print_leaderboard(result)
     for r in result.rows:
         if (r.get("attempts") or 0) > 1:
-            print(f"started {r['attempts']} times (a worker was lost), finished on {r.get('node')}: {r['label']}")
+            print(f"started {r['attempts']} times (a lost worker or a resumed sweep), last on {r.get('node')}: {r['label']}")
     if "best_config" in result.files:
         print(f"best config: {result.files['best_config']}  (ragray run {result.files['best_config']})")
     return result

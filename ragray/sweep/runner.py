@@ -133,7 +133,6 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
     config = validate_config(yaml.safe_load(configs[trial_id]))
     out = Path(root) / "trials" / trial_id
     done = out / "trial.json"
-    _record_node(out)
     with _held(Path(root) / "locks" / f"{trial_id}.lock"):
         failed = out / "error.json"
         if failed.is_file():
@@ -143,6 +142,7 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
             tune.report({**_numbers(finished["summary"]), **running_metrics(finished["questions"], weights or {}),
                          "finished": 1.0})
             return
+        _record_node(out)  # an attempt: only when it runs (a duplicate that found trial.json is none)
         box: dict[str, Any] = {}
         steps: queue.Queue[dict[str, float]] = queue.Queue()
 
@@ -369,7 +369,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
                    "n_stopped": sum(r["status"] == "stopped" for r in rows),
                    "n_failed": sum(r["status"] == "failed" for r in rows), "best": rows[0] if best else None,
                    "questions_run": sum(int(r.get("n_questions") or 0) for r in rows),
-                   # trials started again after their worker was lost: where each attempt ran
+                   # trials started more than once (a lost worker, or --resume): where each attempt ran
                    "retried": [{"trial_id": r["trial_id"], "label": r["label"], "status": r["status"],
                                 "nodes": [_node(a) for a in _attempts(out, r["trial_id"])]}
                                for r in rows if r["attempts"] > 1],

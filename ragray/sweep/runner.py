@@ -115,6 +115,12 @@ def _node(attempt: dict[str, Any]) -> str:
     return f"{attempt['node_ip']} {attempt['node_id'][:8]}"
 
 
+def _failed(path: Path, error: BaseException) -> BaseException:
+    """``error``, recorded in ``path`` (``error.json``) so that a retry re-raises it at once."""
+    path.write_text(json.dumps({"error": _describe(error)}) + "\n", encoding="utf-8")
+    return error
+
+
 class TrialError(RuntimeError):
     """A trial's own error, recorded in ``error.json``: a retry re-raises it without running again
     (retries are for lost workers, not for a config that fails the same way every time)."""
@@ -164,13 +170,10 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
                 tune.report(steps.get(timeout=0.2))
             except queue.Empty:
                 if time.monotonic() > deadline:
-                    message = f"trial {trial_id} ran longer than execution.timeout_s={timeout_s:g} s"
-                    failed.write_text(json.dumps({"error": f"TimeoutError: {message}"}) + "\n", encoding="utf-8")
-                    raise TimeoutError(message) from None
+                    raise _failed(failed, TimeoutError(
+                        f"trial {trial_id} ran longer than execution.timeout_s={timeout_s:g} s")) from None
         if "error" in box:
-            if not isinstance(box["error"], KeyboardInterrupt):
-                failed.write_text(json.dumps({"error": _describe(box["error"])}) + "\n", encoding="utf-8")
-            raise box["error"]
+            raise box["error"] if isinstance(box["error"], KeyboardInterrupt) else _failed(failed, box["error"])
         result = box["result"]
         tmp = done.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchmarks import bench_evidence
 
 
@@ -56,16 +58,22 @@ def test_exports_carry_no_answer_text_but_keep_whether_it_was_answered(tmp_path,
     assert all(json.loads(x)["answered"] is True for x in exported.splitlines())
 
 
-def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path):
-    from benchmarks import bench_tracing
-
+@pytest.fixture()
+def boats(tmp_path):
+    """A set past the tuning split (160 records) for the tracing benchmark: one answer passage each."""
     rows = [{"id": f"r{i}", "question": f"Which boat {i}?", "answers": [f"Boat{i}"],
              "passages": [{"id": f"r{i}-g", "title": f"T{i}", "text": f"The boat is ANSWER=Boat{i} today."}]
              + [{"id": f"r{i}-d{j}", "title": "", "text": f"Gulls {j} {i}."} for j in range(4)],
              "gold_passage_ids": [f"r{i}-g"]} for i in range(160)]
     data = tmp_path / "set.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert bench_tracing.main(["--data", str(data), "--name", "toy", "--candidates", "6", "--usable", "4",
+    return data
+
+
+def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path, boats):
+    from benchmarks import bench_tracing
+
+    assert bench_tracing.main(["--data", str(boats), "--name", "toy", "--candidates", "6", "--usable", "4",
                                "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"),
                                "--out", str(tmp_path / "t.json"), "--set", "generation.backend=scripted",
                                "--set", "metrics.embedding=false"]) == 0
@@ -77,18 +85,12 @@ def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path):
     assert "Boat" not in (tmp_path / "export" / "stage1.jsonl").read_text()
 
 
-def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path):
+def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path, boats):
     """A stage-1 label from another session (another CPU may decode another answer) is not the
     truth: stage 2 reads which source the answer it ablated took, and counts the changes."""
     from benchmarks import bench_tracing
 
-    rows = [{"id": f"r{i}", "question": f"Which boat {i}?", "answers": [f"Boat{i}"],
-             "passages": [{"id": f"r{i}-g", "title": f"T{i}", "text": f"The boat is ANSWER=Boat{i} today."}]
-             + [{"id": f"r{i}-d{j}", "title": "", "text": f"Gulls {j} {i}."} for j in range(4)],
-             "gold_passage_ids": [f"r{i}-g"]} for i in range(160)]
-    data = tmp_path / "set.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    args = ["--data", str(data), "--name", "toy", "--candidates", "6", "--usable", "4",
+    args = ["--data", str(boats), "--name", "toy", "--candidates", "6", "--usable", "4",
             "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
             "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
     assert bench_tracing.main([*args, "--stage", "1"]) == 0

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_evidence import MEASURES, export, seed_from_export
-from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+from benchmarks.machine import REPO, SHARED_DATA, cpu_key, machine_info, save_result
 
 SETS = {"squad": "squad_v11_dev.jsonl", "hotpotqa": "hotpotqa_distractor_dev.jsonl"}
 TUNE = 150
@@ -65,18 +65,25 @@ def cases_for(name: str, path: Path, limit: int | None) -> list[Any]:
     return cases
 
 
-def base_config(path: Path, extra: list[str]) -> Any:
+def _cpu_tag() -> str:
+    return _sha(cpu_key())[:8]
+
+
+def base_config(path: Path, extra: list[str], runs: Path | None = None) -> Any:
     from ragray.config import load_config
 
     # fp32 pinned: the sessions that run this get different CPUs, and dtype auto would mix bf16 and
-    # fp32 answers within one benchmark (configs/evidence_frozen.yaml says why)
+    # fp32 answers within one benchmark (configs/evidence_frozen.yaml says why); the call cache is
+    # one per CPU, so an answer decoded here is the answer stage 2 ablates here
+    cache = [f"cache.dir={runs / ('cache-' + _cpu_tag())}"] if runs is not None else []
     return load_config(None, [f"data.path={path}", "retrieval.retriever=given", f"retrieval.top_k={K}",
-                              "execution.executor=local", "generation.dtype=float32", *extra])
+                              "execution.executor=local", "generation.dtype=float32", *cache, *extra])
 
 
-def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root: Path = EXPORT
-           ) -> dict[str, dict[str, Any]]:
-    """Baseline answers of every candidate (resumed from the export) -> id: {answer, taken}."""
+def decode(cases: list[Any], runs: Path, extra: list[str], exported: Path, done: dict[str, dict[str, Any]],
+           desc: str, batch: int = 8) -> dict[str, dict[str, Any]]:
+    """The baseline answer of each case on this CPU -> ``done`` (id: {answer_sha, taken, cpu, ...}),
+    ``exported`` rewritten after every batch (text-free)."""
     from tqdm import tqdm
 
     from ragray.data.conflicts import taken_source
@@ -84,65 +91,104 @@ def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root:
     from ragray.generation.prompts import get_template
     from ragray.pipeline.generators import open_generator
 
+    if not cases:
+        return done
+    here = cpu_key()
+    path = runs / "candidates.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(c.record) + "\n" for c in cases), encoding="utf-8")
+    cfg = base_config(path, extra, runs)
+    template = get_template(cfg.generation.template)
+    gen = open_generator(cfg)
+    try:
+        for i in tqdm(range(0, len(cases), batch), desc=desc, unit="batch"):
+            group = cases[i : i + batch]
+            qs = [parse_record(c.record) for c in group]
+            prompts = [template.build(q.question, q.passages[:K], cfg.generation.system_prompt) for q in qs]
+            for c, g in zip(group, gen.generate(prompts)):
+                taken = taken_source(g.text, c.answer, c.substitute) if g.ok else None
+                # the answer's hash, not its text (answers quote the passages)
+                done[c.record["id"]] = {"id": c.record["id"], "answer_sha": _sha(g.text), "error": g.error,
+                                        "taken": taken, "original_id": c.original_id, "copy_id": c.copy_id,
+                                        "cpu": here}
+            exported.parent.mkdir(parents=True, exist_ok=True)
+            exported.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
+    finally:
+        gen.close()
+    return done
+
+
+def stage1(cases: list[Any], runs: Path, extra: list[str], batch: int = 8, root: Path = EXPORT
+           ) -> dict[str, dict[str, Any]]:
+    """Baseline answers of every candidate (resumed from the export) -> id: {answer, taken}."""
     exported = root / "stage1.jsonl"
     done = {r["id"]: r for r in _read(exported)} if exported.is_file() else {}
-    todo = [c for c in cases if c.record["id"] not in done]
-    if todo:
-        path = runs / "candidates.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(c.record) + "\n" for c in cases), encoding="utf-8")
-        cfg = base_config(path, extra)
-        template = get_template(cfg.generation.template)
-        gen = open_generator(cfg)
-        try:
-            for i in tqdm(range(0, len(todo), batch), desc="stage 1 (baselines)", unit="batch"):
-                group = todo[i : i + batch]
-                qs = [parse_record(c.record) for c in group]
-                prompts = [template.build(q.question, q.passages[:K], cfg.generation.system_prompt) for q in qs]
-                for c, g in zip(group, gen.generate(prompts)):
-                    taken = taken_source(g.text, c.answer, c.substitute) if g.ok else None
-                    # the answer's hash, not its text (answers quote the passages)
-                    done[c.record["id"]] = {"id": c.record["id"], "answer_sha": _sha(g.text), "error": g.error,
-                                            "taken": taken, "original_id": c.original_id, "copy_id": c.copy_id}
-                exported.parent.mkdir(parents=True, exist_ok=True)
-                exported.write_text("".join(json.dumps(r) + "\n" for r in done.values()), encoding="utf-8")
-        finally:
-            gen.close()
-    return done
+    return decode([c for c in cases if c.record["id"] not in done], runs, extra, exported, done,
+                  "stage 1 (baselines)", batch)
 
 
 def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, runs: Path,
            extra: list[str], root: Path = EXPORT, chunk: int = 20) -> dict[str, Any]:
-    """ragray on the first ``usable`` stage-1 usable cases, in rounds of ``chunk`` questions, each
-    exported when it ends (a session ends hard; the next resumes from the export). The truth is
-    read again from the answer stage 2 ablates (``taken`` in the export): a session on another CPU
-    may decode a different answer than stage 1 did, and a case whose new answer names both or
-    neither candidate is left out (counted), never scored against stage 1's label."""
+    """ragray on stage-1 usable cases in rounds of ``chunk`` questions, each exported when it ends
+    (a session ends hard; the next resumes from the export), until ``usable`` of them are scored.
+
+    The truth is read again from the answer stage 2 ablates (``taken`` in the export), and a case
+    whose new answer names both or neither candidate is left out (counted), never scored against
+    stage 1's label. Since a session on another CPU decodes other answers (measured: ~40% of one
+    CPU's usable cases are not usable on another), a case whose stage-1 answer came from another
+    CPU is decoded again here first (``recheck.jsonl``, ~5 s) and goes to stage 2 (~45 s) only if
+    this CPU's answer still names exactly one candidate."""
     from ragray.data.conflicts import taken_source
     from ragray.pipeline import run_influence
 
-    picked = [c for c in cases if answers.get(c.record["id"], {}).get("taken")][:usable]
-    by_id = {c.record["id"]: c for c in picked}
-    rows = [c.record for c in picked]
-    path = runs / "usable.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out, exported = runs / "stage2", root / "stage2.jsonl"
+    here = cpu_key()
+    # a run directory (and call cache) per CPU, seeded from the export: the finished questions of
+    # every CPU are the export's
+    out, exported, rechecked_file = runs / f"stage2-{_cpu_tag()}", root / "stage2.jsonl", root / "recheck.jsonl"
     seed_from_export(out, exported)
-    cfg = base_config(path, [*MEASURES, *extra])
+    by_case = {c.record["id"]: c for c in cases}
+    ran = [r["question"]["question_id"] for r in _read(exported)] if exported.is_file() else []
+    rechecked = {r["id"]: r for r in _read(rechecked_file)} if rechecked_file.is_file() else {}
+
+    def on_this_cpu(i: str) -> dict[str, Any] | None:
+        return answers[i] if answers[i].get("cpu") == here else (
+            rechecked[i] if rechecked.get(i, {}).get("cpu") == here else None)
+
+    pool = [c for c in cases if answers.get(c.record["id"], {}).get("taken") and c.record["id"] not in set(ran)]
+    rows = [by_case[i].record for i in ran]
+    path = runs / "usable.jsonl"
+    cfg = base_config(path, [*MEASURES, *extra], runs)
     start = time.perf_counter()
 
     def truth(rec: dict) -> dict:
-        c, answer = by_id[rec["question"]["question_id"]], rec["question"]["baseline_answer"] or ""
+        c, answer = by_case[rec["question"]["question_id"]], rec["question"]["baseline_answer"] or ""
         return {"taken": taken_source(answer, c.answer, c.substitute), "answer_sha": _sha(answer)}
 
-    for end in range(min(chunk, len(rows)), len(rows) + chunk, chunk):
+    def scored() -> int:
+        return sum(1 for r in _read(exported) if r.get("taken")) if exported.is_file() else 0
+
+    skipped = 0
+    while pool and scored() < usable:
+        todo: list[Any] = []
+        size = min(chunk, usable - scored())
+        while pool and len(todo) < size:
+            group, pool = pool[: size - len(todo)], pool[size - len(todo):]
+            decode([c for c in group if on_this_cpu(c.record["id"]) is None], runs, extra, rechecked_file,
+                   rechecked, "stage 2 (recheck on this CPU)")
+            keep = [c for c in group if on_this_cpu(c.record["id"])["taken"]]
+            skipped += len(group) - len(keep)
+            todo += keep
+        if not todo:
+            break
         # the same file grows by a round (the config, and so --resume, stay the same)
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows[:end]), encoding="utf-8")
+        rows += [c.record for c in todo]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         run_influence(cfg, out, resume=(out / "progress.jsonl").is_file(), progress=True)
         export(out, exported, annotate=truth)
-        if end >= len(rows):
-            break
-    return {**stage2_panel(by_id, answers, exported, rows), "wall_seconds": time.perf_counter() - start}
+    by_id = {r["id"]: by_case[r["id"]] for r in rows}
+    return {**stage2_panel(by_id, answers, exported, rows), "skipped_on_recheck": skipped,
+            "wall_seconds": time.perf_counter() - start}
 
 
 def stage2_panel(by_id: dict[str, Any], answers: dict[str, dict[str, Any]], exported: Path,
@@ -171,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, help="any ragray JSONL with gold ids and answers (instead of --sets)")
     ap.add_argument("--name", default="custom")
     ap.add_argument("--candidates", type=int, default=None, help="at most this many records per set")
-    ap.add_argument("--usable", type=int, default=150, help="stage 2 runs on this many usable cases")
+    ap.add_argument("--usable", type=int, default=150, help="stage 2 runs until this many cases are scored")
     ap.add_argument("--stage", choices=["1", "2", "both"], default="both")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-tracing")
     ap.add_argument("--set", dest="extra", action="append", default=[])
@@ -199,12 +245,11 @@ def main(argv: list[str] | None = None) -> int:
                     for n in sources},
     }
     if args.report and (args.export / "stage2.jsonl").is_file():
-        picked = [c for c in cases if answers[c.record["id"]].get("taken")][:args.usable]
-        ran = {r["question"]["question_id"] for r in _read(args.export / "stage2.jsonl")}
-        by_id = {c.record["id"]: c for c in picked if c.record["id"] in ran}
-        result["stage2"] = {**stage2_panel(by_id, answers, args.export / "stage2.jsonl",
-                                           [c.record for c in by_id.values()]),
-                            "of_usable": len(picked), "interim": len(by_id) < len(picked)}
+        by_case = {c.record["id"]: c for c in cases}
+        ran = [r["question"]["question_id"] for r in _read(args.export / "stage2.jsonl")]
+        by_id = {i: by_case[i] for i in ran}
+        panel = stage2_panel(by_id, answers, args.export / "stage2.jsonl", [c.record for c in by_id.values()])
+        result["stage2"] = {**panel, "interim": panel["n"] < args.usable}
     elif args.stage in ("2", "both") and not args.report:
         result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
     result["machine"] = machine_info(("torch", "transformers"))

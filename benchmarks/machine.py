@@ -24,6 +24,26 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_key() -> str:
+    """The CPU as far as a model's fp32 kernels can tell: model name, widest vector ISA and torch's
+    version (greedy answers decoded on an AVX-512 Xeon and an AVX2 EPYC differ; measured in
+    benchmarks/results/tracing.json)."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    isa = next((f for f in ("amx_tile", "avx512_bf16", "avx512f", "avx2") if f in flags), "base")
+    try:
+        torch = md.version("torch")
+    except md.PackageNotFoundError:
+        torch = None
+    return f"{_cpu_model()} [{isa}] torch {torch}"
+
+
 def _commit() -> str:
     try:
         return subprocess.run(

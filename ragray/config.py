@@ -193,8 +193,8 @@ class TransformersConfig(Section):
     )
     threads: int | None = Field(
         None, ge=1,
-        description="CPU threads of the model; null: every core this process may use (Ray would "
-                    "otherwise limit an actor or Serve replica to its num_cpus, one thread for a fraction)",
+        description="CPU threads of the model; null: the whole CPUs Ray reserved for this worker (a sweep "
+                    "trial's cpus_per_trial, a Ray Data actor's num_cpus), else every core this process may use",
     )
 
 
@@ -496,7 +496,9 @@ class ExecutionConfig(Section):
         None, description="Ray cluster address (or RAY_ADDRESS); none = in-process Ray"
     )
     actors: int = Field(1, ge=1, description="generator actors (each loads the model once)")
-    num_cpus: float = Field(1.0, gt=0, description="CPUs reserved per actor")
+    num_cpus: float | None = Field(
+        None, gt=0, description="CPUs reserved per actor, and its model's threads; null: the smallest node's "
+                                "cores shared by the actors on it (one actor gets them all)")
     num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (fractions share a GPU)")
     max_questions_in_flight: int | None = Field(
         None, ge=1, le=1024,

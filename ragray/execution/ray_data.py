@@ -109,7 +109,7 @@ def ray_records(
         fn_constructor_args=(config.to_yaml(), builder),
         batch_size=_batch_size(config),
         compute=ray.data.ActorPoolStrategy(size=ex.actors),
-        num_cpus=ex.num_cpus,
+        num_cpus=ex.num_cpus or share_of_node(ray, ex.actors),
         num_gpus=ex.num_gpus or None,
     )
     seen: set[str] = set()

@@ -33,7 +33,8 @@ from typing import Any
 
 from ragray._imports import require
 
-__all__ = ["RAY_ENV_DEFAULTS", "WorkingDirectoryGuard", "apply_defaults", "connect", "load_native_libraries"]
+__all__ = ["RAY_ENV_DEFAULTS", "WorkingDirectoryGuard", "apply_defaults", "connect", "load_native_libraries",
+           "reserved_cpus", "share_of_node"]
 
 log = logging.getLogger(__name__)
 
@@ -136,3 +137,32 @@ def connect(address: str | None, *, feature: str, dashboard: bool | None = None)
         else:
             ray.init(address="local", include_dashboard=dashboard, log_to_driver=False)
     return ray
+
+
+def reserved_cpus() -> int | None:
+    """The whole CPUs Ray reserved for the task or actor running this code (a sweep trial's
+    ``cpus_per_trial``, a Ray Data worker's ``num_cpus``), or None outside one (a driver, no Ray)
+    and for a fraction of a CPU (a Serve replica's 0.5: that is a scheduling weight, not a core
+    count). Several trials on one node's cores must each keep to their share: two 2-thread models
+    on 2 cores ran a 16-token answer 3-5x slower than one thread each (``benchmarks/results/sweep.json``)."""
+    import sys
+
+    ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    if ctx.worker.mode != ray.WORKER_MODE:
+        return None
+    cpus = ctx.get_assigned_resources().get("CPU", 0.0)
+    return int(cpus) if cpus >= 1 else None
+
+
+def share_of_node(ray: Any, concurrency: int) -> int:
+    """CPUs for each of ``concurrency`` trials when none are asked for: the smallest CPU node's
+    cores over the trials that land on it when they spread over every node (at least 1), so a lone
+    trial gets the whole machine and concurrent ones do not oversubscribe it."""
+    cpus = sorted(n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU"))
+    if not cpus:
+        return 1
+    per_node = -(-concurrency // len(cpus))
+    return max(1, int(cpus[0]) // per_node)

@@ -83,9 +83,14 @@ class TransformersGenerator(Generator):
         self.model_path = path
         self.device = device
         if device == "cpu":
-            # Ray sets OMP_NUM_THREADS to an actor's num_cpus (1 for a fraction): on CPU the model
-            # is the bottleneck, so it gets every core unless generation.transformers.threads says
-            self._torch.set_num_threads(config.transformers.threads or len(os.sched_getaffinity(0)))
+            # the model is the bottleneck on CPU: it gets the whole CPUs Ray reserved for this
+            # worker (a sweep trial's cpus_per_trial), else every core this process may use (a
+            # driver; a Serve replica's fractional num_cpus is a weight, not cores), unless
+            # generation.transformers.threads says
+            from ragray.execution.ray_runtime import reserved_cpus
+
+            self._torch.set_num_threads(
+                config.transformers.threads or reserved_cpus() or len(os.sched_getaffinity(0)))
         # caches of sliding-window / recurrent layers cannot be cut or re-stacked: one row at a time
         self._global_attention = supports_prefix_reuse(model.config)
         self.prefix_reuse = config.transformers.prefix_reuse and self._global_attention

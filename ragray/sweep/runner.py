@@ -38,7 +38,7 @@ import yaml
 
 from ragray.config import validate_config
 from ragray.errors import InputError
-from ragray.execution.ray_runtime import connect
+from ragray.execution.ray_runtime import connect, share_of_node
 from ragray.store.rundir import default_run_dir
 from ragray.sweep.leaderboard import COLUMNS, write_leaderboard
 from ragray.sweep.score import rank_trials, score_trial
@@ -331,16 +331,17 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
     with recorded_run(trials[0].config.model_copy(update={"name": spec.name}), "sweep", out) as record:
         parent_id = record.id
         _ephemeral(spec, trials, register=True)
-        connect(address or spec.execution.address, feature="ragray sweep")
+        ray = connect(address or spec.execution.address, feature="ragray sweep")
         from ray import tune
 
         ex = spec.execution
+        cpus = ex.cpus_per_trial or share_of_node(ray, ex.concurrency)
         space, points, searcher, scheduler = _search(spec, trials)
         trainable = tune.with_resources(
             tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
                                  timeout_s=ex.timeout_s, parent_id=parent_id, every=spec.report_every,
                                  weights=spec.score_metrics(), points=points),
-            {"cpu": ex.cpus_per_trial, "gpu": ex.gpus_per_trial},
+            {"cpu": cpus, "gpu": ex.gpus_per_trial},
         )
         path = out / EXPERIMENT
         start = time.perf_counter()

@@ -70,7 +70,9 @@ class Search(_Model):
 class Execution(_Model):
     concurrency: int = Field(1, ge=1, description="trials at once")
     timeout_s: float = Field(3600.0, gt=0, description="a trial running longer fails (and the sweep goes on)")
-    cpus_per_trial: float = Field(1.0, gt=0)
+    cpus_per_trial: float | None = Field(
+        None, gt=0, description="CPUs each trial reserves, and its model's threads; none: the smallest node's "
+                                "cores shared by the trials that run on it at once (a lone trial gets them all)")
     gpus_per_trial: float = Field(0.0, ge=0)
     address: str | None = Field(None, description="Ray cluster (or RAY_ADDRESS); none: in-process Ray")
     max_failures: int = Field(2, ge=0, description="times a trial whose worker was lost (a node died) is "

@@ -112,6 +112,46 @@ def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path, bo
     assert report["panel"] == stage2["panel"] and report["n"] == 4 and report["interim"] is False
 
 
+def test_tracing_decodes_again_on_this_cpu_before_stage_2_and_fills_the_quota(tmp_path):
+    """Stage-1 answers decoded on another CPU are decoded again here (recheck.jsonl) before a case
+    costs a stage-2 run; a case no longer usable here is skipped and the next candidate takes its
+    place until --usable cases are scored."""
+    from benchmarks import bench_tracing
+
+    # every third boat's answer comes from a marker that names neither candidate: usable nowhere
+    rows = [{"id": f"r{i}", "question": f"Which boat {i}?", "answers": [f"Boat{i}"],
+             "passages": [{"id": f"r{i}-g", "title": f"T{i}",
+                           "text": f"The boat is Boat{i} today. ANSWER=Gulls" if i % 3 == 0 else
+                           f"The boat is ANSWER=Boat{i} today."}]
+             + [{"id": f"r{i}-d{j}", "title": "", "text": f"Gulls {j} {i}."} for j in range(4)],
+             "gold_passage_ids": [f"r{i}-g"]} for i in range(160)]
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["--data", str(data), "--name", "toy", "--candidates", "9", "--usable", "4",
+            "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
+            "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
+    assert bench_tracing.main([*args, "--stage", "1"]) == 0
+    stage1 = tmp_path / "export" / "stage1.jsonl"
+    here = [json.loads(x) for x in stage1.read_text().splitlines()]
+    assert {r["cpu"] for r in here} == {bench_tracing.cpu_key()}
+    assert 4 <= sum(1 for r in here if r["taken"]) < 9
+    # as if another CPU had decoded them, and found every one usable
+    elsewhere = [{**r, "cpu": "another CPU", "taken": "original"} for r in here]
+    stage1.write_text("".join(json.dumps(r) + "\n" for r in elsewhere), encoding="utf-8")
+    assert bench_tracing.main([*args, "--stage", "2"]) == 0
+    stage2 = json.loads((tmp_path / "t.json").read_text())["stage2"]
+    rechecked = [json.loads(x) for x in (tmp_path / "export" / "recheck.jsonl").read_text().splitlines()]
+    assert stage2["n"] == 4 and stage2["n_run"] == 4 and stage2["no_longer_usable"] == 0
+    assert stage2["skipped_on_recheck"] == sum(1 for r in rechecked if not r["taken"]) == 2
+    assert len(rechecked) == 6 and {r["cpu"] for r in rechecked} == {bench_tracing.cpu_key()}
+    assert "Boat" not in (tmp_path / "export" / "recheck.jsonl").read_text()
+    # the quota is met: another session runs nothing more, and --report says it is not interim
+    assert bench_tracing.main([*args, "--stage", "2"]) == 0
+    assert len((tmp_path / "export" / "stage2.jsonl").read_text().splitlines()) == 4
+    assert bench_tracing.main([*args, "--report"]) == 0
+    assert json.loads((tmp_path / "t.json").read_text())["stage2"]["interim"] is False
+
+
 def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp_path, monkeypatch):
     data = tmp_path / "set.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records(8)), encoding="utf-8")

@@ -203,9 +203,11 @@ def test_report_html_opens_from_disk_with_no_network(page, runs):
     run_dir = runs / "real-smollm2"
     page.goto((run_dir / "report.html").as_uri())
     assert page.locator("h2").all_inner_texts() == [
-        "Alignment", "Validity against gold passages", "Summary (the seed's measures)", "Plots", "Questions"]
+        "Alignment", "Validity against gold passages", "Does the attribution capture what the model used?",
+        "Summary (the seed's measures)", "Plots", "Questions"]
     summary = check_flags_match_files(page, run_dir)
     assert shown_value(page, "mean_spearman") == summary["mean_spearman"]
+    assert page.locator("#evidence tbody tr").count() > 0  # the faithfulness panel, read from summary.json
     assert page.locator(".charts svg.chart").count() == 5  # the validity panel's bars and the seed's four
     assert page.locator("svg.chart .chart-title").first.text_content().startswith("Finding the gold passage")
     page.locator("#questions details summary").first.click()  # the drill-down opens in place

@@ -146,3 +146,45 @@ def test_ray_actors_heal_a_damaged_call_cache(ray_session, dataset, tmp_path):
         assert stable(healed.out, name) == stable(plain.out, name)
     moved = [p for p in cache.glob("calls.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]
     assert len(moved) == 1
+
+
+def test_a_worker_keeps_to_the_cpus_ray_reserved_for_it(ray_session):
+    """Whole reserved CPUs are a worker's threads; a fraction, a driver or no reservation is none."""
+    from ragray.execution.ray_runtime import reserved_cpus
+
+    @ray.remote
+    def reserved():
+        return reserved_cpus()
+
+    assert ray.get(reserved.options(num_cpus=2).remote()) == 2
+    assert ray.get(reserved.options(num_cpus=1).remote()) == 1
+    assert ray.get(reserved.options(num_cpus=0.5).remote()) is None
+    assert reserved_cpus() is None  # this test's process is Ray's driver
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_packaged_model_in_a_one_cpu_worker_runs_one_thread(ray_session):
+    """Two one-CPU sweep trials on a 2-core node each ran SmolLM2 on every core (4 threads on 2
+    cores, 3-5x slower); the model now takes the worker's reservation, and a Serve-style fraction
+    still gets every core."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cores to tell one thread from every core")
+
+    @ray.remote
+    def threads():
+        import torch
+
+        from ragray.config import load_config
+        from ragray.generation import build_generator
+
+        gen = build_generator(load_config(None, ["generation.dtype=float32"]).generation)
+        try:
+            return torch.get_num_threads()
+        finally:
+            gen.close()
+
+    assert ray.get(threads.options(num_cpus=1).remote()) == 1
+    assert ray.get(threads.options(num_cpus=0.5).remote()) == len(os.sched_getaffinity(0))

@@ -7,13 +7,14 @@ grid's winner on the same questions.
 
 The cluster is what ``tests/cluster/_cluster.py`` starts (``ray start --head`` + ``ray start
 --address``, each node with its own --temp-dir, one CPU each on this 2-core machine); each sweep is
-a ``ray job submit -- ragray sweep`` from this checkout. The grid: retriever BM25 / dense (MiniLM)
-x top_k 1 / 2 / 3 x prompt template numbered / plain over SQuAD 1.1 dev questions (after the
+a ``ray job submit -- ragray sweep`` from this checkout. The grid: retriever BM25 / dense (MiniLM) /
+hybrid x top_k 1 / 2 x prompt template numbered / plain over SQuAD 1.1 dev questions (after the
 evidence benchmark's tuning split) with the global corpus, objective quality, the packaged
-SmolLM2 in fp32 with 16-token answers (budget: a smoke run on a 2-core AMD EPYC took 15-70 s per
-question at top_k 5 with two trials sharing the cores; k <= 3 and 16 tokens keep the full grid
-near an hour). Each sweep gets its own empty cache directory, so neither answers the other's
-calls. Results: ``benchmarks/results/sweep.json`` (or ``sweep-<name>.json``).
+SmolLM2 in fp32 with 8-token answers, two one-CPU trials at a time (budget, measured on a 2-core
+AMD EPYC: 3-6 s per question and trial at top_k 1-2, 9-10 s at top_k 3, so the full grid of 2,400
+trial-questions is about 80 minutes). Each sweep gets its own empty cache directory, so neither
+answers the other's calls. Results (written after each sweep): ``benchmarks/results/sweep.json``
+(or ``sweep-<name>.json``).
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ def spec_text(name: str, data: Path, corpus: Path, cache: Path, history: Path, a
     search = f"search: {{scheduler: asha, grace_questions: {grace}, reduction_factor: 3}}\n" if asha else ""
     return f"""
 name: {name}
-set: [data.path={data}, data.corpus={corpus}, retrieval.scope=global, generation.dtype=float32, generation.max_tokens=16,
+set: [data.path={data}, data.corpus={corpus}, retrieval.scope=global, generation.dtype=float32, generation.max_tokens=8,
       cache.dir={cache}, history.url=sqlite:///{history}]
-retrieval: {{retriever: [bm25, dense], top_k: [1, 2, 3]}}
+retrieval: {{retriever: [bm25, dense, hybrid], top_k: [1, 2]}}
 generation: {{template: [numbered, plain]}}
 objective: quality
 report_every: 10
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"questions": args.questions, "configurations": 12, "grace_questions": args.grace,
                               "reduction_factor": 3, "report_every": 10, "cluster": "2 nodes x 1 CPU, one host",
                               "data": f"squad_v11_dev[{OFFSET}:{OFFSET + args.questions}], global corpus"}
+    out = REPO / "benchmarks" / "results" / (f"sweep-{args.name}.json" if args.name else "sweep.json")
     cluster = start_head(num_cpus=1, prefix="rgbench-", multi_node=True)
     try:
         add_worker(cluster, num_cpus=1)
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, kind):
                 result[kind] = run_one(cluster, work, f"{kind}", data, corpus, kind == "asha", args.grace)
                 print(kind, json.dumps({k: v for k, v in result[kind].items() if k != "leaderboard"}), flush=True)
+                save_result(out, {**result, "partial": True, "machine": machine_info(("torch", "transformers", "ray"))})
     finally:
         stop_cluster(cluster)
     if "grid" in result and "asha" in result:
@@ -124,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
             "same_winner": a["winner"] == g["winner"],
         }
     result["machine"] = machine_info(("torch", "transformers", "ray", "optuna"))
-    out = REPO / "benchmarks" / "results" / (f"sweep-{args.name}.json" if args.name else "sweep.json")
     save_result(out, result)
     print(json.dumps(result.get("asha_vs_grid"), indent=1))
     print(f"wrote {out}")

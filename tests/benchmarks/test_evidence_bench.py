@@ -70,13 +70,17 @@ def boats(tmp_path):
     return data
 
 
+def tracing_args(tmp_path, data, candidates: int) -> list[str]:
+    """bench_tracing on ``data`` with the scripted model, 4 cases to score, everything under tmp_path."""
+    return ["--data", str(data), "--name", "toy", "--candidates", str(candidates), "--usable", "4",
+            "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
+            "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
+
+
 def test_the_tracing_benchmark_keeps_the_answers_that_name_one_source(tmp_path, boats):
     from benchmarks import bench_tracing
 
-    assert bench_tracing.main(["--data", str(boats), "--name", "toy", "--candidates", "6", "--usable", "4",
-                               "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"),
-                               "--out", str(tmp_path / "t.json"), "--set", "generation.backend=scripted",
-                               "--set", "metrics.embedding=false"]) == 0
+    assert bench_tracing.main(tracing_args(tmp_path, boats, candidates=6)) == 0
     result = json.loads((tmp_path / "t.json").read_text())
     # the scripted model answers from the first marker shown: always exactly one candidate answer
     assert result["candidates"] == 6 and result["usable"] == 6 and result["usable_rate"] == 1.0
@@ -90,9 +94,7 @@ def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path, bo
     truth: stage 2 reads which source the answer it ablated took, and counts the changes."""
     from benchmarks import bench_tracing
 
-    args = ["--data", str(boats), "--name", "toy", "--candidates", "6", "--usable", "4",
-            "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
-            "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
+    args = tracing_args(tmp_path, boats, candidates=6)
     assert bench_tracing.main([*args, "--stage", "1"]) == 0
     stage1 = tmp_path / "export" / "stage1.jsonl"
     truth = [json.loads(x) for x in stage1.read_text().splitlines()]
@@ -127,9 +129,7 @@ def test_tracing_decodes_again_on_this_cpu_before_stage_2_and_fills_the_quota(tm
              "gold_passage_ids": [f"r{i}-g"]} for i in range(160)]
     data = tmp_path / "set.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    args = ["--data", str(data), "--name", "toy", "--candidates", "9", "--usable", "4",
-            "--runs", str(tmp_path / "runs"), "--export", str(tmp_path / "export"), "--out", str(tmp_path / "t.json"),
-            "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"]
+    args = tracing_args(tmp_path, data, candidates=9)
     assert bench_tracing.main([*args, "--stage", "1"]) == 0
     stage1 = tmp_path / "export" / "stage1.jsonl"
     here = [json.loads(x) for x in stage1.read_text().splitlines()]

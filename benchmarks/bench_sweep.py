@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -35,14 +36,17 @@ from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
 OFFSET = 150  # after the evidence benchmark's tuning split
 
 
-def spec_text(name: str, data: Path, corpus: Path, cache: Path, history: Path, asha: bool, grace: int) -> str:
+GRID = "retrieval: {retriever: [bm25, dense, hybrid], top_k: [1, 2]}\ngeneration: {template: [numbered, plain]}"
+
+
+def spec_text(name: str, data: Path, corpus: Path, cache: Path, history: Path, asha: bool, grace: int,
+              grid: str = GRID, extra: str = "") -> str:
     search = f"search: {{scheduler: asha, grace_questions: {grace}, reduction_factor: 3}}\n" if asha else ""
     return f"""
 name: {name}
 set: [data.path={data}, data.corpus={corpus}, retrieval.scope=global, generation.dtype=float32, generation.max_tokens=8,
-      cache.dir={cache}, history.url=sqlite:///{history}]
-retrieval: {{retriever: [bm25, dense, hybrid], top_k: [1, 2]}}
-generation: {{template: [numbered, plain]}}
+      cache.dir={cache}, history.url=sqlite:///{history}{extra}]
+{grid}
 objective: quality
 report_every: 10
 execution: {{cpus_per_trial: 1, concurrency: 2, timeout_s: 36000}}
@@ -63,11 +67,13 @@ def calls_of(out: Path) -> int:
     return total
 
 
-def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha: bool, grace: int) -> dict[str, Any]:
+def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha: bool, grace: int,
+            **spec_args: str) -> dict[str, Any]:
     from tests.cluster._cluster import submit
 
     spec = work / f"{name}.yaml"
-    spec.write_text(spec_text(name, data, corpus, work / f"cache-{name}", work / "history.sqlite", asha, grace))
+    spec.write_text(spec_text(name, data, corpus, work / f"cache-{name}", work / "history.sqlite", asha, grace,
+                              **spec_args))
     out = work / name
     start = time.perf_counter()
     done = submit(cluster, f"bench-{name}-{uuid.uuid4().hex[:6]}", ["ragray", "sweep", str(spec), "--out", str(out)],
@@ -89,12 +95,37 @@ def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha:
     }
 
 
+def seconds_per_question(out: Path) -> dict[str, float]:
+    """Each trial's median seconds per question (its run log), by trial label."""
+    import statistics
+
+    labels = {t["id"]: t["label"] for t in json.loads((out / "sweep.json").read_text())["trials"]}
+    return {labels[t.name]: statistics.median(json.loads(x)["question"]["seconds"]
+                                              for x in (t / "progress.jsonl").read_text().splitlines() if x.strip())
+            for t in sorted((out / "trials").iterdir()) if (t / "progress.jsonl").is_file()}
+
+
+def threads_check(cluster: Any, work: Path, data: Path, corpus: Path) -> dict[str, Any]:
+    """Two one-CPU trials at once, their models on every core of the host (ragray before the fix:
+    ``generation.transformers.threads`` = the cores) vs on the one CPU each reserved (the default)."""
+    cores = len(os.sched_getaffinity(0))
+    grid = "retrieval: {retriever: [bm25], top_k: [2]}\ngeneration: {template: [numbered, plain]}"
+    out: dict[str, Any] = {"questions": sum(1 for _ in data.open()), "trials": 2, "host_cores": cores}
+    for name, extra in ((f"threads_{cores}_each", f", generation.transformers.threads={cores}"),
+                        ("threads_reserved", "")):
+        r = run_one(cluster, work, name, data, corpus, False, 0, grid=grid, extra=extra)
+        out[name] = {"wall_seconds": r["wall_seconds"], "median_seconds_per_question": seconds_per_question(work / name)}
+    out["speedup"] = out[f"threads_{cores}_each"]["wall_seconds"] / out["threads_reserved"]["wall_seconds"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--grace", type=int, default=20, help="ASHA grace period (questions)")
     ap.add_argument("--name", default=None, help="results file suffix")
-    ap.add_argument("--only", choices=["grid", "asha"], default=None)
+    ap.add_argument("--only", choices=["grid", "asha", "threads"], default=None)
+    ap.add_argument("--threads-questions", type=int, default=10, help="questions of the threads check")
     args = ap.parse_args(argv)
     from tests.cluster._cluster import add_worker, start_head, stop_cluster
 
@@ -116,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                 result[kind] = run_one(cluster, work, f"{kind}", data, corpus, kind == "asha", args.grace)
                 print(kind, json.dumps({k: v for k, v in result[kind].items() if k != "leaderboard"}), flush=True)
                 save_result(out, {**result, "partial": True, "machine": machine_info(("torch", "transformers", "ray"))})
+        if args.only in (None, "threads"):
+            small = work / "threads.jsonl"
+            small.write_text("".join(json.dumps(r) + "\n" for r in rows[OFFSET:OFFSET + args.threads_questions]),
+                             encoding="utf-8")
+            result["threads"] = threads_check(cluster, work, small, corpus)
+            print("threads", json.dumps(result["threads"]), flush=True)
     finally:
         stop_cluster(cluster)
     if "grid" in result and "asha" in result:

@@ -39,6 +39,7 @@ SETS = {"squad": "squad_v11_dev.jsonl", "hotpotqa": "hotpotqa_distractor_dev.jso
 TUNE = 150
 SEED = 26
 K = 5
+BLOCK = 400  # records per block of cases (the first block is what --candidates 400 always built)
 EXPORT = REPO / "benchmarks" / "results" / "tracing"
 
 
@@ -59,7 +60,14 @@ def cases_for(name: str, path: Path, limit: int | None) -> list[Any]:
     corpus_file = next((c for c in (path.with_name(path.name.replace(".jsonl", ".corpus.jsonl")),
                                     path.with_name(path.name.replace(".jsonl", ".corpus.jsonl.gz"))) if c.is_file()), None)
     corpus = _read(corpus_file) if corpus_file else list({p["id"]: p for r in records for p in r["passages"]}.values())
-    cases = conflict_cases(records[:limit] if limit else records, corpus, others=K - 2, seed=SEED)
+    # built in fixed blocks of records (each its own substitute pool and seed), so a larger
+    # --candidates adds cases and never changes one already answered and exported
+    n = len(records) if limit is None else min(limit, len(records))
+    cases = []
+    for b, start in enumerate(range(0, n, BLOCK)):
+        wanted = {f"{r['id']}::conflict" for r in records[start:n]}
+        built = conflict_cases(records[start : start + BLOCK], corpus, others=K - 2, seed=SEED + b)
+        cases += [c for c in built if c.record["id"] in wanted]
     for c in cases:
         c.record["id"] = f"{name}:{c.record['id']}"
     return cases

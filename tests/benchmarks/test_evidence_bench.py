@@ -114,6 +114,17 @@ def test_tracing_stage_2_reads_the_truth_from_the_answer_it_ablates(tmp_path, bo
     assert report["panel"] == stage2["panel"] and report["n"] == 4 and report["interim"] is False
 
 
+def test_more_tracing_candidates_never_change_the_cases_already_built(boats, monkeypatch):
+    """Cases are built in fixed blocks of records: a later session's larger --candidates adds
+    cases, and the ones already answered (and exported by id) keep their passages."""
+    from benchmarks import bench_tracing
+
+    monkeypatch.setattr(bench_tracing, "BLOCK", 4)
+    few, more = bench_tracing.cases_for("toy", boats, 6), bench_tracing.cases_for("toy", boats, None)
+    assert len(few) == 6 and len(more) == 10
+    assert [c.record for c in few] == [c.record for c in more[:6]]
+
+
 def test_tracing_decodes_again_on_this_cpu_before_stage_2_and_fills_the_quota(tmp_path):
     """Stage-1 answers decoded on another CPU are decoded again here (recheck.jsonl) before a case
     costs a stage-2 run; a case no longer usable here is skipped and the next candidate takes its

@@ -1,9 +1,9 @@
 """Source tracing with known truth from real data (issue 26 item 10): two equally relevant
 passages, and the answer's content says which one the model took.
 
-    python benchmarks/bench_tracing.py [--sets squad hotpotqa] [--candidates 3000] [--usable 150]
+    python benchmarks/bench_tracing.py [--sets squad hotpotqa] [--candidates 700] [--usable 150]
     python benchmarks/bench_tracing.py --data my.jsonl --name mine      # any ragray JSONL with gold ids
-    python benchmarks/bench_tracing.py --report --candidates 400 --usable 200   # from the exports, no model
+    python benchmarks/bench_tracing.py --report --candidates 700 --usable 150   # from the exports, no model
 
 Cases (:mod:`ragray.data.conflicts`, seed 26) come from the records after each set's tuning split
 (the first 150 questions, which ``bench_evidence`` tunes on): the gold passage, a copy whose answer

@@ -95,6 +95,51 @@ def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha:
     }
 
 
+def per_question_scores(out: Path) -> dict[str, dict[str, float]]:
+    """label -> question id -> the leaderboard's per-question composite, for finished trials."""
+    from ragray.sweep.score import composite
+
+    weights = json.loads((out / "sweep.json").read_text())["scoring"]["weights"]
+    labels = {t["id"]: t["label"] for t in json.loads((out / "sweep.json").read_text())["trials"]}
+    scores = {}
+    for trial in sorted((out / "trials").iterdir()):
+        if (trial / "trial.json").is_file():
+            qs = json.loads((trial / "trial.json").read_text())["questions"]
+            scores[labels[trial.name]] = {q["question_id"]: c for q in qs if (c := composite(q, weights)) is not None}
+    return scores
+
+
+def decidability(grid: dict[str, Any], out: Path) -> dict[str, Any]:
+    """How far the grid's winner is from each other configuration on the same questions: the paired
+    difference of per-question scores with its 95% CI, and the questions a two-sided 5% test with
+    80% power would need to tell that difference from zero (``(z_.975 + z_.8)^2 sd^2 / d^2``)."""
+    import math
+    import statistics
+
+    scores = per_question_scores(out)
+    best = grid["winner"]
+    rows = []
+    for label, s in scores.items():
+        if label == best:
+            continue
+        common = sorted(set(s) & set(scores[best]))
+        diffs = [scores[best][q] - s[q] for q in common]
+        d, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+        half = 1.96 * sd / math.sqrt(len(diffs))
+        rows.append({"label": label, "n": len(diffs), "difference": d, "low": d - half, "high": d + half,
+                     "p": math.erfc(abs(d) / (sd / math.sqrt(len(diffs))) / math.sqrt(2)) if sd > 0 else 0.0,
+                     "questions_to_decide": math.ceil((1.96 + 0.8416) ** 2 * sd**2 / d**2) if d > 0 else None})
+    # Holm over the comparisons with the winner: decided = its difference is > 0 after correction
+    rows.sort(key=lambda r: r["p"])
+    going = True
+    for i, r in enumerate(rows):
+        going = going and r["p"] <= 0.05 / (len(rows) - i)
+        r["decided"] = going and r["difference"] > 0
+    rows.sort(key=lambda r: r["difference"])
+    return {"winner": best, "vs_winner": rows, "test": "paired, normal approximation, Holm over the comparisons",
+            "undecided": [r["label"] for r in rows if not r["decided"]]}
+
+
 def seconds_per_question(out: Path) -> dict[str, float]:
     """Each trial's median seconds per question (its run log), by trial label."""
     import statistics
@@ -119,6 +164,34 @@ def threads_check(cluster: Any, work: Path, data: Path, corpus: Path) -> dict[st
     return out
 
 
+def compare(result: dict[str, Any], work: Path) -> None:
+    """ASHA against the full grid on the same questions: what it saved, whether it chose the grid's
+    winner, and, since the grid's top configurations can be within noise of each other, where
+    ASHA's winner and the configurations it stopped stand in the grid (rank, paired difference to
+    the grid's winner, and whether 200 questions decide it)."""
+    if "grid" not in result:
+        return
+    result["decidability"] = decide = decidability(result["grid"], work / "grid")
+    if "asha" not in result:
+        return
+    g, a = result["grid"], result["asha"]
+    rank = {r["label"]: r["rank"] for r in g["leaderboard"]}
+    gap = {r["label"]: r for r in decide["vs_winner"]}
+    stopped = [r["label"] for r in a["leaderboard"] if r["status"] == "stopped"]
+    result["asha_vs_grid"] = {
+        "wall_saved": 1 - a["wall_seconds"] / g["wall_seconds"],
+        "calls_saved": 1 - a["model_calls"] / g["model_calls"] if g["model_calls"] else None,
+        "questions_saved": 1 - a["questions_run"] / g["questions_run"],
+        "same_winner": a["winner"] == g["winner"],
+        "asha_winner_grid_rank": rank.get(a["winner"]),
+        "asha_winner_gap": gap[a["winner"]]["difference"] if a["winner"] in gap else 0.0,
+        "asha_winner_tied_with_grid_winner": a["winner"] == g["winner"] or a["winner"] in decide["undecided"],
+        "stopped_grid_ranks": sorted(rank[x] for x in stopped),
+        # the grid's winner itself, or one 200 questions cannot tell from it, stopped early
+        "stopped_but_tied_with_grid_winner": [x for x in stopped if x == g["winner"] or x in decide["undecided"]],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--questions", type=int, default=200)
@@ -126,7 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default=None, help="results file suffix")
     ap.add_argument("--only", choices=["grid", "asha", "threads"], default=None)
     ap.add_argument("--threads-questions", type=int, default=10, help="questions of the threads check")
+    ap.add_argument("--analyse", type=Path, default=None,
+                    help="no model: add the winner's decidability and ASHA's regret to RESULT from the run "
+                         "directory given with --work")
+    ap.add_argument("--work", type=Path, default=None, help="the benchmark's run directory (with --analyse)")
     args = ap.parse_args(argv)
+    if args.analyse:
+        result = json.loads(args.analyse.read_text())
+        compare(result, args.work)
+        save_result(args.analyse, result)
+        print(json.dumps(result.get("asha_vs_grid"), indent=1))
+        return 0
     from tests.cluster._cluster import add_worker, start_head, stop_cluster
 
     source = SHARED_DATA / "squad_v11_dev.jsonl"
@@ -155,14 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             print("threads", json.dumps(result["threads"]), flush=True)
     finally:
         stop_cluster(cluster)
-    if "grid" in result and "asha" in result:
-        g, a = result["grid"], result["asha"]
-        result["asha_vs_grid"] = {
-            "wall_saved": 1 - a["wall_seconds"] / g["wall_seconds"],
-            "calls_saved": 1 - a["model_calls"] / g["model_calls"] if g["model_calls"] else None,
-            "questions_saved": 1 - a["questions_run"] / g["questions_run"],
-            "same_winner": a["winner"] == g["winner"],
-        }
+    compare(result, work)
     result["machine"] = machine_info(("torch", "transformers", "ray", "optuna"))
     save_result(out, result)
     print(json.dumps(result.get("asha_vs_grid"), indent=1))

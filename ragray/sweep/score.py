@@ -20,18 +20,20 @@ from typing import Any
 
 from ragray.metrics.summary import mean_ci
 
-__all__ = ["score_trial", "rank_trials"]
+__all__ = ["composite", "score_trial", "rank_trials"]
+
+
+def composite(q: Mapping[str, Any], weights: Mapping[str, float]) -> float | None:
+    """One question's weighted mean of the scored metrics measured on it (None: none was)."""
+    measured = {m: w for m, w in weights.items() if w > 0 and q.get(m) is not None}
+    wsum = sum(measured.values())
+    return sum(w * float(q[m]) for m, w in measured.items()) / wsum if wsum > 0 else None
 
 
 def score_trial(per_question: Sequence[Mapping[str, Any]], weights: Mapping[str, float]) -> dict[str, Any]:
     """``overall`` (with CI), ``confidence``, ``score`` and per-metric coverage of one trial."""
     total = sum(weights.values())
-    composites = []
-    for q in per_question:
-        measured = {m: w for m, w in weights.items() if w > 0 and q.get(m) is not None}
-        wsum = sum(measured.values())
-        if wsum > 0:
-            composites.append(sum(w * float(q[m]) for m, w in measured.items()) / wsum)
+    composites = [c for q in per_question if (c := composite(q, weights)) is not None]
     n = len(per_question)
     coverage = {m: (sum(1 for q in per_question if q.get(m) is not None) / n if n else 0.0) for m in weights}
     confidence = sum(weights[m] * coverage[m] for m in weights) / total if total > 0 else 0.0

@@ -143,8 +143,9 @@ def reserved_cpus() -> int | None:
     """The whole CPUs Ray reserved for the task or actor running this code (a sweep trial's
     ``cpus_per_trial``, a Ray Data worker's ``num_cpus``), or None outside one (a driver, no Ray)
     and for a fraction of a CPU (a Serve replica's 0.5: that is a scheduling weight, not a core
-    count). Several trials on one node's cores must each keep to their share: two 2-thread models
-    on 2 cores ran a 16-token answer 3-5x slower than one thread each (``benchmarks/results/sweep.json``)."""
+    count). Several trials on one node's cores must each keep to their share: two trials whose
+    models each ran every core of a 2-core node oversubscribed it (``benchmarks/bench_sweep.py
+    --only threads`` measures it)."""
     import sys
 
     ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker

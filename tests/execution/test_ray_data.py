@@ -166,8 +166,8 @@ def test_a_worker_keeps_to_the_cpus_ray_reserved_for_it(ray_session):
 @pytest.mark.timeout(600)
 def test_the_packaged_model_in_a_one_cpu_worker_runs_one_thread(ray_session):
     """Two one-CPU sweep trials on a 2-core node each ran SmolLM2 on every core (4 threads on 2
-    cores, 3-5x slower); the model now takes the worker's reservation, and a Serve-style fraction
-    still gets every core."""
+    cores); the model now takes the worker's reservation, and a Serve-style fraction still gets
+    every core."""
     import os
 
     if len(os.sched_getaffinity(0)) < 2:

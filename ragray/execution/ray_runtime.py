@@ -144,8 +144,8 @@ def reserved_cpus() -> int | None:
     ``cpus_per_trial``, a Ray Data worker's ``num_cpus``), or None outside one (a driver, no Ray)
     and for a fraction of a CPU (a Serve replica's 0.5: that is a scheduling weight, not a core
     count). Several trials on one node's cores must each keep to their share: two trials whose
-    models each ran every core of a 2-core node oversubscribed it (``benchmarks/bench_sweep.py
-    --only threads`` measures it)."""
+    models each ran every core of a 2-core node took ~3x as long per question
+    (``benchmarks/results/sweep-threads.json``)."""
     import sys
 
     ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker

@@ -15,7 +15,10 @@ with the working tree, each in its own folder:
 Every Parquet table of every run directory (sweep trials and leaderboard included) must be equal
 cell for cell (same schema, same values, floats bit for bit), and every ``summary.json`` and
 ``audit_report.json`` equal key for key and in the same key order, except what measures time or
-names a path: the columns and keys in ``VOLATILE``.
+names a path: the columns and keys in ``VOLATILE``. ``--allow-added`` lists (does not fail) columns a
+table gained at its end, summary keys and whole tables only the working tree has; ``--float-tolerance X``
+counts floats within X of each other as equal *within X*, listed apart from the bit-for-bit equal ones
+(for float32 noise from a change of batching, e.g. an encoder that now embeds one text per pass).
 Exit 0 when everything matches; else the differences, per file, and exit 1.
 """
 
@@ -113,9 +116,11 @@ def _strip(value: Any, out: Path) -> Any:
     return value
 
 
-def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: bool = False) -> list[str]:
+def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: bool = False,
+                      tolerance: float = 0.0) -> list[str]:
     """How the Parquet tables ``a`` and ``b`` differ, ignoring ``VOLATILE`` columns (empty: equal).
-    ``allow_added``: columns only ``b`` has, after all of ``a``'s, are reported, not counted."""
+    ``allow_added``: columns only ``b`` has, after all of ``a``'s, are reported, not counted.
+    ``tolerance``: float cells at most this far apart are noted in ``NEAR``, not counted."""
     import pyarrow.parquet as pq
 
     ta, tb = pq.read_table(a), pq.read_table(b)
@@ -136,6 +141,10 @@ def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: b
         va = _strip(ta.column(c).to_pylist(), out_a)
         vb = _strip(tb.column(c).to_pylist(), out_b)
         bad = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y and not (x != x and y != y)]  # NaN == NaN
+        near = [abs(va[i] - vb[i]) for i in bad if _close(va[i], vb[i], tolerance)]
+        if bad and len(near) == len(bad):
+            NEAR.setdefault(c, []).append((str(a.relative_to(out_a)), len(bad), max(near)))
+            continue
         if bad:
             diffs.append(f"{c}: {len(bad)} rows differ, first row {bad[0]}: {va[bad[0]]!r} vs {vb[bad[0]]!r}")
     return diffs
@@ -143,23 +152,48 @@ def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: b
 
 #: columns the working tree added (``--allow-added``) -> the tables that gained them
 ADDED: dict[str, list[str]] = {}
+#: column or summary key -> (file, cells that differ, largest |difference|), each within ``--float-tolerance``
+NEAR: dict[str, list[tuple[str, int, float]]] = {}
 
 
-def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, list[str]]:
+def _close(x: Any, y: Any, tolerance: float) -> bool:
+    """Two numbers (not bools) at most ``tolerance`` apart; False for anything else or tolerance 0."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+    return tolerance > 0 and numbers and abs(x - y) <= tolerance
+
+
+def _near_json(a: Any, b: Any, tolerance: float, where: str, key: str = "") -> Any:
+    """``b`` with every number within ``tolerance`` of its twin in ``a`` replaced by ``a``'s (noted in ``NEAR``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _near_json(a[k], v, tolerance, where, f"{key}.{k}" if key else k) if k in a else v
+                for k, v in b.items()}
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [_near_json(x, y, tolerance, where, key) for x, y in zip(a, b)]
+    if a != b and _close(a, b, tolerance):
+        NEAR.setdefault(key, []).append((where, 1, abs(a - b)))
+        return a
+    return b
+
+
+def compare(out_a: Path, out_b: Path, allow_added: bool = False, tolerance: float = 0.0) -> dict[str, list[str]]:
     """Every table and summary under ``out_a`` against its twin under ``out_b``."""
     problems: dict[str, list[str]] = {}
     files_a = {p.relative_to(out_a) for p in out_a.rglob("*") if compared(p)}
     files_b = {p.relative_to(out_b) for p in out_b.rglob("*") if compared(p)}
     for rel in sorted(files_a ^ files_b):
+        if allow_added and rel in files_b:
+            NEW_FILES.append(str(rel))
+            continue
         problems[str(rel)] = ["only in " + ("base" if rel in files_a else "working tree")]
     for rel in sorted(files_a & files_b):
         if rel.suffix == ".parquet":
-            diffs = table_differences(out_a / rel, out_b / rel, out_a, out_b, allow_added)
+            diffs = table_differences(out_a / rel, out_b / rel, out_a, out_b, allow_added, tolerance)
         else:
             sa = _strip(json.loads((out_a / rel).read_text()), out_a)
             sb = _strip(json.loads((out_b / rel).read_text()), out_b)
             if allow_added:
                 sb = _drop_added(sa, sb)
+            sb = _near_json(sa, sb, tolerance, str(rel))
             diffs = [] if sa == sb else [_first_difference(sa, sb)]
             if not diffs and (where := _order_difference(sa, sb)):
                 diffs = [f"same keys in another order at {where}"]
@@ -167,6 +201,9 @@ def compare(out_a: Path, out_b: Path, allow_added: bool = False) -> dict[str, li
             problems[str(rel)] = diffs
     return problems
 
+
+#: tables and summaries only the working tree has (``--allow-added``)
+NEW_FILES: list[str] = []
 
 #: the JSON files compared besides the tables
 JSON_FILES = ("summary.json", "audit_report.json")
@@ -212,7 +249,10 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=4)
     ap.add_argument("--compare-only", action="store_true", help="compare the folders of an earlier call, run nothing")
     ap.add_argument("--allow-added", action="store_true",
-                    help="columns (at a table's end) and summary keys only the working tree has are listed, not failed")
+                    help="columns (at a table's end), summary keys and files only the working tree has are listed, "
+                         "not failed")
+    ap.add_argument("--float-tolerance", type=float, default=0.0,
+                    help="floats at most this far apart are listed as equal within it, not failed (default 0: bit for bit)")
     args = ap.parse_args()
     work = Path(args.work)
     base = work / "base-tree"
@@ -226,15 +266,23 @@ def main() -> int:
         run_all(base, out_a, args.questions, keep=True)
         print("working tree:", flush=True)
         run_all(REPO, out_b, args.questions, keep=False)
-    problems = compare(out_a, out_b, args.allow_added)
+    problems = compare(out_a, out_b, args.allow_added, args.float_tolerance)
     n = sum(1 for p in out_a.rglob("*") if compared(p))
+    near_files = {f for cells in NEAR.values() for f, _, _ in cells}
     for rel, diffs in problems.items():
         print(f"DIFFERENT {rel}")
         for d in diffs:
             print(f"    {d}")
     for columns, tables in ADDED.items():
         print(f"added (allowed): {columns}  in {len(tables)} table(s): {', '.join(sorted(set(tables)))}")
-    print(f"{n - len(problems)} of {n} tables and summaries equal (volatile columns ignored: timings, paths)")
+    for rel in NEW_FILES:
+        print(f"added (allowed): {rel}")
+    for column, cells in NEAR.items():
+        print(f"within {args.float_tolerance:g}: {column}: {sum(k for _, k, _ in cells)} values in {len(cells)} file(s), "
+              f"largest |difference| {max(d for _, _, d in cells):.2g}")
+    exact = n - len(problems) - len(near_files - set(problems))
+    print(f"{n - len(problems)} of {n} tables and summaries equal (volatile columns ignored: timings, paths)"
+          + (f": {exact} bit for bit, {n - len(problems) - exact} within {args.float_tolerance:g}" if NEAR else ""))
     return 1 if problems else 0
 
 

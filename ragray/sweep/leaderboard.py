@@ -25,7 +25,9 @@ COLUMNS = [
     "mean_rho", "divergent_rate", "mean_dominance", "wasted_context",
     "n_questions", "n_measured", "n_errors", "latency_s", "tokens_per_question", "cost_usd_per_question",
     "trial_seconds", "cache_chunksets_hit", "cache_chunksets_miss", "cache_indexes_hit", "cache_indexes_miss",
-    "cache_retrievals_hit", "cache_retrievals_miss", "node", "attempts", "error", "out",
+    "cache_retrievals_hit", "cache_retrievals_miss", "error", "out",
+    # added later, so appended: a table's existing columns keep their places (scripts/same_tables.py)
+    "node", "attempts",
 ]
 _TEXT = {"trial_id", "label", "status", "node", "error", "out"}
 _INT = {"rank", "n_questions", "n_measured", "n_errors", "attempts", *(c for c in COLUMNS if c.startswith("cache_"))}

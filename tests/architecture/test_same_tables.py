@@ -53,3 +53,19 @@ def test_nan_and_null_are_different(tmp_path, same_tables):
     a = _run(tmp_path / "a", {"rho": [float("nan")]}, {})
     b = _run(tmp_path / "b", {"rho": pa.array([None], pa.float64())}, {})
     assert same_tables.compare(a, b)["run/questions.parquet"] == ["rho: 1 rows differ, first row 0: nan vs None"]
+
+
+def test_float_noise_within_the_tolerance_is_listed_apart_and_new_tables_are_allowed(tmp_path, same_tables):
+    a = _run(tmp_path / "a", {"sim": [0.3919779062271118, 0.5], "rank": [1, 2]}, {"sim": 0.30685669086995015})
+    b = _run(tmp_path / "b", {"sim": [0.3919779658317566, 0.5], "rank": [1, 2]}, {"sim": 0.30685664853326855})
+    pq.write_table(pa.table({"x": [1]}), b / "run" / "checks.parquet")
+    strict = same_tables.compare(a, b)
+    assert set(strict) == {"run/questions.parquet", "run/summary.json", "run/checks.parquet"}
+    assert same_tables.compare(a, b, allow_added=True, tolerance=1e-6) == {}
+    assert same_tables.NEW_FILES == ["run/checks.parquet"]
+    assert {f for cells in same_tables.NEAR.values() for f, _, _ in cells} == {"run/questions.parquet",
+                                                                              "run/summary.json"}
+    c = _run(tmp_path / "c", {"sim": [0.3919, 0.5], "rank": [1, 3]}, {"sim": 0.30685669086995015})
+    problems = same_tables.compare(a, c, tolerance=1e-6)  # beyond it, and integers, still differ
+    assert "sim: 1 rows differ" in problems["run/questions.parquet"][0]
+    assert "rank: 1 rows differ" in problems["run/questions.parquet"][1]

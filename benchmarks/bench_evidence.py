@@ -2,6 +2,7 @@
 
     python benchmarks/bench_evidence.py --phase tune [--limit 20] [--variants numbered_full ...]
     python benchmarks/bench_evidence.py --phase test            # once, with the frozen config
+    python benchmarks/bench_evidence.py --phase test --report --publish   # README block, goals, validity.json
     python benchmarks/bench_evidence.py --data my.jsonl --name mine --phase test   # any ragray JSONL
 
 Splits (fixed before any result was seen): per data set of ``../shared/data``, ``tune`` is the
@@ -314,6 +315,21 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
     return out
 
 
+def progress(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict[str, Any]:
+    """Questions exported per part and set against the part's size (its rows of the split), and
+    whether every part is complete: no test figure is published before it is (pre-registration)."""
+    parts: dict[str, dict[str, dict[str, int]]] = {}
+    for part, (first, last, _) in PARTS.items():
+        for name, (source, _) in sets.items():
+            exported = export_path("test", part, name, root)
+            done = (sum(1 for line in exported.read_text(encoding="utf-8").split("\n") if line.strip())
+                    if exported.is_file() else 0)
+            size = max(0, min(last, len(split_rows(source, "test"))) - first)
+            parts.setdefault(part, {})[name] = {"done": done, "of": size}
+    complete = all(c["done"] >= c["of"] for cells in parts.values() for c in cells.values())
+    return {"parts": parts, "complete": complete}
+
+
 #: the commit this process started on (set by :func:`main`)
 STARTED_AT: str | None = None
 
@@ -332,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10,
                     help="--phase test: questions per set per round (exports written after each)")
     ap.add_argument("--report", action="store_true", help="--phase test: no model runs, the results from the exports")
+    ap.add_argument("--publish", action="store_true",
+                    help="--phase test: write the README block (progress until complete) and, once complete, validity.json")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
@@ -354,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         results |= {"parts": {k: {"rows": [a, b], "settings": VARIANTS[k] + extra} for k, (a, b, extra) in PARTS.items()},
                     "frozen": frozen}
         run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, args.report)
+        results["progress"] = progress(sets, args.export)
         results["variants"] = test_results(sets, args.export)
         results["sessions"] = [json.loads(line) for v in PARTS
                                if (log := args.export / "test" / v / "sessions.jsonl").is_file()
@@ -369,10 +388,21 @@ def main(argv: list[str] | None = None) -> int:
                                  "resumed": got["resumed"]}
                 got_all[name] = got
             results["variants"][variant] = {"sets": per_set, "pooled": pooled_panel(got_all)[1]}
+    results["goals"] = {v: goals(got) for v, got in results["variants"].items()}
     results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
     out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
     save_result(out, results)
     print(f"wrote {out}")
+    if args.publish and args.phase == "test":
+        publish(results)
+    if args.phase == "test" and not results["progress"]["complete"]:
+        done = "; ".join(f"{part}: " + ", ".join(f"{n} {c['done']}/{c['of']}" for n, c in cells.items())
+                         for part, cells in results["progress"]["parts"].items())
+        print(f"the test split is not complete ({done}): its figures are interim, not results")
+    else:
+        for v, g in results["goals"].items():
+            print(f"goals, {v}:")
+            print("\n".join(goal_lines(g)))
     return 0
 
 
@@ -399,6 +429,127 @@ def markdown(result: Mapping[str, Any], subset: str = "all",
                 lines.append(f"| {variant} | {name} | {t['n']} | {metric} | {b} | {m['mean']:.2f} "
                              f"[{m['low']:.2f}, {m['high']:.2f}] | {diffs} |")
     return "\n".join(lines)
+
+
+#: issue 26's goals, fixed before the test split ran: (a) faithfulness on each set (the best
+#: attribution measure's LDS and top-2 drop beat every control, Holm-corrected paired bootstrap)
+#: and pooled LDS at least this; (c) the pooled gold AUC against both cosines, reported
+GOAL_LDS = 0.85
+FAITHFULNESS_METRICS = ("lds", "top2_drop")
+RELEVANCE_CONTROLS = ("answer_similarity", "question_similarity")
+
+
+def _best(table: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One metric table's best attribution measure, its CI and its weakest paired margin over the
+    controls; ``state`` says ``measured`` or why not (no rows; under the panel's verdict minimum)."""
+    if not table or not table.get("best"):
+        return {"state": "no questions", "n": table["n"] if table else 0}
+    best = table["best"]
+    margins = table["vs_controls"].get(best, {})
+    weakest = min(margins, key=lambda c: margins[c]["difference"]["low"]) if margins else None
+    return {"state": "measured" if table.get("best_beats_every_control") is not None else "too few questions",
+            "n": table["n"], "measure": best, **{k: table["measures"][best][k] for k in ("mean", "low", "high")},
+            "beats_every_control": table.get("best_beats_every_control"),
+            "weakest_control": weakest, "weakest_margin": margins[weakest]["difference"] if weakest else None}
+
+
+def goals(variant: Mapping[str, Any], subsets: tuple[str, ...] = ("all", "answered_context_dependent")) -> dict[str, Any]:
+    """Issue 26's goals read off one variant of the results (``frozen`` or ``frozen_all``).
+
+    (a) per subset: on every set, LDS and top-2 drop of the best attribution measure beat every
+    control, and the pooled best LDS >= :data:`GOAL_LDS`; ``met`` is None while any cell lacks a
+    verdict. (c) primary subset, pooled: the best gold-AUC measure minus each relevance cosine."""
+    faith: dict[str, Any] = {}
+    for subset in subsets:
+        per_set = {name: {m: _best(s["panel"]["subsets"][subset]["metrics"].get(m)) for m in FAITHFULNESS_METRICS}
+                   for name, s in variant["sets"].items()}
+        pooled = _best(variant["pooled"]["subsets"][subset]["metrics"].get("lds"))
+        verdicts = [c.get("beats_every_control") for cells in per_set.values() for c in cells.values()]
+        met = None if None in verdicts or pooled["state"] != "measured" else (
+            all(verdicts) and pooled["mean"] >= GOAL_LDS)
+        faith[subset] = {"per_set": per_set, "pooled_lds": pooled, "lds_goal": GOAL_LDS, "met": met}
+    auc = variant["pooled"]["subsets"]["answered_context_dependent"]["metrics"].get("auc")
+    gold = _best(auc)
+    if gold["state"] != "no questions":
+        gold["minus"] = {c: auc["vs_controls"][gold["measure"]][c]["difference"]
+                         for c in RELEVANCE_CONTROLS if c in auc["vs_controls"][gold["measure"]]}
+    return {"faithfulness": faith, "gold_auc_primary_pooled": gold}
+
+
+def goal_lines(g: Mapping[str, Any]) -> list[str]:
+    """The goals as plain sentences (console, README)."""
+    def cell(c: Mapping[str, Any]) -> str:
+        if c["state"] == "no questions":
+            return "no questions"
+        margin = c["weakest_margin"]
+        verdict = {True: "beats every control", False: "does not beat every control",
+                   None: "no verdict (too few questions)"}[c["beats_every_control"]]
+        return (f"{c['measure']} {c['mean']:.2f} [{c['low']:.2f}, {c['high']:.2f}], n = {c['n']}, {verdict}"
+                + (f" (weakest margin: {c['weakest_control']} {margin['mean']:+.2f} [{margin['low']:+.2f}, "
+                   f"{margin['high']:+.2f}])" if margin else ""))
+
+    lines = []
+    for subset, f in g["faithfulness"].items():
+        state = {True: "MET", False: "NOT MET", None: "UNDECIDED"}[f["met"]]
+        lines.append(f"(a) faithfulness, subset {subset}: {state} (pooled LDS goal >= {f['lds_goal']})")
+        for name, cells in f["per_set"].items():
+            for metric, c in cells.items():
+                lines.append(f"    {name} {metric}: {cell(c)}")
+        lines.append(f"    pooled lds: {cell(f['pooled_lds'])}")
+    gold = g["gold_auc_primary_pooled"]
+    lines.append(f"(c) gold AUC, answered and context-dependent, pooled: {cell(gold)}")
+    for c, d in gold.get("minus", {}).items():
+        lines.append(f"    minus {c}: {d['mean']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]")
+    return lines
+
+
+README_BEGIN = "<!-- evidence-test:begin (written by: python benchmarks/bench_evidence.py --phase test --report --publish) -->"
+README_END = "<!-- evidence-test:end -->"
+#: the gold-evidence panel of the test split (the validity panel v2), for readers of the old validity.json
+VALIDITY = REPO / "benchmarks" / "results" / "validity.json"
+GOLD_METRICS = ("recovery_at_1", "auc")
+
+
+def readme_block(result: Mapping[str, Any]) -> str:
+    """The README's test-split block: progress only until every part is complete (no interim
+    figure is published: pre-registration), then the goals and the tables."""
+    prog = result["progress"]
+    done = sum(c["done"] for cells in prog["parts"].values() for c in cells.values())
+    size = sum(c["of"] for cells in prog["parts"].values() for c in cells.values())
+    parts = "; ".join(f"`{part}` " + ", ".join(f"{n} {c['done']}/{c['of']}" for n, c in cells.items())
+                      for part, cells in prog["parts"].items())
+    if not prog["complete"]:
+        return (f"Test split: **{done} of {size} questions run** ({parts}). Its figures are published here "
+                "when every part is complete, not before (pre-registered).")
+    out = [f"Test split complete: {size} questions ({parts}). `benchmarks/results/evidence_test.json`; "
+           "gold-evidence panel also in `benchmarks/results/validity.json`.", ""]
+    for variant, g in result["goals"].items():
+        out += [f"Goals, `{variant}`:", "", "```", *goal_lines(g), "```", ""]
+    for variant_subset, metrics in ((("all", ("lds", "top2_drop", "top1_drop", "top3_drop"))),
+                                    ("answered_context_dependent", ("auc", "recovery_at_1", "lds", "top2_drop"))):
+        out += [f"Subset `{variant_subset}`:", "", markdown(result, variant_subset, metrics), ""]
+    return "\n".join(out).rstrip()
+
+
+def publish(result: Mapping[str, Any], readme: Path = REPO / "README.md", validity: Path = VALIDITY) -> None:
+    """Write the README block (always: the progress line until the split is complete) and, once it
+    is complete, ``validity.json`` (the gold-evidence metrics of every measure and control)."""
+    text = readme.read_text(encoding="utf-8")
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit(f"{readme}: the markers {README_BEGIN!r} ... {README_END!r} are missing")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_BEGIN}\n{readme_block(result)}\n{README_END}{tail}", encoding="utf-8")
+    if not result["progress"]["complete"]:
+        return
+    gold = {variant: {name: {subset: {m: panel["subsets"][subset]["metrics"].get(m) for m in GOLD_METRICS}
+                             for subset in panel["subsets"]}
+                      for name, panel in {**{n: s["panel"] for n, s in v["sets"].items()}, "pooled": v["pooled"]}.items()}
+            for variant, v in result["variants"].items()}
+    save_result(validity, {"source": "benchmarks/bench_evidence.py --phase test (pre-registered test split)",
+                           "model": "SmolLM2-135M-Instruct (packaged, greedy)", "frozen": result["frozen"],
+                           "progress": result["progress"], "goals": result["goals"], "gold": gold,
+                           "machine": result.get("machine")})
 
 
 def _frozen(path: Path) -> dict[str, Any]:

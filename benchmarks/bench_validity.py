@@ -1,7 +1,7 @@
 """Validity of ragray's influence measures against gold passages, per data set (SPEC §11).
 
     python benchmarks/bench_validity.py [--questions 30] [--datasets hotpotqa squad pubmedqa]
-        [--position-questions 0] [--runs runs/bench-validity] [--out benchmarks/results/validity.json]
+        [--position-questions 0] [--runs runs/bench-validity] [--out benchmarks/results/validity_v1.json]
 
 Per data set (``../shared/data``), the packaged SmolLM2-135M-Instruct (fp32, greedy), BM25:
 

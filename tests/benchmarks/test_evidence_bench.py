@@ -193,6 +193,25 @@ def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp
     again = json.loads((tmp_path / "again.json").read_text())
     assert again["variants"] == result["variants"]
     assert not (tmp_path / "none").exists()
+    assert again["progress"] == {"complete": True, "parts": {"frozen": {"toy": {"done": 2, "of": 2}},
+                                                             "frozen_no_surrogate": {"toy": {"done": 3, "of": 3}}}}
+    assert set(again["goals"]) == {"frozen", "frozen_all"}
+    assert again["goals"]["frozen"]["faithfulness"]["all"]["met"] is None  # 2 questions: no verdict
+    # publishing: the README block shows progress only until every part is complete, then the figures
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{bench_evidence.README_BEGIN}\nSTALE-BLOCK\n{bench_evidence.README_END}\ntail\n")
+    validity = tmp_path / "validity.json"
+    partial = again | {"progress": {"complete": False, "parts": {"frozen": {"toy": {"done": 1, "of": 2}}}}}
+    bench_evidence.publish(partial, readme, validity)
+    block = readme.read_text()
+    assert "1 of 2 questions run" in block and "| variant |" not in block and block.endswith("end -->\ntail\n")
+    assert not validity.exists()
+    bench_evidence.publish(again, readme, validity)
+    block = readme.read_text()
+    assert "Test split complete: 5 questions" in block and "| frozen_all | toy |" in block and "STALE-BLOCK" not in block
+    assert block.count(bench_evidence.README_BEGIN) == 1
+    gold = json.loads(validity.read_text())["gold"]
+    assert gold["frozen_all"]["toy"]["all"]["auc"]["n"] == 5 and "pooled" in gold["frozen"]
 
 
 def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
@@ -213,3 +232,38 @@ def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
     winner = max(by_mode, key=lambda m: lds[by_mode[m]]["mean"])
     assert resolve_mode("auto", ScriptedGenerator())[0] == winner == "logprob"
     assert lds["surrogate_weight"]["mean"] > lds["logprob_share"]["mean"]  # what the README says of it
+
+
+def _metric(mean, beats, n=40, control_mean=0.5):
+    """A panel metric table whose best measure ``logprob_drop`` has ``mean`` and beats (or not) two controls."""
+    verdict = None if n < 10 else beats
+    diff = {"mean": mean - control_mean, "low": (mean - control_mean) / 2 if beats else -0.1, "high": mean}
+    return {"n": n, "best": "logprob_drop", "best_beats_every_control": verdict,
+            "measures": {"logprob_drop": {"mean": mean, "low": mean - 0.05, "high": mean + 0.05, "control": False}},
+            "vs_controls": {"logprob_drop": {c: {"difference": diff, "beats": beats}
+                                             for c in ("answer_similarity", "question_similarity")}}}
+
+
+def _variant(lds, top2, auc, n=40, pooled_lds=None):
+    def panel(lds_t, top2_t):
+        metrics = {"lds": lds_t, "top2_drop": top2_t, "auc": auc}
+        return {"subsets": {s: {"metrics": metrics} for s in ("all", "answered_context_dependent")}}
+
+    sets = {name: {"panel": panel(lds[i], top2[i])} for i, name in enumerate(("hotpotqa", "squad", "pubmedqa"))}
+    return {"sets": sets, "pooled": panel(pooled_lds or _metric(0.9, True, 3 * n), None)}
+
+
+def test_the_goals_are_met_only_when_every_set_beats_every_control_and_pooled_lds_reaches_the_bar():
+    win = _metric(0.9, True)
+    met = bench_evidence.goals(_variant([win] * 3, [win] * 3, _metric(0.8, True)))
+    assert met["faithfulness"]["all"]["met"] is True
+    assert met["gold_auc_primary_pooled"]["minus"]["question_similarity"]["mean"] == pytest.approx(0.3)
+    one_loses = bench_evidence.goals(_variant([win, _metric(0.9, False), win], [win] * 3, _metric(0.8, True)))
+    assert one_loses["faithfulness"]["all"]["met"] is False
+    low = bench_evidence.goals(_variant([win] * 3, [win] * 3, _metric(0.8, True), pooled_lds=_metric(0.8, True, 120)))
+    assert low["faithfulness"]["all"]["met"] is False  # beats every control, but LDS 0.80 < 0.85
+    few = bench_evidence.goals(_variant([_metric(0.9, True, n=4)] * 3, [win] * 3, None))
+    assert few["faithfulness"]["all"]["met"] is None  # a set under the verdict minimum: undecided, not a pass
+    assert few["gold_auc_primary_pooled"]["state"] == "no questions"
+    lines = "\n".join(bench_evidence.goal_lines(few))
+    assert "UNDECIDED" in lines and "no verdict (too few questions)" in lines

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_evidence import MEASURES, export, seed_from_export
+from benchmarks.bench_evidence import MEASURES, export, record_settings_added_since, seed_from_export
 from benchmarks.machine import REPO, SHARED_DATA, cpu_key, machine_info, save_result
 
 SETS = {"squad": "squad_v11_dev.jsonl", "hotpotqa": "hotpotqa_distractor_dev.jsonl"}
@@ -165,7 +165,9 @@ def stage2(cases: list[Any], answers: dict[str, dict[str, Any]], usable: int, ru
     pool = [c for c in cases if answers.get(c.record["id"], {}).get("taken") and c.record["id"] not in set(ran)]
     rows = [by_case[i].record for i in ran]
     path = runs / "usable.jsonl"
-    cfg = base_config(path, [*MEASURES, *extra], runs)
+    # the surrogate as stage 2 has fitted it since it began (its masks only; configs/evidence_frozen.yaml)
+    cfg = base_config(path, [*MEASURES, "influence.surrogate_fit=masks", *extra], runs)
+    record_settings_added_since(out / "config.yaml")
     start = time.perf_counter()
 
     def truth(rec: dict) -> dict:

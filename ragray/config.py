@@ -287,6 +287,12 @@ class InfluenceConfig(Section):
     mask_seed: int = Field(0, description="seed of the surrogate's subsets (with the question id)")
     shuffle_masks: bool = Field(True, description="show each surrogate subset's passages in a shuffled order")
     surrogate_alpha: float = Field(0.01, ge=0, description="L1 weight of the surrogate's Lasso fit")
+    surrogate_fit: Literal["masks", "masks_and_arms"] = Field(
+        "masks_and_arms",
+        description="what the surrogate is fitted on: masks (its random subsets only) | masks_and_arms "
+        "(also the full context and the drop-one arms, which every log-prob run scores anyway, less "
+        "any the LDS check holds out; +0.02 LDS on the evidence benchmark's tuning split, no extra pass)",
+    )
     check_subsets: int = Field(
         0, ge=0, description="held-out random subsets scored to measure each measure's LDS (linear "
         "datamodeling score; >= 32 recommended, 0: off)"

@@ -5,7 +5,10 @@
 - **surrogate**: ``influence.masks`` random subsets (:mod:`ragray.ablation.subsets`, shown in a
   shuffled order by default), ``log p(y | subset)`` fitted by a Lasso on the keep-indicators
   (ContextCite): each passage's weight is the log-prob the answer gains when it is kept. Unlike
-  drop-one, it credits two passages that each suffice (removing one alone changes nothing);
+  drop-one, it credits two passages that each suffice (removing one alone changes nothing). With
+  ``influence.surrogate_fit: masks_and_arms`` (the default) the fit also takes the full context and
+  the drop-one arms, scored anyway, except any the LDS check holds out, so its LDS is never measured
+  on a subset it was fitted on;
 - **checks**: for every measure and control, the top-k drop and the LDS on held-out subsets
   (:mod:`ragray.metrics.attribution_checks`), all new prompts in ONE backend call.
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +33,8 @@ from ragray.metrics.linear import fit_lasso
 from ragray.rows.influence import CheckRow, SubsetRow
 from ragray.types import Passage
 
-__all__ = ["Attribution", "ClosedBook", "Surrogate", "closed_book", "fit_surrogate", "run_checks"]
+__all__ = ["Attribution", "ClosedBook", "Surrogate", "closed_book", "fit_points", "fit_surrogate", "heldout_subsets",
+           "run_checks"]
 
 #: a prompt for passages in the order given
 Build = Callable[[Sequence[Passage]], ChatPrompt]
@@ -60,10 +64,34 @@ class Surrogate:
     seconds: float
 
 
+def heldout_subsets(k: int, config: InfluenceConfig, question_id: str,
+                    exclude: Collection[frozenset[int]] = ()) -> list[Subset]:
+    """The LDS check's held-out subsets of one question (seeded: the surrogate can know them before
+    the check runs, and leave them out of its fit)."""
+    return draw_subsets(k, config.check_subsets, seed=config.check_seed, question_id=question_id,
+                        purpose="heldout", exclude=exclude)
+
+
+def fit_points(masks: Sequence[tuple[Subset, float]], known: Mapping[frozenset[int], float], k: int,
+               reserved: Collection[frozenset[int]] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """The surrogate's design matrix and targets: its scored masks, plus the already scored
+    subsets in ``known`` (the full context, the drop-one arms) that the LDS check does not hold out
+    (``reserved``); NaN log-probs are left out. An arm that keeps the same passages as a mask stays:
+    it is another measurement (the mask showed them in another order)."""
+    rows = [(s.kept, lp) for s, lp in masks]
+    rows += [(kept, lp) for kept, lp in known.items() if kept not in set(reserved)]
+    rows = [(kept, lp) for kept, lp in rows if not math.isnan(lp)]
+    x = np.zeros((len(rows), k))
+    for r, (kept, _) in enumerate(rows):
+        x[r, list(kept)] = 1.0
+    return x, np.array([lp for _, lp in rows])
+
+
 def fit_surrogate(book: CallBook, build: Build, passages: Sequence[Passage], question_id: str, answer: str,
-                  config: InfluenceConfig) -> Surrogate:
-    """Score ``config.surrogate_masks`` random subsets and fit the Lasso (NaN weights when fewer
-    than 4 subsets could be scored)."""
+                  config: InfluenceConfig, known: Mapping[frozenset[int], float] | None = None) -> Surrogate:
+    """Score ``config.surrogate_masks`` random subsets and fit the Lasso on them and on ``known``
+    (subsets this question already scored, with ``surrogate_fit: masks_and_arms``); NaN weights when
+    fewer than 4 masks could be scored."""
     start, before = time.perf_counter(), book.score_passes
     k = len(passages)
     subsets = draw_subsets(k, config.surrogate_masks, seed=config.mask_seed, question_id=question_id,
@@ -71,8 +99,10 @@ def fit_surrogate(book: CallBook, build: Build, passages: Sequence[Passage], que
     lps = book.score([build([passages[i] for i in s.shown]) for s in subsets], [answer] * len(subsets))
     ok = [(s, lp) for s, lp in zip(subsets, lps) if not math.isnan(lp)]
     if len(ok) >= 4:
-        w, _ = fit_lasso(np.array([s.mask(k) for s, _ in ok]), np.array([lp for _, lp in ok]),
-                         config.surrogate_alpha)
+        reserved = ({s.kept for s in heldout_subsets(k, config, question_id, {s.kept for s in subsets})}
+                    if config.check_subsets else set())
+        x, y = fit_points(ok, known if config.surrogate_fit == "masks_and_arms" and known else {}, k, reserved)
+        w, _ = fit_lasso(x, y, config.surrogate_alpha)
         weights = [float(v) for v in w]
     else:
         weights = [float("nan")] * k
@@ -101,8 +131,7 @@ def run_checks(book: CallBook, build: Build, passages: Sequence[Passage], questi
     """Top-k drop and LDS of every measure: ``(check rows, subset rows, passes, seconds)``."""
     start, before = time.perf_counter(), book.score_passes
     k = len(passages)
-    heldout = draw_subsets(k, config.check_subsets, seed=config.check_seed, question_id=question_id,
-                           purpose="heldout", exclude={s.kept for s in exclude})
+    heldout = heldout_subsets(k, config, question_id, {s.kept for s in exclude})
     ks = [n for n in config.check_top_k if n < k]
     removals = {(m.name, n): top_k_removed(m.scores, n) for m in measures for n in ks}
     distinct = list(dict.fromkeys(removals.values()))

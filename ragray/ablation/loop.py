@@ -213,7 +213,9 @@ class InfluenceLoop:
             ev.subsets.append(cb.row)
         surrogate = None
         if self.config.surrogate_masks and len(passages) >= 2:
-            surrogate = fit_surrogate(book, build, passages, q.id, answer, self.config)
+            full = frozenset(range(len(passages)))  # scored already: the surrogate may fit on them too
+            known = {full: lp_all, **{full - {i}: lp_all - d for i, d in enumerate(drops)}}
+            surrogate = fit_surrogate(book, build, passages, q.id, answer, self.config, known)
             ev.surrogate, ev.surrogate_passes, ev.seconds_surrogate = surrogate.weights, surrogate.passes, surrogate.seconds
             ev.subsets.extend(surrogate.rows)
         if (self.config.check_subsets or self.config.check_top_k) and len(passages) >= 2:

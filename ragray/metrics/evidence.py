@@ -74,13 +74,14 @@ def _gold_values(rows: list[Mapping[str, Any]], name: str) -> tuple[float, float
 
 
 def _per_question(questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
-                  checks: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+                  checks: Sequence[Mapping[str, Any]], attributions: Sequence[str] = ATTRIBUTIONS,
+                  ) -> dict[str, dict[str, dict[str, float]]]:
     """qid -> metric -> measure -> value."""
     by_q: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for p in passages:
         by_q[p["question_id"]].append(p)
     has = {c for p in passages for c, v in p.items() if v is not None}
-    names = [n for n in (*ATTRIBUTIONS, *CONTROLS) if n in has or n == "retrieval_rank"]
+    names = [n for n in (*attributions, *CONTROLS) if n in has or n == "retrieval_rank"]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for q in questions:
         qid = q["question_id"]
@@ -113,11 +114,12 @@ def _ci(values: np.ndarray, boot: np.ndarray) -> dict[str, float]:
 
 
 def _metric_table(per_q: Mapping[str, Mapping[str, Mapping[str, float]]], qids: list[str], metric: str,
-                  n_boot: int, seed: int, alpha: float) -> dict[str, Any] | None:
+                  n_boot: int, seed: int, alpha: float, attributions: Sequence[str] = ATTRIBUTIONS,
+                  ) -> dict[str, Any] | None:
     present = {m for q in qids for m in per_q[q].get(metric, {})}
     if not present:
         return None
-    attrs = [m for m in ATTRIBUTIONS if m in present]
+    attrs = [m for m in attributions if m in present]
     ctrls = [m for m in CONTROLS if m in present]
     measures = attrs + ctrls
     use = [q for q in qids if all(m in per_q[q].get(metric, {}) for m in measures)]
@@ -150,9 +152,10 @@ def _metric_table(per_q: Mapping[str, Mapping[str, Mapping[str, float]]], qids: 
 
 def evidence_panel(questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
                    checks: Sequence[Mapping[str, Any]] = (), *, n_boot: int = 2000, seed: int = 0,
-                   alpha: float = 0.05) -> dict[str, Any]:
-    """``summary.json``'s ``evidence`` block (see the module docstring)."""
-    per_q = _per_question(questions, passages, checks)
+                   alpha: float = 0.05, attributions: Sequence[str] = ATTRIBUTIONS) -> dict[str, Any]:
+    """``summary.json``'s ``evidence`` block (see the module docstring). ``attributions``: the
+    measures compared with the controls (one Holm family), by default every one a run can have."""
+    per_q = _per_question(questions, passages, checks, attributions)
     subsets: dict[str, list[str]] = {name: [] for name in SUBSETS}
     for q in questions:
         qid = q["question_id"]
@@ -173,7 +176,8 @@ def evidence_panel(questions: Sequence[Mapping[str, Any]], passages: Sequence[Ma
                            "context_measured": sum(q.get("context_dependent") is not None for q in questions),
                            "subsets": {}}
     for name, qids in subsets.items():
-        tables = {m: t for m in metrics if (t := _metric_table(per_q, qids, m, n_boot, seed, alpha)) is not None}
+        tables = {m: t for m in metrics
+                  if (t := _metric_table(per_q, qids, m, n_boot, seed, alpha, attributions)) is not None}
         out["subsets"][name] = {"n_questions": len(qids), "metrics": tables}
     return out
 

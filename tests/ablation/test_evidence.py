@@ -175,3 +175,42 @@ def test_lds_of_a_perfect_additive_model_is_one():
     actual = [sum(w[i] for i in s) for s in kept]
     assert lds(w, kept, actual) == pytest.approx(1.0)
     assert math.isclose(lds([-x for x in w], kept, actual), -1.0)
+
+
+def test_the_surrogate_fits_on_the_arms_it_already_has_but_never_on_a_held_out_subset():
+    from ragray.ablation.evidence import fit_points, heldout_subsets
+    from ragray.ablation.subsets import Subset
+    from ragray.config import InfluenceConfig
+
+    masks = [(Subset(frozenset({0}), (0,)), -1.0), (Subset(frozenset({0, 1}), (1, 0)), -2.0)]
+    full = frozenset({0, 1, 2})
+    known = {full: 0.0, full - {0}: -5.0, full - {1}: float("nan"), full - {2}: -3.0}
+    x, y = fit_points(masks, known, 3, reserved={full - {0}})
+    # the masks, then the full context and the arm that keeps a mask's passages (shown in another order:
+    # another measurement); the held-out arm and the NaN one are left out
+    assert x.tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1], [1, 1, 0]] and y.tolist() == [-1.0, -2.0, 0.0, -3.0]
+    # the held-out draw is seeded: the surrogate knows it before the check runs
+    cfg = InfluenceConfig(check_subsets=8)
+    assert heldout_subsets(4, cfg, "q", {full}) == heldout_subsets(4, cfg, "q", {full})
+
+
+@pytest.mark.parametrize("fit", ["masks", "masks_and_arms"])
+def test_either_surrogate_fit_finds_the_carrying_and_the_redundant_passages(dataset, tmp_path, fit):
+    t = run(dataset, tmp_path / fit, "influence.mode=surrogate", "influence.masks=8",
+            "influence.check_subsets=8", f"influence.surrogate_fit={fit}")
+    ps = by_id(t["passages"])
+    assert ps["q1-p0"]["surrogate_weight"] == pytest.approx(10, abs=1.0)
+    assert ps["q2-p0"]["surrogate_weight"] > 2 and ps["q2-p1"]["surrogate_weight"] > 2
+    surrogate = {c["question_id"]: c["lds"] for c in t["checks"] if c["measure"] == "surrogate_weight"}
+    assert surrogate["q1"] == pytest.approx(1.0)
+
+
+def test_the_arms_change_the_fit_where_the_answer_is_not_additive(dataset, tmp_path):
+    """q2's answer needs either of two passages (not additive): the seven arms the run scored anyway
+    are more points for the fit, so the weights move; the masks-only fit ignores them."""
+    weights = {}
+    for fit in ("masks", "masks_and_arms"):
+        ps = by_id(run(dataset, tmp_path / fit, "influence.mode=surrogate", "influence.masks=4",
+                       f"influence.surrogate_fit={fit}")["passages"])
+        weights[fit] = [ps[f"q2-p{i}"]["surrogate_weight"] for i in range(3)]
+    assert weights["masks"] != pytest.approx(weights["masks_and_arms"], abs=1e-3)

@@ -226,7 +226,8 @@ def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
     pilot = json.loads((REPO / "benchmarks" / "results" / "evidence_pilot.json").read_text())
     frozen = bench_evidence._frozen(REPO / "configs" / "evidence_frozen.yaml")
     variant = next(v for v, sets in bench_evidence.VARIANTS.items()
-                   if {f"{k}={v}" for k, v in frozen.items() if k != "generation.dtype"} == set(sets))
+                   if {f"{k}={v}" for k, v in frozen.items()
+                       if k not in ("generation.dtype", "influence.surrogate_fit")} == set(sets))
     lds = pilot["variants"][variant]["pooled"]["subsets"]["all"]["metrics"]["lds"]["measures"]
     by_mode = {"logprob": "logprob_share", "jsd": "jsd"}  # the modes that cost the drop-one passes only
     winner = max(by_mode, key=lambda m: lds[by_mode[m]]["mean"])
@@ -267,3 +268,33 @@ def test_the_goals_are_met_only_when_every_set_beats_every_control_and_pooled_ld
     assert few["gold_auc_primary_pooled"]["state"] == "no questions"
     lines = "\n".join(bench_evidence.goal_lines(few))
     assert "UNDECIDED" in lines and "no verdict (too few questions)" in lines
+
+
+def _additive_record(weights, n_masks=8, n_held=12):
+    """An exported record whose answer's log-prob is exactly additive in the passages kept."""
+    import itertools
+    import random as rnd
+
+    k = len(weights)
+    ids = [f"p{i}" for i in range(k)]
+    lp = lambda kept: sum(weights[i] for i in kept)  # noqa: E731
+    every = [set(c) for r in range(k + 1) for c in itertools.combinations(range(k), r)]
+    rnd.Random(0).shuffle(every)
+    sub = lambda purpose, kept: {"purpose": purpose, "kept_passage_ids": [ids[i] for i in kept],  # noqa: E731
+                                 "logprob": lp(kept)}
+    full = set(range(k))
+    return {"question": {"question_id": "q", "logprob_all": lp(full)},
+            "passages": [{"passage_id": x, "retrieval_rank": i + 1, "logprob_drop": weights[i]} for i, x in enumerate(ids)],
+            "subsets": [sub("surrogate", s) for s in every[:n_masks]] + [sub("heldout", s) for s in every[n_masks:n_masks + n_held]],
+            "checks": [{"measure": "logprob_drop", "top_k": [1, 2]}]}
+
+
+def test_the_secondary_surrogate_and_the_additive_ceiling_on_an_additive_answer():
+    rec = _additive_record([8.0, 0.5, 4.0, 0.25, 1.0])  # every subset's sum distinct: no ties
+    weights, row = bench_evidence.arms_check(rec)
+    assert max(weights, key=weights.get) == "p0" and sorted(weights, key=weights.get)[-2] == "p2"
+    assert row["lds"] == pytest.approx(1.0) and row["measure"] == bench_evidence.SECONDARY
+    assert row["top_k_drop"][0] == pytest.approx(8.0)  # its top passage removed: a drop-one arm, always scored
+    assert bench_evidence.additive_ceiling(rec) == pytest.approx(1.0)
+    rec["subsets"] = [s for s in rec["subsets"] if s["purpose"] != "surrogate"]
+    assert bench_evidence.arms_check(rec) is None  # no masks: no surrogate

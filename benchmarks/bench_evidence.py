@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the split's first N questions (a pilot)")
     ap.add_argument("--chunk", type=int, default=10,
                     help="--phase test: questions per set per round (exports written after each)")
-    ap.add_argument("--report", action="store_true", help="--phase test: no model runs, the results from the exports")
+    ap.add_argument("--report", action="store_true", help="no model runs: the results from the exports")
     ap.add_argument("--publish", action="store_true",
                     help="--phase test: write the README block (progress until complete) and, once complete, validity.json")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
@@ -518,14 +518,21 @@ def main(argv: list[str] | None = None) -> int:
             per_set = {}
             got_all = {}
             for name, (source, retrieval) in sets.items():
-                got = run_one(name, source, retrieval, args.phase, variant, args.runs, args.limit, args.extra,
-                              args.export)
+                if args.report:  # no model: the panels of what the exports hold
+                    records = {r["id"]: r for r in split_rows(source, args.phase)}
+                    got = collect(export_path(args.phase, variant, name, args.export), records)
+                    got |= {"wall_seconds": None, "resumed": None}
+                else:
+                    got = run_one(name, source, retrieval, args.phase, variant, args.runs, args.limit, args.extra,
+                                  args.export)
                 per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
                                  "resumed": got["resumed"]}
                 got_all[name] = got
             results["variants"][variant] = {"sets": per_set, "pooled": pooled_panel(got_all)[1],
                                             "secondary": secondary(got_all)}
     results["goals"] = {v: goals(got) for v, got in results["variants"].items()}
+    results["from_exports"] = bool(args.report)  # True: no model ran here, the panels are the exports'
+
     results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
     out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
     save_result(out, results)
@@ -610,7 +617,13 @@ def goals(variant: Mapping[str, Any], subsets: tuple[str, ...] = ("all", "answer
     if gold["state"] != "no questions":
         gold["minus"] = {c: auc["vs_controls"][gold["measure"]][c]["difference"]
                          for c in RELEVANCE_CONTROLS if c in auc["vs_controls"][gold["measure"]]}
-    return {"faithfulness": faith, "gold_auc_primary_pooled": gold}
+    out = {"faithfulness": faith, "gold_auc_primary_pooled": gold}
+    if sec := variant.get("secondary"):
+        pooled_sec = sec["pooled"]
+        out["secondary_pooled"] = {"lds": _best(pooled_sec["panel"]["subsets"]["all"]["metrics"].get("lds")),
+                                   "lds_minus_surrogate_weight": pooled_sec["lds_minus_surrogate_weight"],
+                                   "lds_additive_ceiling": pooled_sec["lds_additive_ceiling"]}
+    return out
 
 
 def goal_lines(g: Mapping[str, Any]) -> list[str]:
@@ -637,6 +650,11 @@ def goal_lines(g: Mapping[str, Any]) -> list[str]:
     lines.append(f"(c) gold AUC, answered and context-dependent, pooled: {cell(gold)}")
     for c, d in gold.get("minus", {}).items():
         lines.append(f"    minus {c}: {d['mean']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]")
+    if sec := g.get("secondary_pooled"):
+        ci = lambda d: f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}], n = {d['n']}" if d.get("n") else "no questions"  # noqa: E731
+        lines.append(f"secondary (chosen on the tune split), pooled, subset all: {cell(sec['lds'])}")
+        lines.append(f"    its LDS minus the frozen surrogate's: {ci(sec['lds_minus_surrogate_weight'])}")
+        lines.append(f"    the additive ceiling of LDS (in-sample fit of the held-out subsets): {ci(sec['lds_additive_ceiling'])}")
     return lines
 
 

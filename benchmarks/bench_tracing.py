@@ -222,6 +222,7 @@ def stage2_panel(by_id: dict[str, Any], answers: dict[str, dict[str, Any]], expo
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = machine_info()["commit"]  # the code that runs is this commit's, whatever HEAD becomes meanwhile
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     ap.add_argument("--data", type=Path, help="any ragray JSONL with gold ids and answers (instead of --sets)")
@@ -261,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         panel = stage2_panel(by_id, answers, args.export / "stage2.jsonl", [c.record for c in by_id.values()])
         result["stage2"] = {**panel, "interim": panel["n"] < args.usable}
     elif args.stage in ("2", "both") and not args.report:
-        result["stage2"] = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
-    result["machine"] = machine_info(("torch", "transformers"))
+        got = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
+        result["stage2"] = {**got, "interim": got["n"] < args.usable}
+    result["machine"] = machine_info(("torch", "transformers")) | {"commit": started}
     save_result(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k not in ("stage2", "machine")}, indent=1))
     print(f"wrote {args.out}")

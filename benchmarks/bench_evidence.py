@@ -199,8 +199,6 @@ def arms_check(rec: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]
     """:data:`SECONDARY`'s weights (passage id -> weight) and check row from an exported record
     (None without surrogate masks or held-out subsets): LDS on the same held-out subsets as every
     measure; a top-k drop where that removal was scored (top 1 always is: a drop-one arm), NaN else."""
-    import numpy as np
-
     from ragray.ablation.evidence import fit_points
     from ragray.ablation.subsets import Subset, top_k_removed
     from ragray.metrics.attribution_checks import lds

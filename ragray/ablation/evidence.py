@@ -78,8 +78,9 @@ def fit_points(masks: Sequence[tuple[Subset, float]], known: Mapping[frozenset[i
     subsets in ``known`` (the full context, the drop-one arms) that the LDS check does not hold out
     (``reserved``); NaN log-probs are left out. An arm that keeps the same passages as a mask stays:
     it is another measurement (the mask showed them in another order)."""
+    held = set(reserved)
     rows = [(s.kept, lp) for s, lp in masks]
-    rows += [(kept, lp) for kept, lp in known.items() if kept not in set(reserved)]
+    rows += [(kept, lp) for kept, lp in known.items() if kept not in held]
     rows = [(kept, lp) for kept, lp in rows if not math.isnan(lp)]
     x = np.zeros((len(rows), k))
     for r, (kept, _) in enumerate(rows):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -150,7 +151,9 @@ def export(out: Path, exported: Path, annotate: Callable[[dict], dict] | None = 
             call["answer"] = None
         lines.append(json.dumps(rec, sort_keys=False))
     exported.parent.mkdir(parents=True, exist_ok=True)
-    exported.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    tmp = exported.with_name(f".{exported.name}.{os.getpid()}.tmp")  # a run killed mid-write keeps the last export
+    tmp.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    tmp.replace(exported)
 
 
 def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], list[dict], list[dict]]:
@@ -337,13 +340,22 @@ def record_settings_added_since(saved: Path) -> None:
     saved.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
 
 
+def _accelerator() -> str | None:
+    """The GPU the model ran on (``generation.device: auto`` takes CUDA when present), else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0)
+
+
 def log_session(exported: Path, asked: int) -> None:
     """Append who ran this export how far (CPU, commit, time) to ``sessions.jsonl`` beside it: the
     machines differ between sessions, so every figure can be traced to its CPU."""
     done = sum(1 for line in exported.read_text(encoding="utf-8").split("\n") if line.strip())
     info = machine_info(("torch", "transformers"))
     entry = {"set": exported.stem, "questions_done": done, "questions_asked": asked,
-             **{k: info[k] for k in ("timestamp_utc", "commit", "cpu", "cores")}, "torch": info["versions"]["torch"]}
+             **{k: info[k] for k in ("timestamp_utc", "commit", "cpu", "cores")}, "torch": info["versions"]["torch"],
+             "accelerator": _accelerator()}
     if STARTED_AT:  # the code that ran is the process's, not what HEAD became meanwhile
         entry["commit"] = STARTED_AT
     with (exported.parent / "sessions.jsonl").open("a", encoding="utf-8") as fh:
@@ -409,15 +421,26 @@ def pooled_panel(parts: Mapping[str, Mapping[str, list[dict]]], panel: bool = Tr
 
 
 def run_test_parts(sets: Mapping[str, tuple[Path, list[str]]], runs: Path, chunk: int, extra: list[str],
-                   root: Path, report_only: bool) -> None:
+                   root: Path, report_only: bool, parts: list[str] | None = None,
+                   stop_after: float | None = None) -> None:
     """The test split, in rounds: every set's next ``chunk`` questions of the first part, then the
     next part; each round ends with the exports written, so a run stopped at any point (a session
-    ends hard) has all three sets at about the same size, and resumes from the exports."""
+    ends hard) has all three sets at about the same size, and resumes from the exports.
+    ``parts`` runs only those; after ``stop_after`` seconds no new round begins (a lent machine's
+    call has a hard limit: stop at a round's end, exports written)."""
     if report_only:
         return
+    start = time.monotonic()
     for variant, (first, last, _) in PARTS.items():
+        if parts is not None and variant not in parts:
+            continue
         for end in range(chunk, last - first + chunk, chunk):
             for name, (source, retrieval) in sets.items():
+                if stop_after is not None and time.monotonic() - start > stop_after:
+                    print(f"stopping: --stop-after {stop_after:g} s passed ({variant}, {name}, before row {end})")
+                    return
+                if _exported(export_path("test", variant, name, root)) >= min(end, last - first):
+                    continue  # this round's rows are all done (a resumed run skips straight to its next)
                 run_one(name, source, retrieval, "test", variant, runs, min(end, last - first), extra, root)
 
 
@@ -449,15 +472,20 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
     return out
 
 
+def _exported(path: Path) -> int:
+    """Records in an export (0 when there is none yet)."""
+    if not path.is_file():
+        return 0
+    return sum(1 for line in path.read_text(encoding="utf-8").split("\n") if line.strip())
+
+
 def progress(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict[str, Any]:
     """Questions exported per part and set against the part's size (its rows of the split), and
     whether every part is complete: no test figure is published before it is (pre-registration)."""
     parts: dict[str, dict[str, dict[str, int]]] = {}
     for part, (first, last, _) in PARTS.items():
         for name, (source, _) in sets.items():
-            exported = export_path("test", part, name, root)
-            done = (sum(1 for line in exported.read_text(encoding="utf-8").split("\n") if line.strip())
-                    if exported.is_file() else 0)
+            done = _exported(export_path("test", part, name, root))
             size = max(0, min(last, len(split_rows(source, "test"))) - first)
             parts.setdefault(part, {})[name] = {"done": done, "of": size}
     complete = all(c["done"] >= c["of"] for cells in parts.values() for c in cells.values())
@@ -482,6 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10,
                     help="--phase test: questions per set per round (exports written after each)")
     ap.add_argument("--report", action="store_true", help="no model runs: the results from the exports")
+    ap.add_argument("--parts", nargs="+", choices=list(PARTS), default=None,
+                    help="--phase test: run only these parts (e.g. one process per part and set on a GPU machine)")
+    ap.add_argument("--stop-after", type=float, default=None,
+                    help="--phase test: begin no new round after this many seconds (exports are written per round)")
+    ap.add_argument("--run-only", action="store_true",
+                    help="--phase test: run and export, skip the report (processes running parts side by side)")
     ap.add_argument("--publish", action="store_true",
                     help="--phase test: write the README block (progress until complete) and, once complete, validity.json")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
@@ -505,7 +539,10 @@ def main(argv: list[str] | None = None) -> int:
             VARIANTS[part] = [f"{k}={v}" for k, v in frozen.items()]
         results |= {"parts": {k: {"rows": [a, b], "settings": VARIANTS[k] + extra} for k, (a, b, extra) in PARTS.items()},
                     "frozen": frozen}
-        run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, args.report)
+        run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, args.report, args.parts,
+                       args.stop_after)
+        if args.run_only:
+            return 0
         results["progress"] = progress(sets, args.export)
         results["variants"] = test_results(sets, args.export)
         results["sessions"] = [json.loads(line) for v in PARTS

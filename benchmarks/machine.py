@@ -45,6 +45,10 @@ def cpu_key() -> str:
 
 
 def _commit() -> str:
+    """HEAD's short hash; ``RAGRAY_COMMIT`` where the tree travelled without its ``.git`` (the lent
+    GPU machine gets a copy of the working tree only)."""
+    if os.environ.get("RAGRAY_COMMIT"):
+        return os.environ["RAGRAY_COMMIT"]
     try:
         return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True

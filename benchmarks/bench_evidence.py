@@ -472,6 +472,55 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
     return out
 
 
+#: what a record's measurement is made of (timing and cost left out: they differ by machine by design)
+COMPARED_QUESTION = ("scored_tokens", "logprob_all", "logprob_none", "f1", "context_dependent", "spearman_rho")
+COMPARED_PASSAGE = ("influence", "logprob_drop", "jsd", "surrogate_weight", "answer_similarity", "question_similarity")
+
+
+def compare_exports(a: Path, b: Path) -> dict[str, Any]:
+    """The questions two exports share (e.g. the same test rows run on a CPU and on a GPU), field by
+    field: the largest absolute difference of every number that makes up the measurement (the
+    answer's token count and F1, its log-probs, each passage's scores, each subset's log-prob, each
+    check's LDS), and how many questions differ in a value that is not a float (an answer of another
+    length, another rank order)."""
+    def load(path: Path) -> dict[str, dict]:
+        return {r["question"]["question_id"]: r for line in path.read_text(encoding="utf-8").split("\n")
+                if line.strip() for r in [json.loads(line)]}
+
+    left, right = load(a), load(b)
+    shared = sorted(set(left) & set(right))
+    largest: dict[str, float] = {}
+    exact_mismatch: dict[str, int] = {}
+
+    def note(key: str, x: Any, y: Any) -> None:
+        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+            if x != y:
+                exact_mismatch[key] = exact_mismatch.get(key, 0) + 1
+            return
+        if isinstance(x, int) and isinstance(y, int):
+            if x != y:
+                exact_mismatch[key] = exact_mismatch.get(key, 0) + 1
+            return
+        largest[key] = max(largest.get(key, 0.0), abs(float(x) - float(y)))
+
+    for qid in shared:
+        ra, rb = left[qid], right[qid]
+        for key in COMPARED_QUESTION:
+            note(f"question.{key}", ra["question"].get(key), rb["question"].get(key))
+        pa = {p["passage_id"]: p for p in ra["passages"]}
+        for p in rb["passages"]:
+            for key in COMPARED_PASSAGE:
+                note(f"passage.{key}", pa.get(p["passage_id"], {}).get(key), p.get(key))
+        sa = {(s["purpose"], tuple(s["kept_passage_ids"])): s["logprob"] for s in ra.get("subsets", [])}
+        for sub in rb.get("subsets", []):
+            note("subset.logprob", sa.get((sub["purpose"], tuple(sub["kept_passage_ids"]))), sub["logprob"])
+        ca = {(c["measure"], c["control"]): c for c in ra.get("checks", [])}
+        for c in rb.get("checks", []):
+            note("check.lds", ca.get((c["measure"], c["control"]), {}).get("lds"), c.get("lds"))
+    return {"a": str(a), "b": str(b), "shared_questions": len(shared), "max_abs_difference": largest,
+            "questions_differing_exactly": exact_mismatch}
+
+
 def _exported(path: Path) -> int:
     """Records in an export (0 when there is none yet)."""
     if not path.is_file():
@@ -522,9 +571,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--export", type=Path, default=EXPORT, help="where the text-free exports live (committed)")
+    ap.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"),
+                    help="compare two exports' shared questions field by field (e.g. CPU vs GPU) and exit")
     ap.add_argument("--table", type=Path, help="print the README table of this results JSON and exit")
     ap.add_argument("--subset", default="all", help="--table: all | answered | answered_context_dependent")
     args = ap.parse_args(argv)
+    if args.compare:
+        diff = compare_exports(*args.compare)
+        print(json.dumps(diff, indent=2))
+        if args.out:
+            save_result(args.out, diff | {"machine": machine_info(("torch", "transformers"))})
+        return 0
     if args.table:
         print(markdown(json.loads(args.table.read_text(encoding="utf-8")), args.subset))
         return 0

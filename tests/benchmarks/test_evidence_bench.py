@@ -298,3 +298,63 @@ def test_the_secondary_surrogate_and_the_additive_ceiling_on_an_additive_answer(
     assert bench_evidence.additive_ceiling(rec) == pytest.approx(1.0)
     rec["subsets"] = [s for s in rec["subsets"] if s["purpose"] != "surrogate"]
     assert bench_evidence.arms_check(rec) is None  # no masks: no surrogate
+
+
+def test_parts_run_side_by_side_stop_between_rounds_and_match_one_sequential_run(tmp_path, monkeypatch):
+    """The lent-GPU path: one process per part (``--parts``), ``--stop-after`` ending at a round's
+    end with the export written, a resumed run skipping rounds already exported; the exports equal a
+    single sequential run's, and ``compare_exports`` finds no difference between them."""
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records(8)), encoding="utf-8")
+    monkeypatch.setitem(bench_evidence.SPLITS, "test", (2, 7))
+    monkeypatch.setattr(bench_evidence, "PARTS", {"frozen": (0, 2, []),
+                                                  "frozen_no_surrogate": (2, 5, ["influence.masks=0"])})
+
+    def run(name, *extra):
+        return bench_evidence.main(["--phase", "test", "--data", str(data), "--name", "toy", "--scope", "per_question",
+                                    "--export", str(tmp_path / name / "export"), "--runs", str(tmp_path / name / "runs"),
+                                    "--set", "generation.backend=scripted", "--set", "metrics.embedding=false",
+                                    "--chunk", "2", "--out", str(tmp_path / name / "r.json"), *extra])
+
+    def sessions(name, part):
+        log = tmp_path / name / "export" / "test" / part / "sessions.jsonl"
+        return [json.loads(x)["questions_done"] for x in log.read_text().splitlines()] if log.is_file() else []
+
+    assert run("split", "--parts", "frozen_no_surrogate", "--stop-after", "0", "--run-only") == 0  # past it: nothing
+    assert sessions("split", "frozen_no_surrogate") == []
+    assert run("split", "--parts", "frozen_no_surrogate", "--run-only") == 0
+    assert sessions("split", "frozen_no_surrogate") == [2, 3] and sessions("split", "frozen") == []
+    assert not (tmp_path / "split" / "r.json").exists()  # --run-only: no report
+    assert run("split") == 0  # the rest: the frozen part; the other part's rounds are all exported
+    assert sessions("split", "frozen") == [2] and sessions("split", "frozen_no_surrogate") == [2, 3]
+    assert run("one") == 0
+    for part in ("frozen", "frozen_no_surrogate"):
+        diff = bench_evidence.compare_exports(tmp_path / "split" / "export" / "test" / part / "toy.jsonl",
+                                              tmp_path / "one" / "export" / "test" / part / "toy.jsonl")
+        assert diff["shared_questions"] == {"frozen": 2, "frozen_no_surrogate": 3}[part]
+        assert diff["questions_differing_exactly"] == {}
+        assert diff["max_abs_difference"] and max(diff["max_abs_difference"].values()) == 0.0
+    split, one = (json.loads((tmp_path / n / "r.json").read_text()) for n in ("split", "one"))
+    for v in ("frozen", "frozen_all"):  # the same panels (costs are timings: they differ by run)
+        assert split["variants"][v]["pooled"] == one["variants"][v]["pooled"]
+        assert split["variants"][v]["sets"]["toy"]["panel"] == one["variants"][v]["sets"]["toy"]["panel"]
+
+
+def test_compare_exports_reports_each_fields_largest_difference_and_changed_answers(tmp_path):
+    def rec(qid, lp, tokens, infl):
+        return {"question": {"question_id": qid, "logprob_all": lp, "scored_tokens": tokens, "f1": 0.5},
+                "passages": [{"passage_id": "p1", "influence": infl, "logprob_drop": 1.0}],
+                "subsets": [{"purpose": "check", "kept_passage_ids": ["p1"], "logprob": lp}],
+                "checks": [{"measure": "logprob_share", "control": False, "lds": 0.7}]}
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(rec("q1", -10.0, 5, 0.2)) + "\n" + json.dumps(rec("q2", -3.0, 4, 0.1)) + "\n")
+    b.write_text(json.dumps(rec("q1", -10.001, 5, 0.25)) + "\n" + json.dumps(rec("q3", -1.0, 4, 0.1)) + "\n"
+                 + json.dumps(rec("q2", -3.0, 6, 0.1)) + "\n")
+    diff = bench_evidence.compare_exports(a, b)
+    assert diff["shared_questions"] == 2
+    assert diff["max_abs_difference"]["question.logprob_all"] == pytest.approx(0.001)
+    assert diff["max_abs_difference"]["subset.logprob"] == pytest.approx(0.001)
+    assert diff["max_abs_difference"]["passage.influence"] == pytest.approx(0.05)
+    assert diff["max_abs_difference"]["check.lds"] == 0.0
+    assert diff["questions_differing_exactly"] == {"question.scored_tokens": 1}  # q2's answer changed length

@@ -628,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
     out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
     save_result(out, results)
-    print(f"wrote {out}")
+    table = save_table(results, out.with_name(f"{out.stem}_table.csv"))
+    print(f"wrote {out} and {table}")
     if args.publish and args.phase == "test":
         publish(results)
     if args.phase == "test" and not results["progress"]["complete"]:
@@ -665,6 +666,43 @@ def markdown(result: Mapping[str, Any], subset: str = "all",
                 lines.append(f"| {variant} | {name} | {t['n']} | {metric} | {b} | {m['mean']:.2f} "
                              f"[{m['low']:.2f}, {m['high']:.2f}] | {diffs} |")
     return "\n".join(lines)
+
+
+def table_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every cell of a results JSON's panels, flat: one row per variant, set (and pooled), subset,
+    metric and measure (controls too) with its mean and 95% CI, and for each attribution measure
+    its paired difference to each control (mean, CI, Holm-corrected p, whether it wins). The
+    README shows the best measure per metric; this is the whole table."""
+    rows = []
+    for variant, v in result["variants"].items():
+        panels = {**{n: s["panel"] for n, s in v["sets"].items()}, "pooled": v["pooled"]}
+        for name, panel in panels.items():
+            for subset, sub in panel["subsets"].items():
+                for metric, t in sub["metrics"].items():
+                    for measure, m in t["measures"].items():
+                        row = {"variant": variant, "set": name, "subset": subset, "metric": metric,
+                               "measure": measure, "control": bool(m.get("control")), "n": t["n"],
+                               "mean": m["mean"], "low": m["low"], "high": m["high"], "best": t.get("best") == measure}
+                        for c, d in (t.get("vs_controls") or {}).get(measure, {}).items():
+                            row |= {f"minus_{c}": d["difference"]["mean"], f"minus_{c}_low": d["difference"]["low"],
+                                    f"minus_{c}_high": d["difference"]["high"], f"minus_{c}_p_holm": d["p_holm"],
+                                    f"beats_{c}": d["beats"]}
+                        rows.append(row)
+    return rows
+
+
+def save_table(result: Mapping[str, Any], path: Path) -> Path:
+    """:func:`table_rows` as CSV (columns: the union, in first-seen order)."""
+    import csv
+
+    rows = table_rows(result)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 #: issue 26's goals, fixed before the test split ran: (a) faithfulness on each set (the best

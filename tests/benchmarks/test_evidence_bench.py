@@ -335,6 +335,15 @@ def test_parts_run_side_by_side_stop_between_rounds_and_match_one_sequential_run
         assert diff["questions_differing_exactly"] == {}
         assert diff["max_abs_difference"] and max(diff["max_abs_difference"].values()) == 0.0
     split, one = (json.loads((tmp_path / n / "r.json").read_text()) for n in ("split", "one"))
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "one" / "r_table.csv").open()))  # the whole table beside the JSON
+    lds = [r for r in rows if (r["variant"], r["set"], r["subset"], r["metric"]) == ("frozen", "toy", "all", "lds")]
+    assert {r["measure"] for r in lds} >= {"logprob_drop", "surrogate_weight", "retrieval_rank", "random_control"}
+    drop = next(r for r in lds if r["measure"] == "logprob_drop")
+    assert drop["control"] == "False" and "minus_retrieval_rank" in drop and "beats_random_control" in drop
+    assert next(r for r in lds if r["measure"] == "random_control")["control"] == "True"
+    assert {r["set"] for r in rows} == {"toy", "pooled"}
     for v in ("frozen", "frozen_all"):  # the same panels (costs are timings: they differ by run)
         assert split["variants"][v]["pooled"] == one["variants"][v]["pooled"]
         assert split["variants"][v]["sets"]["toy"]["panel"] == one["variants"][v]["sets"]["toy"]["panel"]

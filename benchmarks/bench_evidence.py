@@ -367,7 +367,33 @@ def collect(exported: Path, records: Mapping[str, dict]) -> dict[str, Any]:
     from ragray.metrics.evidence import evidence_panel
 
     qs, ps, cs = tables(exported, records)
-    return {"questions": qs, "passages": ps, "checks": cs, "panel": evidence_panel(qs, ps, cs), "cost": costs(qs)}
+    by_machine = {label: costs([q for q in qs if q["question_id"] in ids]) for label, ids in machines(exported).items()}
+    return {"questions": qs, "passages": ps, "checks": cs, "panel": evidence_panel(qs, ps, cs), "cost": costs(qs),
+            "cost_by_machine": by_machine}
+
+
+def machines(exported: Path) -> dict[str, set[str]]:
+    """Which machine ran which of an export's questions, from ``sessions.jsonl`` beside it (each
+    entry: the export's size when that machine wrote it; questions are exported in the order they
+    ran): label ("NVIDIA H200", "AMD EPYC (2 cores)") -> question ids. Seconds are only comparable
+    within one machine, so costs are reported per machine too. Empty when there is no log."""
+    log = exported.parent / "sessions.jsonl"
+    if not log.is_file() or not exported.is_file():
+        return {}
+    order = [json.loads(line)["question"]["question_id"] for line in exported.read_text(encoding="utf-8").split("\n")
+             if line.strip()]
+    out: dict[str, set[str]] = {}
+    done = 0
+    for line in log.read_text(encoding="utf-8").split("\n"):
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if entry.get("set") != exported.stem or entry["questions_done"] <= done:
+            continue
+        label = entry.get("accelerator") or f"{entry.get('cpu')} ({entry.get('cores')} cores)"
+        out.setdefault(label, set()).update(order[done:entry["questions_done"]])
+        done = entry["questions_done"]
+    return out
 
 
 def _mean_ci(values: list[float], seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
@@ -458,7 +484,8 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
         with_surrogate[name] = parts.get("frozen")
         merged = {key: [r for got in parts.values() for r in without(without(got, "surrogate_weight"), SECONDARY)[key]]
                   for key in ("questions", "passages", "checks")}
-        every[name] = merged | {"cost": {v: got["cost"] for v, got in parts.items()}}
+        every[name] = merged | {"cost": {v: got["cost"] for v, got in parts.items()},
+                                "cost_by_machine": {v: got["cost_by_machine"] for v, got in parts.items()}}
     out: dict[str, Any] = {}
     for label, chosen in (("frozen", {n: g for n, g in with_surrogate.items() if g}), ("frozen_all", every)):
         if not chosen:
@@ -467,7 +494,8 @@ def test_results(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict
 
         _, pooled = pooled_panel(chosen)
         out[label] = {"sets": {n: {"panel": evidence_panel(g["questions"], g["passages"], g["checks"]),
-                                   "cost": g["cost"]} for n, g in chosen.items()},
+                                   "cost": g["cost"], "cost_by_machine": g["cost_by_machine"]}
+                               for n, g in chosen.items()},
                       "pooled": pooled, "secondary": secondary(chosen)}
     return out
 

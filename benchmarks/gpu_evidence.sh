@@ -6,7 +6,7 @@
 # That machine has torch and transformers but none of ragray's other needs, no network, and a call
 # carries at most 64 MiB, so what it needs arrives in pieces over consecutive calls to the same warm
 # machine (it is given back 30 s after a call ends: each call must follow at once):
-#   here:    bash benchmarks/gpu_evidence.sh pack            # -> .gpu/p0 ... .gpu/pN (ignored via .git/info/exclude),
+#   here:    bash benchmarks/gpu_evidence.sh pack            # -> .gpu/p0 ... .gpu/pN (git-ignored),
 #                                                             #    each small enough to travel beside the tree
 #   there:   bash benchmarks/gpu_evidence.sh stash           # carry=[".gpu/p0"], then p1, ...: keep each piece
 #            bash benchmarks/gpu_evidence.sh run COMMIT STOP KILL   # carry=[".gpu/pN"] (the last); then run

@@ -51,7 +51,7 @@ EC2_GPU_TYPES = {
     "p4d.24xlarge": (96, 8), "p5.48xlarge": (192, 8),
 }
 # Directories that must never be uploaded or synced to a cluster (they can hold gigabytes).
-LARGE_DIRS = (".git", "runs", "benchmarks/results")
+LARGE_DIRS = (".git", "runs", "benchmarks/results", ".gpu")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 

@@ -351,7 +351,7 @@ def _accelerator() -> str | None:
 def log_session(exported: Path, asked: int) -> None:
     """Append who ran this export how far (CPU, commit, time) to ``sessions.jsonl`` beside it: the
     machines differ between sessions, so every figure can be traced to its CPU."""
-    done = sum(1 for line in exported.read_text(encoding="utf-8").split("\n") if line.strip())
+    done = _exported(exported)
     info = machine_info(("torch", "transformers"))
     entry = {"set": exported.stem, "questions_done": done, "questions_asked": asked,
              **{k: info[k] for k in ("timestamp_utc", "commit", "cpu", "cores")}, "torch": info["versions"]["torch"],
@@ -521,15 +521,10 @@ def compare_exports(a: Path, b: Path) -> dict[str, Any]:
     exact_mismatch: dict[str, int] = {}
 
     def note(key: str, x: Any, y: Any) -> None:
-        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
-            if x != y:
-                exact_mismatch[key] = exact_mismatch.get(key, 0) + 1
-            return
-        if isinstance(x, int) and isinstance(y, int):
-            if x != y:
-                exact_mismatch[key] = exact_mismatch.get(key, 0) + 1
-            return
-        largest[key] = max(largest.get(key, 0.0), abs(float(x) - float(y)))
+        if isinstance(x, float) and isinstance(y, (int, float)) and not isinstance(y, bool):
+            largest[key] = max(largest.get(key, 0.0), abs(x - float(y)))
+        elif x != y:  # token counts, booleans, a value only one side has: compared exactly
+            exact_mismatch[key] = exact_mismatch.get(key, 0) + 1
 
     for qid in shared:
         ra, rb = left[qid], right[qid]

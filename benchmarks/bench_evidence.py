@@ -71,11 +71,15 @@ EXPORT = REPO / "benchmarks" / "results" / "evidence"
 BLANKED = ("question", "gold_answers", "baseline_answer", "scored_answer")
 
 
+def _jsonl(path: Path) -> list[dict]:
+    """The records of a JSONL file (blank lines skipped)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
 def split_rows(source: Path, phase: str) -> list[dict]:
     """The split's records, each one's passages shuffled (seeded, in split order)."""
     start, stop = SPLITS[phase]
-    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").split("\n") if line.strip()]
-    rows = rows[start:stop]
+    rows = _jsonl(source)[start:stop]
     rng = random.Random(SHUFFLE_SEED)
     for r in rows:
         rng.shuffle(r["passages"])
@@ -100,8 +104,7 @@ def split_file(source: Path, name: str, phase: str, runs: Path, limit: int | Non
         if not link.exists():
             link.symlink_to(corpus)
     else:  # the whole set's passages stay the corpus (not only the split's)
-        every = {p["id"]: p for line in source.read_text(encoding="utf-8").split("\n") if line.strip()
-                 for p in json.loads(line)["passages"]}
+        every = {p["id"]: p for row in _jsonl(source) for p in row["passages"]}
         out.with_name(out.name.replace(".jsonl", ".corpus.jsonl")).write_text(
             "".join(json.dumps(p) + "\n" for p in every.values()), encoding="utf-8")
     return out, {r["id"]: r for r in rows}
@@ -136,10 +139,7 @@ def export(out: Path, exported: Path, annotate: Callable[[dict], dict] | None = 
     from ragray.metrics.evidence import answered
 
     lines = []
-    for line in (out / "progress.jsonl").read_text(encoding="utf-8").split("\n"):
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    for rec in _jsonl(out / "progress.jsonl"):
         q = rec["question"]
         if q.get("baseline_answer") is not None:
             rec["answered"] = answered(q["baseline_answer"], q.get("gold_answers"))
@@ -159,10 +159,7 @@ def export(out: Path, exported: Path, annotate: Callable[[dict], dict] | None = 
 def tables(exported: Path, records: Mapping[str, dict]) -> tuple[list[dict], list[dict], list[dict]]:
     """questions, passages, checks of an export, question text and gold answers restored."""
     qs, ps, cs = [], [], []
-    for line in exported.read_text(encoding="utf-8").split("\n"):
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    for rec in _jsonl(exported):
         q = rec["question"]
         src = records.get(q["question_id"], {})
         q["question"], q["gold_answers"] = src.get("question"), src.get("answers")
@@ -380,14 +377,10 @@ def machines(exported: Path) -> dict[str, set[str]]:
     log = exported.parent / "sessions.jsonl"
     if not log.is_file() or not exported.is_file():
         return {}
-    order = [json.loads(line)["question"]["question_id"] for line in exported.read_text(encoding="utf-8").split("\n")
-             if line.strip()]
+    order = [r["question"]["question_id"] for r in _jsonl(exported)]
     out: dict[str, set[str]] = {}
     done = 0
-    for line in log.read_text(encoding="utf-8").split("\n"):
-        if not line.strip():
-            continue
-        entry = json.loads(line)
+    for entry in _jsonl(log):
         if entry.get("set") != exported.stem or entry["questions_done"] <= done:
             continue
         label = entry.get("accelerator") or f"{entry.get('cpu')} ({entry.get('cores')} cores)"
@@ -399,12 +392,12 @@ def machines(exported: Path) -> dict[str, set[str]]:
 def _mean_ci(values: list[float], seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
     import numpy as np
 
+    from ragray.metrics.validity import bootstrap_ci
+
     v = np.array([x for x in values if x is not None and x == x], dtype=float)
     if not len(v):
         return {"n": 0}
-    means = v[np.random.default_rng(seed).integers(0, len(v), (n_boot, len(v)))].mean(axis=1)
-    return {"n": len(v), "mean": float(v.mean()), "low": float(np.percentile(means, 2.5)),
-            "high": float(np.percentile(means, 97.5))}
+    return {"n": len(v)} | bootstrap_ci(v, np.random.default_rng(seed).integers(0, len(v), (n_boot, len(v))))
 
 
 def secondary(parts: Mapping[str, Mapping[str, list[dict]]]) -> dict[str, Any]:
@@ -512,8 +505,7 @@ def compare_exports(a: Path, b: Path) -> dict[str, Any]:
     check's LDS), and how many questions differ in a value that is not a float (an answer of another
     length, another rank order)."""
     def load(path: Path) -> dict[str, dict]:
-        return {r["question"]["question_id"]: r for line in path.read_text(encoding="utf-8").split("\n")
-                if line.strip() for r in [json.loads(line)]}
+        return {r["question"]["question_id"]: r for r in _jsonl(path)}
 
     left, right = load(a), load(b)
     shared = sorted(set(left) & set(right))
@@ -625,9 +617,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         results["progress"] = progress(sets, args.export)
         results["variants"] = test_results(sets, args.export)
-        results["sessions"] = [json.loads(line) for v in PARTS
+        results["sessions"] = [entry for v in PARTS
                                if (log := args.export / "test" / v / "sessions.jsonl").is_file()
-                               for line in log.read_text(encoding="utf-8").split("\n") if line.strip()]
+                               for entry in _jsonl(log)]
     else:
         for variant in args.variants or list(VARIANTS):
             per_set = {}

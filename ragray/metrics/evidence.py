@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ragray.metrics.similarity import normalize_answer
-from ragray.metrics.validity import Measure, question_scores
+from ragray.metrics.validity import Measure, bootstrap_ci, question_scores
 
 __all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "PRIMARY", "answered", "evidence_lines", "evidence_panel", "holm"]
 
@@ -107,12 +107,6 @@ def _per_question(questions: Sequence[Mapping[str, Any]], passages: Sequence[Map
     return out
 
 
-def _ci(values: np.ndarray, boot: np.ndarray) -> dict[str, float]:
-    means = values[boot].mean(axis=1)
-    return {"mean": float(values.mean()), "low": float(np.percentile(means, 2.5)),
-            "high": float(np.percentile(means, 97.5))}
-
-
 def _metric_table(per_q: Mapping[str, Mapping[str, Mapping[str, float]]], qids: list[str], metric: str,
                   n_boot: int, seed: int, alpha: float, attributions: Sequence[str] = ATTRIBUTIONS,
                   ) -> dict[str, Any] | None:
@@ -129,7 +123,7 @@ def _metric_table(per_q: Mapping[str, Mapping[str, Mapping[str, float]]], qids: 
     boot = np.random.default_rng(seed).integers(0, len(use), size=(n_boot, len(use)))
     arr = {m: np.array([per_q[q][metric][m] for q in use]) for m in measures}
     for m in measures:
-        table["measures"][m] = _ci(arr[m], boot) | {"control": m in ctrls}
+        table["measures"][m] = bootstrap_ci(arr[m], boot) | {"control": m in ctrls}
     for c in ctrls:
         diffs = {a: arr[a] - arr[c] for a in attrs}
         pvals = {}
@@ -139,7 +133,7 @@ def _metric_table(per_q: Mapping[str, Mapping[str, Mapping[str, float]]], qids: 
         adjusted = dict(zip(attrs, holm([pvals[a] for a in attrs])))
         for a, d in diffs.items():
             table["vs_controls"].setdefault(a, {})[c] = {
-                "difference": _ci(d, boot), "p": pvals[a], "p_holm": adjusted[a],
+                "difference": bootstrap_ci(d, boot), "p": pvals[a], "p_holm": adjusted[a],
                 "beats": bool(d.mean() > 0 and adjusted[a] < alpha)}
     if attrs:
         best = max(attrs, key=lambda a: table["measures"][a]["mean"])

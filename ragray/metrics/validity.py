@@ -91,7 +91,7 @@ def question_scores(rows: Sequence[Mapping[str, Any]], measure: Measure) -> tupl
     return _recovery_auc(scores[ok], gold[ok])
 
 
-def _ci(values: np.ndarray, boot: np.ndarray) -> dict[str, float | None]:
+def bootstrap_ci(values: np.ndarray, boot: np.ndarray) -> dict[str, float | None]:
     """Mean and percentile-bootstrap 95% interval (``boot``: resampled question indices)."""
     if len(values) == 0:
         return {"mean": None, "low": None, "high": None}
@@ -111,17 +111,17 @@ def _subset(per_q: dict[str, dict[str, tuple[float, float]]], measures: list[Mea
     arr = {m.name: np.array([per_q[q][m.name] for q in qids]) for m in measures}
     for m in measures:
         out["measures"][m.name] = {"label": m.label, "control": m.control,
-                                   "recovery_at_1": _ci(arr[m.name][:, 0], boot), "auc": _ci(arr[m.name][:, 1], boot)}
+                                   "recovery_at_1": bootstrap_ci(arr[m.name][:, 0], boot), "auc": bootstrap_ci(arr[m.name][:, 1], boot)}
     if "answer_similarity" in arr:
         base = arr["answer_similarity"]
         for m in measures:
             if m.control:
                 continue
-            d = _ci(arr[m.name][:, 1] - base[:, 1], boot)
+            d = bootstrap_ci(arr[m.name][:, 1] - base[:, 1], boot)
             verdict = ("too few questions to compare with" if len(qids) < MIN_VERDICT_QUESTIONS
                        else "beats" if d["low"] > 0 else "worse than" if d["high"] < 0 else "does not beat")
             out["vs_embedding"][m.name] = {"auc_difference": d, "verdict": verdict,
-                                           "recovery_difference": _ci(arr[m.name][:, 0] - base[:, 0], boot)}
+                                           "recovery_difference": bootstrap_ci(arr[m.name][:, 0] - base[:, 0], boot)}
     return out
 
 

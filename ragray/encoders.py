@@ -62,10 +62,25 @@ def resolve_device(spec: str) -> str:
         torch = require("torch", extra="dense", feature="device selection")
         has_cuda = bool(torch.cuda.is_available())
         if spec == "auto":
-            return "cuda" if has_cuda else "cpu"
+            return _ray_device(has_cuda)
         if not has_cuda:
             raise BackendError(f"device '{spec}' was requested but CUDA is not available here")
     return spec
+
+
+def _ray_device(has_cuda: bool) -> str:
+    """``auto`` where Ray may have placed this process: inside a Ray worker the device follows Ray's
+    assignment (no GPU assigned → CPU, even on a GPU node; assigned → ``cuda``, which is its own GPU:
+    Ray set ``CUDA_VISIBLE_DEVICES``); elsewhere CUDA when torch sees it."""
+    from ragray.execution.ray_runtime import assigned_gpus
+
+    gpus = assigned_gpus()
+    if gpus is None:
+        return "cuda" if has_cuda else "cpu"
+    if gpus and not has_cuda:
+        logger.warning("Ray assigned GPU(s) %s to this worker but torch sees no CUDA device here; "
+                       "the model runs on CPU", ",".join(gpus))
+    return "cuda" if gpus and has_cuda else "cpu"
 
 
 def resolve_model_path(spec: str) -> str:

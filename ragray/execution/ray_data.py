@@ -19,6 +19,12 @@ retry of a row fails at once with ``ActorUnavailableError`` and uses up a retry.
 (e.g. out of memory) is retried forever. A retried row whose record already came back is dropped
 here, so the run log never holds a question twice.
 
+Resources (:mod:`ragray.execution.placement`): ``execution.num_gpus: auto`` gives each actor one
+GPU on a cluster with GPUs (none without), ``execution.actors: auto`` starts one actor per GPU (1
+without GPUs), ``execution.num_cpus: null`` shares the cores of the nodes the actors can land on.
+Each actor's model then runs on the GPU Ray assigned it (``generation.device: auto`` follows the
+assignment), and each record's ``worker`` says where it ran: node, process, GPU ids, device.
+
 Ray starts in-process unless ``execution.address`` or ``RAY_ADDRESS`` names a cluster
 (:mod:`ragray.execution.ray_runtime`).
 """
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,11 +40,12 @@ from typing import Any
 import yaml
 
 from ragray.config import ExperimentConfig, validate_config
+from ragray.execution.placement import HolderResources, cluster_view, current_placement, holder_resources
 from ragray.execution.ray_runtime import connect
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.base import QuestionRecord
 
-__all__ = ["QuestionWorker", "ray_records"]
+__all__ = ["QuestionWorker", "actor_resources", "ray_records"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +58,6 @@ class QuestionWorker:
     all of them on an in-process engine: :mod:`ragray.pipeline.in_flight`)."""
 
     def __init__(self, config_yaml: str, builder: Builder) -> None:
-        import ray
 
         from ragray.pipeline.generators import open_generator
         from ragray.pipeline.in_flight import InFlight, questions_in_flight
@@ -63,7 +68,8 @@ class QuestionWorker:
         self.flight = InFlight(self.generator, n) if n > 1 else None
         self.process = builder(config, self.flight.backend if self.flight else self.generator)
         # Set again when Ray restarts this actor on another node.
-        self.worker = {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        settings = self.generator.resolved_settings()
+        self.worker = {**current_placement("actor", settings.get("device")).as_dict(), "settings": settings}
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
         from ragray.pipeline.generators import call_cache_counts
@@ -90,6 +96,14 @@ def _batch_size(config: ExperimentConfig) -> int:
     return questions_in_flight(config, GENERATORS.get(config.generation.backend))
 
 
+def actor_resources(config: ExperimentConfig, ray: Any) -> HolderResources:
+    """The actors of this run and what each asks for, ``auto`` resolved against the cluster."""
+    ex = config.execution
+    res = holder_resources(cluster_view(ray), gpus=ex.num_gpus, count=ex.actors, cpus=ex.num_cpus)
+    log.info("Ray Data: %d actor(s), %g CPU and %g GPU each", res.count, res.cpus, res.gpus)
+    return res
+
+
 def ray_records(
     config: ExperimentConfig, pending: list[QuestionHits], builder: Builder, record_type: type[QuestionRecord],
     call_counts: dict[str, int] | None = None,
@@ -100,7 +114,7 @@ def ray_records(
     if not pending:
         return
     ray = connect(config.execution.address, feature="execution.executor=ray", dashboard=False)
-    ex = config.execution
+    res = actor_resources(config, ray)
     ds = ray.data.from_items(
         [{"qh": pickle.dumps(qh)} for qh in pending], override_num_blocks=len(pending)
     )
@@ -108,9 +122,9 @@ def ray_records(
         QuestionWorker,
         fn_constructor_args=(config.to_yaml(), builder),
         batch_size=_batch_size(config),
-        compute=ray.data.ActorPoolStrategy(size=ex.actors),
-        num_cpus=ex.num_cpus or share_of_node(ray, ex.actors),
-        num_gpus=ex.num_gpus or None,
+        compute=ray.data.ActorPoolStrategy(size=res.count),
+        num_cpus=res.cpus,
+        num_gpus=res.gpus or None,
     )
     seen: set[str] = set()
     for row in ds.iter_rows():

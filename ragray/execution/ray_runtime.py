@@ -34,7 +34,7 @@ from typing import Any
 from ragray._imports import require
 
 __all__ = ["RAY_ENV_DEFAULTS", "WorkingDirectoryGuard", "apply_defaults", "connect", "load_native_libraries",
-           "reserved_cpus", "share_of_node"]
+           "assigned_gpus", "reserved_cpus", "share_of_node"]
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,22 @@ def reserved_cpus() -> int | None:
         return None
     cpus = ctx.get_assigned_resources().get("CPU", 0.0)
     return int(cpus) if cpus >= 1 else None
+
+
+def assigned_gpus() -> list[str] | None:
+    """The GPU ids Ray assigned to the task, actor or replica running this code (``[]``: it asked
+    for none), or None outside a Ray worker (a driver, no Ray). A worker that asked for no GPU still
+    sees every GPU of its node (Ray leaves ``CUDA_VISIBLE_DEVICES`` unset), so this, not what torch
+    sees, says whether its model may use one."""
+    import sys
+
+    ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    if ctx.worker.mode != ray.WORKER_MODE:
+        return None
+    return [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
 
 
 def share_of_node(ray: Any, concurrency: int) -> int:

@@ -118,6 +118,12 @@ class Generator(Component):
             out["files"] = model_identity(path)
         return out
 
+    def resolved_settings(self) -> dict[str, Any]:
+        """Settings this backend resolved when it opened, as JSON (the device its model runs on,
+        vLLM's engine options, an endpoint's learned concurrency): what ``auto`` became, recorded
+        in the run's ``summary.json``. Empty by default."""
+        return {}
+
     def scoring_problem(self) -> str | None:
         """Why :meth:`score` cannot work with this backend, or None when it can (the default:
         local models score). ``influence.mode: auto`` asks once per process and generates
@@ -164,6 +170,9 @@ class GeneratorProxy(Generator):
 
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
+
+    def resolved_settings(self) -> dict[str, Any]:
+        return self.inner.resolved_settings()
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self.inner.generate(prompts)

@@ -3,7 +3,8 @@
 Generation posts ``{base_url}/chat/completions`` (``model`` = ``generation.model``, the name the
 server knows), results in input order. Up to ``generation.openai.concurrency`` requests are in
 flight at once across every question the pipeline keeps in flight (:class:`AdaptiveLimit`: halved
-when the server answers 429 or 503, grown back as requests succeed); each has ``timeout_s``. A bearer key is read from the env var named by ``generation.openai.api_key_env`` (unset:
+when the server answers 429 or 503, grown back as requests succeed, settled just under a cap that
+throttles at the same level again and again: :mod:`ragray.generation.concurrency`); each has ``timeout_s``. A bearer key is read from the env var named by ``generation.openai.api_key_env`` (unset:
 no ``Authorization`` header).
 
 Failures, per request:
@@ -28,7 +29,6 @@ import email.utils
 import logging
 import math
 import os
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
@@ -41,6 +41,7 @@ from ragray._imports import require
 from ragray.config import GenerationConfig
 from ragray.errors import BackendError, ConfigError, MissingDependencyError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
+from ragray.generation.concurrency import AdaptiveLimit
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model
 
@@ -98,44 +99,6 @@ def _detail(response: Any) -> str:
         message = None
     text = str(message) if message else response.text
     return " ".join(text.split())[:300] or "(empty body)"
-
-
-class AdaptiveLimit:
-    """At most ``limit`` requests at once; the limit halves when the server throttles (429, 503)
-    and grows back by one after each ``limit`` successes, up to ``ceiling``. Throttles from
-    requests sent before the last cut count once: a burst of 429s is one signal, not many."""
-
-    def __init__(self, ceiling: int) -> None:
-        self.ceiling = self.limit = ceiling
-        self.active = 0
-        self.cuts = 0  # how many times the limit was cut (the run log says so)
-        self._epoch = 0
-        self._ok = 0
-        self._cond = threading.Condition()
-
-    def acquire(self) -> int:
-        """Wait for a slot; returns the epoch the request is sent in."""
-        with self._cond:
-            while self.active >= self.limit:
-                self._cond.wait()
-            self.active += 1
-            return self._epoch
-
-    def release(self, epoch: int, throttled: bool) -> None:
-        with self._cond:
-            self.active -= 1
-            if throttled and epoch == self._epoch and self.limit > 1:
-                self.limit = max(1, self.limit // 2)
-                self._epoch += 1
-                self._ok = 0
-                self.cuts += 1
-                log.warning("the server throttles: %d requests in flight at most now", self.limit)
-            elif not throttled and self.limit < self.ceiling:
-                self._ok += 1
-                if self._ok >= self.limit:
-                    self.limit += 1
-                    self._ok = 0
-            self._cond.notify_all()
 
 
 @dataclass(frozen=True)
@@ -197,6 +160,10 @@ class OpenAIGenerator(Generator):
     def model_id(self) -> str:
         return self.config.model
 
+    def resolved_settings(self) -> dict[str, Any]:
+        """The adaptive concurrency limit as it stands (at the end of a run: where it settled)."""
+        return {"concurrency": self.limit.state()}
+
     def identity(self) -> dict[str, Any]:
         """The served model's name on this server (``base_url``): another server is another model."""
         return {**super().identity(), "base_url": self.base_url}
@@ -206,7 +173,7 @@ class OpenAIGenerator(Generator):
     def _send(self, url: str, payload: dict[str, Any]) -> tuple[Any, str | None]:
         """One attempt within the adaptive limit: the response, or what went wrong on the wire."""
         httpx = self._httpx
-        epoch, response = self.limit.acquire(), None
+        ticket, response = self.limit.acquire(), None
         try:
             response = self._client.post(url, json=payload)
             return response, None
@@ -215,7 +182,7 @@ class OpenAIGenerator(Generator):
         except httpx.TransportError as exc:
             return None, f"connection error ({type(exc).__name__}: {exc})"
         finally:
-            self.limit.release(epoch, response is not None and response.status_code in (429, 503))
+            self.limit.release(ticket, response is not None and response.status_code in (429, 503))
 
     def _post(self, path: str, payload: dict[str, Any]) -> _Outcome:
         """POST with retries (see the module docstring); never raises for HTTP or network errors."""

@@ -12,6 +12,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from ragray._imports import require
@@ -32,6 +33,9 @@ PACKAGED_GENERATORS: dict[str, tuple[str, str, str]] = {
 
 
 
+_CONVERTING = threading.Lock()
+
+
 def _gguf_path(name: str) -> Path:
     module, requirement, filename = PACKAGED_GENERATORS[name]
     pip_name = requirement.split("==")[0]
@@ -47,10 +51,22 @@ def _gguf_path(name: str) -> Path:
 
 
 def packaged_model_dir(name: str) -> Path:
-    """The converted HF folder of a packaged model, converting it on first use."""
+    """The converted HF folder of a packaged model, converting it on first use (once per process:
+    threads that ask together, e.g. questions in flight, wait for the first one's conversion)."""
     target = cache_root() / "models" / name
-    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+    if _converted(target):
         return target
+    with _CONVERTING:
+        if _converted(target):
+            return target
+        return _convert(name, target)
+
+
+def _converted(target: Path) -> bool:
+    return (target / "config.json").is_file() and any(target.glob("*.safetensors"))
+
+
+def _convert(name: str, target: Path) -> Path:
     gguf = _gguf_path(name)
     log.warning("converting packaged model %s to a Hugging Face folder (once): %s", name, target)
     transformers = require("transformers", extra="generate", feature="model conversion")

@@ -141,6 +141,12 @@ class TransformersGenerator(Generator):
     def precision(self) -> str:
         return str(self._model.dtype).removeprefix("torch.")
 
+    def resolved_settings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"device": self.device, "dtype": self.precision}
+        if self.device == "cpu":
+            out["threads"] = self._torch.get_num_threads()
+        return out
+
     @property
     def model_id(self) -> str:
         return self.config.model

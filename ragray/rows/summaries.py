@@ -144,6 +144,11 @@ class RunFooter(Summary):
     #: the simulated design (scenario, seed, k, width, questions_per_scenario); absent for a real model
     simulated: Mapping[str, Any] | bool | None = omitted_when_none(default=None)
     wall_seconds: Opt = omitted_when_none(default=None)
+    #: what the backend's ``auto`` settings became in this process (device, dtype, vLLM engine
+    #: options, an endpoint's settled concurrency); on Ray each actor's are in ``placement``
+    backend_settings: Mapping[str, Any] | None = omitted_when_none(default=None)
+    #: on Ray: one entry per actor (node, pid, GPU ids, CUDA_VISIBLE_DEVICES, device, questions)
+    placement: tuple[Mapping[str, Any], ...] | None = omitted_when_none(default=None)
 
 
 # --- ragray run ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -68,12 +68,16 @@ class Search(_Model):
 
 
 class Execution(_Model):
-    concurrency: int = Field(1, ge=1, description="trials at once")
+    concurrency: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="trials at once; auto: one per GPU of the cluster (GPUs / gpus_per_trial), "
+                            "1 without GPUs")
     timeout_s: float = Field(3600.0, gt=0, description="a trial running longer fails (and the sweep goes on)")
     cpus_per_trial: float | None = Field(
         None, gt=0, description="CPUs each trial reserves, and its model's threads; none: the smallest node's "
                                 "cores shared by the trials that run on it at once (a lone trial gets them all)")
-    gpus_per_trial: float = Field(0.0, ge=0)
+    gpus_per_trial: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="GPUs each trial reserves (its model runs there); auto: 1 when the cluster has "
+                            "GPUs, else 0")
     address: str | None = Field(None, description="Ray cluster (or RAY_ADDRESS); none: in-process Ray")
     max_failures: int = Field(2, ge=0, description="times a trial whose worker was lost (a node died) is "
                                                    "started again; it resumes its finished questions")

@@ -312,8 +312,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
           f"{s.model} via {s.backend}, {s.retriever} top-{s.top_k} -> {result.out}")
     _print_influence_summary(s)
+    _print_where(s)
     _print_next(result.out)
     return 0
+
+
+def _print_where(s: Any) -> None:
+    """What the backend's ``auto`` settings became and, on Ray, where each actor ran."""
+    from ragray.execution.placement import placement_lines
+
+    if s.backend_settings:
+        print("  backend: " + ", ".join(f"{k} {v}" for k, v in s.backend_settings.items()))
+    if s.resources:
+        r = s.resources
+        print(f"  Ray actors: {r['count']}, {r['cpus']:g} CPU and {r['gpus']:g} GPU each")
+    if s.placement:
+        print(f"  placement (actors that made records: {len(s.placement)}):")
+        print("\n".join(placement_lines(s.placement)))
 
 
 def _print_next(out: Path | str) -> None:
@@ -448,6 +463,7 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
           f"({_fmt(cost.calls_requested_per_question, '.1f')} arm calls), "
           f"{_fmt(cost.score_passes_per_question, '.1f')} scoring passes, "
           f"{_fmt(cost.seconds_per_question, '.1f')} s")
+    _print_where(s)
     return 0
 
 

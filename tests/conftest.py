@@ -87,11 +87,12 @@ def start_ray():
     """
     import ray
 
-    def start(temp_dir: str) -> None:
+    def start(temp_dir: str, num_gpus: int = 0) -> None:
+        """``num_gpus``: fake GPUs (Ray's resource only: torch still sees none), as ``ray start --num-gpus``."""
         for key, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
                            "RAY_USAGE_STATS_ENABLED": "0"}.items():
             os.environ.setdefault(key, value)
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=200 * 2**20, _temp_dir=temp_dir)
+                 object_store_memory=200 * 2**20, _temp_dir=temp_dir, **({"num_gpus": num_gpus} if num_gpus else {}))
 
     return start

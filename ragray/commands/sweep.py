@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,22 @@ def print_leaderboard(result: SweepResult, limit: int = 20) -> None:
             print(f"failed: {r['label']}: {r.get('error')}")
 
 
+def _print_placement(out: Path) -> None:
+    """What each trial asked Ray for and where each ran (``summary.json``)."""
+    path = Path(out) / "summary.json"
+    if not path.is_file():
+        return
+    summary = json.loads(path.read_text())
+    res = summary.get("resources") or {}
+    if res:
+        print(f"trials: {res['count']} at once, {res['cpus']:g} CPU and {res['gpus']:g} GPU each")
+    for p in summary.get("placement") or []:
+        gpus = ",".join(p.get("gpu_ids") or []) or "none"
+        print(f"  trial {p['trial_id']} on {p.get('node_ip')} ({str(p.get('node_id'))[:8]}): GPU {gpus}")
+        if float(p.get("node_gpus") or 0) > 0 and not p.get("gpu_ids"):
+            print(f"  warning: trial {p['trial_id']} ran with no GPU on a node with {p['node_gpus']:g} GPU(s)")
+
+
 def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | None, resume: bool,
                   overrides: list[str]) -> SweepResult:
     result = run_sweep(spec, out, address=address, resume=resume, overrides=overrides)
@@ -39,6 +56,7 @@ def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | No
     stopped = f", {n_stopped} stopped early" if n_stopped else ""
     print(f"ragray sweep: {n_done}/{len(result.rows)} trials done{stopped} -> {result.out}")
     print_leaderboard(result)
+    _print_placement(result.out)
     for r in result.rows:
         if (r.get("attempts") or 0) > 1:
             print(f"started {r['attempts']} times (a lost worker or a resumed sweep), last on {r.get('node')}: {r['label']}")

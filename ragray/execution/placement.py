@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SMALL_MODEL_GPU", "ClusterView", "HolderResources", "Placement", "cluster_view", "current_placement",
-           "holder_resources", "placement_lines", "serve_gpus", "summarize_placements"]
+           "holder_resources", "local_view", "placement_lines", "serve_gpus", "summarize_placements"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,18 @@ class ClusterView:
 
     def node_gpus(self, node_id: str) -> float:
         return next((n.gpus for n in self.nodes if n.node_id == node_id), 0.0)
+
+
+def local_view() -> ClusterView:
+    """This machine as a one-node cluster: its cores and the CUDA GPUs torch sees (none without torch)."""
+    import importlib.util
+
+    gpus = 0
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return ClusterView((NodeView("local", float(len(os.sched_getaffinity(0))), float(gpus)),))
 
 
 def cluster_view(ray: Any) -> ClusterView:
@@ -137,7 +149,8 @@ def serve_gpus(view: ClusterView, *, generator: float | str, generator_replicas:
 @dataclass(frozen=True)
 class Placement:
     """Where one model holder ran: its node, process, the GPUs Ray assigned and the device its
-    model resolved to. ``idle_gpus``: the node has GPUs but this holder was given none."""
+    model resolved to. ``idle_gpus``: it loads a model (``holds_model``), its node has GPUs, and it
+    was given none."""
 
     role: str
     node_id: str
@@ -147,15 +160,16 @@ class Placement:
     cuda_visible_devices: str | None
     device: str | None
     node_gpus: float
+    holds_model: bool = True
 
     @property
     def idle_gpus(self) -> bool:
-        return self.node_gpus > 0 and not self.gpu_ids
+        return self.holds_model and self.node_gpus > 0 and not self.gpu_ids
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "node_id": self.node_id, "node_ip": self.node_ip, "pid": self.pid,
                 "gpu_ids": list(self.gpu_ids), "cuda_visible_devices": self.cuda_visible_devices,
-                "device": self.device, "node_gpus": self.node_gpus}
+                "device": self.device, "node_gpus": self.node_gpus, "holds_model": self.holds_model}
 
     def warning(self) -> str | None:
         if not self.idle_gpus:
@@ -165,8 +179,9 @@ class Placement:
                 "(num_gpus auto, or a number > 0)")
 
 
-def current_placement(role: str, device: str | None = None) -> Placement:
-    """The placement of the Ray worker running this code (call it inside an actor, task or replica)."""
+def current_placement(role: str, device: str | None = None, holds_model: bool = True) -> Placement:
+    """The placement of the Ray worker running this code (call it inside an actor, task or replica);
+    logs :meth:`Placement.warning` when it holds a model on a GPU node without a GPU."""
     import ray
 
     ctx = ray.get_runtime_context()
@@ -175,7 +190,7 @@ def current_placement(role: str, device: str | None = None) -> Placement:
     gpu_ids = tuple(str(g) for g in ctx.get_accelerator_ids().get("GPU", []))
     placement = Placement(role, node_id, str(node.get("NodeManagerAddress", "")), os.getpid(), gpu_ids,
                           os.environ.get("CUDA_VISIBLE_DEVICES"), device,
-                          float(node.get("Resources", {}).get("GPU", 0.0)))
+                          float(node.get("Resources", {}).get("GPU", 0.0)), holds_model)
     if (message := placement.warning()) is not None:
         log.warning(message)
     return placement
@@ -202,7 +217,7 @@ def placement_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         lines.append(f"  {r.get('role', 'worker')} pid {r.get('pid')} on {r.get('node_ip') or '?'} "
                      f"({str(r.get('node_id'))[:8]}): GPU {gpus}, device {r.get('device') or '?'}{count}")
     for r in rows:
-        if float(r.get("node_gpus") or 0) > 0 and not r.get("gpu_ids"):
+        if r.get("holds_model", True) and float(r.get("node_gpus") or 0) > 0 and not r.get("gpu_ids"):
             lines.append(f"  warning: {r.get('role', 'worker')} pid {r.get('pid')} ran with no GPU on a node "
                          f"with {float(r['node_gpus']):g} GPU(s)")
     return lines

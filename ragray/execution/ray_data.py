@@ -106,15 +106,18 @@ def actor_resources(config: ExperimentConfig, ray: Any) -> HolderResources:
 
 def ray_records(
     config: ExperimentConfig, pending: list[QuestionHits], builder: Builder, record_type: type[QuestionRecord],
-    call_counts: dict[str, int] | None = None,
+    call_counts: dict[str, int] | None = None, resources: dict[str, Any] | None = None,
 ) -> Iterator[QuestionRecord]:
     """Records of ``pending`` questions processed on Ray, in completion order, each at most once
     (each crosses from its actor as JSON and is read back as ``record_type``); the actors'
-    call-cache hits and misses are added into ``call_counts``."""
+    call-cache hits and misses are added into ``call_counts``, what each actor asked for into
+    ``resources``."""
     if not pending:
         return
     ray = connect(config.execution.address, feature="execution.executor=ray", dashboard=False)
     res = actor_resources(config, ray)
+    if resources is not None:
+        resources.update(res.as_dict())
     ds = ray.data.from_items(
         [{"qh": pickle.dumps(qh)} for qh in pending], override_num_blocks=len(pending)
     )

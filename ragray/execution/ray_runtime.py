@@ -34,7 +34,7 @@ from typing import Any
 from ragray._imports import require
 
 __all__ = ["RAY_ENV_DEFAULTS", "WorkingDirectoryGuard", "apply_defaults", "connect", "load_native_libraries",
-           "assigned_gpus", "reserved_cpus", "share_of_node"]
+           "assigned_gpus", "reserved_cpus"]
 
 log = logging.getLogger(__name__)
 
@@ -172,14 +172,3 @@ def assigned_gpus() -> list[str] | None:
     if ctx.worker.mode != ray.WORKER_MODE:
         return None
     return [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
-
-
-def share_of_node(ray: Any, concurrency: int) -> int:
-    """CPUs for each of ``concurrency`` trials when none are asked for: the smallest CPU node's
-    cores over the trials that land on it when they spread over every node (at least 1), so a lone
-    trial gets the whole machine and concurrent ones do not oversubscribe it."""
-    cpus = sorted(n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive") and n["Resources"].get("CPU"))
-    if not cpus:
-        return 1
-    per_node = -(-concurrency // len(cpus))
-    return max(1, int(cpus[0]) // per_node)

@@ -49,6 +49,8 @@ class Executor(ABC):
         self.call_counts: dict[str, int] = {}
         #: the generator's resolved settings, where it ran in this process (``Generator.resolved_settings``)
         self.backend_settings: dict[str, Any] = {}
+        #: what each Ray actor asked for (``auto`` resolved); empty for the local executor
+        self.resources: dict[str, Any] = {}
 
     @abstractmethod
     def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
@@ -106,7 +108,7 @@ class RayExecutor(Executor):
                 builder: Builder) -> Iterator[QuestionRecord]:
         from ragray.execution.ray_data import ray_records
 
-        return ray_records(config, list(pending), builder, self.record_type, self.call_counts)
+        return ray_records(config, list(pending), builder, self.record_type, self.call_counts, self.resources)
 
 
 def run_questions(
@@ -183,7 +185,7 @@ class QuestionCommand:
                 skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
                 # this process's retrieval-cache and call-cache hits and misses
                 cache={**qr.stage.cache_stats.as_dict(), **executor.call_counts},
-                backend_settings=executor.backend_settings or None,
+                backend_settings=executor.backend_settings or None, resources=executor.resources or None,
                 placement=tuple(summarize_placements(r.worker for r in records if r.worker)) or None,
                 simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
                 wall_seconds=time.perf_counter() - start,

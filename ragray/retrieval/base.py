@@ -47,6 +47,9 @@ class Retriever(Component):
     #: False for a retriever that ranks nothing itself (``given``: each question's own passage
     #: order), so it cannot search a served corpus
     ranks_corpus: ClassVar[bool] = True
+    #: True for a retriever that loads a model (a dense encoder): on a GPU cluster its Serve replica
+    #: asks for a share of a GPU (:mod:`ragray.execution.placement`)
+    holds_model: ClassVar[bool] = False
 
     @abstractmethod
     def index(self, passages: Sequence[Passage]) -> SearchIndex:

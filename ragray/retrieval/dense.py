@@ -169,6 +169,8 @@ class DenseIndex(SearchIndex):
 class DenseRetriever(Retriever):
     """Bi-encoder retrieval (``retrieval.dense``): embed passages once (cached), search FAISS."""
 
+    holds_model = True
+
     name = "dense"
 
     def __init__(self, config: DenseConfig, encoder: SentenceEncoder | None = None) -> None:

@@ -86,6 +86,8 @@ def _part(retriever: Retriever, identity: dict[str, Any]) -> dict[str, Any]:
 class HybridRetriever(Retriever):
     """Dense + BM25 fused by RRF or alpha weighting (``retrieval.hybrid``)."""
 
+    holds_model = True
+
     name = "hybrid"
 
     def __init__(self, dense: Retriever, sparse: Retriever, config: HybridConfig) -> None:

@@ -147,7 +147,9 @@ class RunFooter(Summary):
     #: what the backend's ``auto`` settings became in this process (device, dtype, vLLM engine
     #: options, an endpoint's settled concurrency); on Ray each actor's are in ``placement``
     backend_settings: Mapping[str, Any] | None = omitted_when_none(default=None)
-    #: on Ray: one entry per actor (node, pid, GPU ids, CUDA_VISIBLE_DEVICES, device, questions)
+    #: on Ray: what each actor asked for (``auto`` resolved: count, cpus, gpus)
+    resources: Mapping[str, Any] | None = omitted_when_none(default=None)
+    #: on Ray: one entry per actor that made records (node, pid, GPU ids, CUDA_VISIBLE_DEVICES, device, questions)
     placement: tuple[Mapping[str, Any], ...] | None = omitted_when_none(default=None)
 
 

@@ -6,11 +6,24 @@
 ``max_ongoing_requests`` / ``max_queued_requests`` of each deployment come from the config's
 ``serve`` section; a Serve config file's ``deployments:`` list may still override them by name
 (``Retriever``, ``Reranker``, ``Generator``, ``RagrayAPI``), as with any Serve app.
+
+GPUs (``num_gpus: auto``, :func:`ragray.execution.placement.serve_gpus`): none on a cluster
+without GPUs; else one per generator replica and a quarter GPU for a retriever with a dense encoder
+and a reranker with a model (on a single GPU the generator takes what those leave, so all fit on
+it). The cluster is read where the application is built: on the cluster for ``serve deploy`` /
+``serve run <config file>`` / ``ragray serve``; ``serve run module:build_app`` builds it before it
+connects, so there the GPUs of the machine it runs on decide (use a config file on a cluster).
+Each model-holding replica reports where it runs (:meth:`GeneratorDeployment.placement`);
+``ragray serve`` prints it and writes ``<serve.runs_dir>/serve-placement.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -18,17 +31,22 @@ import yaml
 from ragray._imports import require
 from ragray.config import DeploymentOptions, ExperimentConfig, load_config, validate_config
 from ragray.errors import ConfigError
+from ragray.execution.placement import ClusterView, cluster_view, local_view, serve_gpus
 from ragray.execution.ray_runtime import apply_defaults, connect
 
 __all__ = ["build_app", "deployment_options", "app_from_config"]
 
+log = logging.getLogger(__name__)
+
 serve = require("ray.serve", extra="ray", feature="ragray serve")
 
 
-def deployment_options(opts: DeploymentOptions) -> dict[str, Any]:
-    """``DeploymentOptions`` as keyword arguments of ``Deployment.options``."""
+def deployment_options(opts: DeploymentOptions, num_gpus: float | None = None) -> dict[str, Any]:
+    """``DeploymentOptions`` as keyword arguments of ``Deployment.options`` (``num_gpus``: the
+    resolved GPUs per replica when ``opts.num_gpus`` is ``auto``)."""
+    gpus = float(opts.num_gpus) if num_gpus is None else num_gpus
     out: dict[str, Any] = {
-        "ray_actor_options": {"num_cpus": opts.num_cpus, "num_gpus": opts.num_gpus},
+        "ray_actor_options": {"num_cpus": opts.num_cpus, "num_gpus": gpus},
         "max_ongoing_requests": opts.max_ongoing_requests,
         "max_queued_requests": opts.max_queued_requests,
     }
@@ -43,14 +61,57 @@ def _config(config_yaml: str) -> ExperimentConfig:
     return validate_config(yaml.safe_load(config_yaml))
 
 
+class _Placed:
+    """A deployment whose replicas say where they run (node, pid, GPU ids, device)."""
+
+    role = "replica"
+    _where: dict[str, Any] = {}
+
+    def _place(self, device: str | None = None, holds_model: bool = True) -> None:
+        from ragray.execution.placement import current_placement
+
+        self._where = current_placement(self.role, device, holds_model).as_dict()
+
+    def placement(self) -> dict[str, Any]:
+        return self._where
+
+
+def _holds_model(config: ExperimentConfig) -> dict[str, bool]:
+    """Whether the retriever and the reranker deployments load a model (a dense encoder, a reranker)."""
+    from ragray.rerank import RERANKERS
+    from ragray.retrieval import RETRIEVERS
+
+    return {"retriever": RETRIEVERS.get(config.retrieval.retriever).holds_model,
+            "reranker": not RERANKERS.get(config.rerank.strategy).passthrough}
+
+
+def serve_resources(config: ExperimentConfig, view: ClusterView) -> dict[str, float]:
+    """GPUs per replica of each deployment (``retriever``, ``reranker``, ``generator``, ``ingress``),
+    ``auto`` resolved against ``view``: a deployment that loads no model gets none."""
+    sc = config.serve
+    holds = _holds_model(config)
+    small: dict[str, float | str] = {}
+    for name, held in holds.items():
+        setting = getattr(sc, name).num_gpus
+        small[name] = setting if held or setting != "auto" else 0.0
+    replicas = sc.generator.autoscaling.max_replicas if sc.generator.autoscaling else sc.generator.num_replicas
+    out = serve_gpus(view, generator=sc.generator.num_gpus, generator_replicas=replicas, small=small)
+    out["ingress"] = 0.0 if sc.ingress.num_gpus == "auto" else float(sc.ingress.num_gpus)
+    return out
+
+
 @serve.deployment(name="Retriever")
-class RetrieverDeployment:
+class RetrieverDeployment(_Placed):
     """Holds the served corpus and one index per retriever name."""
+
+    role = "retriever"
 
     def __init__(self, config_yaml: str) -> None:
         from ragray.serving.components import CorpusSearch
 
-        self.search_ = CorpusSearch(_config(config_yaml))
+        config = _config(config_yaml)
+        self.search_ = CorpusSearch(config)
+        self._place(holds_model=_holds_model(config)["retriever"])
 
     def size(self) -> int:
         return self.search_.size()
@@ -63,18 +124,22 @@ class RetrieverDeployment:
 
 
 @serve.deployment(name="Reranker")
-class RerankerDeployment:
+class RerankerDeployment(_Placed):
+    role = "reranker"
+
     def __init__(self, config_yaml: str) -> None:
         from ragray.serving.components import RerankStep
 
-        self.step = RerankStep(_config(config_yaml))
+        config = _config(config_yaml)
+        self.step = RerankStep(config)
+        self._place(getattr(self.step.reranker, "device", None), _holds_model(config)["reranker"])
 
     def rerank(self, question: str, hits: list, k: int) -> list:
         return self.step.rerank(question, hits, k)
 
 
 @serve.deployment(name="Generator")
-class GeneratorDeployment:
+class GeneratorDeployment(_Placed):
     """Loads the generator once per replica; on a GPU node ``num_gpus`` places it there.
 
     Concurrent ``generate`` requests are merged (``serve.batch``, up to ``serve.generator.batch_size``
@@ -83,11 +148,14 @@ class GeneratorDeployment:
     their prefix.
     """
 
+    role = "generator"
+
     def __init__(self, config_yaml: str) -> None:
         from ragray.serving.components import LockedGenerator
 
         config = _config(config_yaml)
         self.gen = LockedGenerator.from_config(config)
+        self._place(self.gen.resolved_settings().get("device"))
         self.batching = config.serve.generator.batch_size > 1
         self._generate_many.set_max_batch_size(config.serve.generator.batch_size)
         self._generate_many.set_batch_wait_timeout_s(config.serve.generator.batch_wait_s)
@@ -144,14 +212,28 @@ class RagrayAPI:
         return make_app(self.service, self.runs, self.presets)
 
 
-def app_from_config(config: ExperimentConfig) -> Any:
-    """The bound application for ``config`` (deployment options from its ``serve`` section)."""
+def _build_view() -> ClusterView:
+    """The cluster the app will run on: the connected one, else this machine (module docstring)."""
+    import ray
+
+    if ray.is_initialized():
+        return cluster_view(ray)
+    log.info("Ray is not connected while the app is built: num_gpus auto counts this machine's GPUs")
+    return local_view()
+
+
+def app_from_config(config: ExperimentConfig, view: ClusterView | None = None) -> Any:
+    """The bound application for ``config`` (deployment options from its ``serve`` section, ``auto``
+    GPUs resolved against ``view``, else the cluster it is built on)."""
     sc = config.serve
+    gpus = serve_resources(config, view or _build_view())
+    log.info("Serve GPUs per replica: %s", gpus)
     text = config.to_yaml()
-    retriever = RetrieverDeployment.options(**deployment_options(sc.retriever)).bind(text)
-    reranker = RerankerDeployment.options(**deployment_options(sc.reranker)).bind(text)
-    generator = GeneratorDeployment.options(**deployment_options(sc.generator)).bind(text)
-    return RagrayAPI.options(**deployment_options(sc.ingress)).bind(text, retriever, reranker, generator)
+    retriever = RetrieverDeployment.options(**deployment_options(sc.retriever, gpus["retriever"])).bind(text)
+    reranker = RerankerDeployment.options(**deployment_options(sc.reranker, gpus["reranker"])).bind(text)
+    generator = GeneratorDeployment.options(**deployment_options(sc.generator, gpus["generator"])).bind(text)
+    return RagrayAPI.options(**deployment_options(sc.ingress, gpus["ingress"])).bind(text, retriever, reranker,
+                                                                                      generator)
 
 
 def build_app(args: dict[str, Any]) -> Any:
@@ -171,12 +253,36 @@ def build_app(args: dict[str, Any]) -> Any:
     return app_from_config(load_config(args.get("config"), list(overrides)))
 
 
+def replica_placements(name: str = "ragray") -> list[dict[str, Any]]:
+    """Where a replica of each model-holding deployment of app ``name`` runs (one answer per
+    deployment: the replica the call reached)."""
+    return [serve.get_deployment_handle(d, app_name=name).placement.remote().result()
+            for d in ("Retriever", "Reranker", "Generator")]
+
+
 def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str = "ragray") -> Any:
     """Start (or redeploy) the app on Ray Serve at ``serve.host:serve.port``.
 
     Connects to ``execution.address`` / ``RAY_ADDRESS`` when set, else starts Ray in this process
-    (with the dashboard, as Ray users expect). Returns the ingress handle when not ``blocking``.
+    (with the dashboard, as Ray users expect). Once it runs, prints where each model holder runs and
+    writes it to ``<serve.runs_dir>/serve-placement.json``. Returns the ingress handle when not
+    ``blocking``; else serves until Ctrl-C.
     """
+    from ragray.execution.placement import placement_lines
+
     connect(config.execution.address, feature="ragray serve")
     serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
-    return serve.run(app_from_config(config), name=name, route_prefix="/", blocking=blocking)
+    handle = serve.run(app_from_config(config), name=name, route_prefix="/", blocking=False)
+    where = replica_placements(name)
+    print("placement:\n" + "\n".join(placement_lines(where)), flush=True)
+    runs = Path(config.serve.runs_dir)
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / "serve-placement.json").write_text(json.dumps(where, indent=1) + "\n", encoding="utf-8")
+    if not blocking:
+        return handle
+    try:
+        while True:
+            time.sleep(10)
+    except KeyboardInterrupt:
+        serve.shutdown()
+    return None

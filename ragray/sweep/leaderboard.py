@@ -27,9 +27,9 @@ COLUMNS = [
     "trial_seconds", "cache_chunksets_hit", "cache_chunksets_miss", "cache_indexes_hit", "cache_indexes_miss",
     "cache_retrievals_hit", "cache_retrievals_miss", "error", "out",
     # added later, so appended: a table's existing columns keep their places (scripts/same_tables.py)
-    "node", "attempts",
+    "node", "attempts", "gpus",
 ]
-_TEXT = {"trial_id", "label", "status", "node", "error", "out"}
+_TEXT = {"trial_id", "label", "status", "node", "error", "out", "gpus"}
 _INT = {"rank", "n_questions", "n_measured", "n_errors", "attempts", *(c for c in COLUMNS if c.startswith("cache_"))}
 
 

@@ -38,7 +38,8 @@ import yaml
 
 from ragray.config import validate_config
 from ragray.errors import InputError
-from ragray.execution.ray_runtime import connect, share_of_node
+from ragray.execution.placement import cluster_view, current_placement, holder_resources
+from ragray.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir
 from ragray.sweep.leaderboard import COLUMNS, write_leaderboard
 from ragray.sweep.score import rank_trials, score_trial
@@ -90,14 +91,16 @@ def _held(lock: Path) -> Iterator[None]:
 
 def _record_node(out: Path) -> None:
     """One more attempt of the trial and where it runs (``attempts.jsonl``: the Ray node's id and IP,
-    the host, the time), for the leaderboard's ``node`` and ``attempts`` and the summary's retries."""
+    the GPUs Ray assigned it and ``CUDA_VISIBLE_DEVICES``, the host, the time), for the leaderboard's
+    ``node``, ``gpus`` and ``attempts`` and the summary's retries and placement."""
     import socket
 
     import ray
 
-    ctx = ray.get_runtime_context()
-    node = {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(),
-            "started": time.time()}
+    where = current_placement("trial")
+    node = {"node_id": where.node_id, "node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(),
+            "gpu_ids": list(where.gpu_ids), "cuda_visible_devices": where.cuda_visible_devices,
+            "node_gpus": where.node_gpus, "started": time.time()}
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "attempts.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(node) + "\n")
@@ -210,7 +213,8 @@ def _rows(trials: list[Trial], out: Path, tune_results: dict[str, Any], spec: Sw
     for t in trials:
         attempts = _attempts(out, t.id)
         row: dict[str, Any] = {"trial_id": t.id, "label": t.label(), "out": str(out / "trials" / t.id),
-                               "node": _node(attempts[-1]) if attempts else None, "attempts": len(attempts)}
+                               "node": _node(attempts[-1]) if attempts else None, "attempts": len(attempts),
+                               "gpus": ",".join(attempts[-1].get("gpu_ids") or []) if attempts else None}
         done = out / "trials" / t.id / "trial.json"
         result = tune_results.get(t.id)
         if done.is_file():
@@ -335,13 +339,15 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         from ray import tune
 
         ex = spec.execution
-        cpus = ex.cpus_per_trial or share_of_node(ray, ex.concurrency)
+        res = holder_resources(cluster_view(ray), gpus=ex.gpus_per_trial, count=ex.concurrency,
+                               cpus=ex.cpus_per_trial)
+        log.info("Tune: %d trial(s) at once, %g CPU and %g GPU each", res.count, res.cpus, res.gpus)
         space, points, searcher, scheduler = _search(spec, trials)
         trainable = tune.with_resources(
             tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
                                  timeout_s=ex.timeout_s, parent_id=parent_id, every=spec.report_every,
                                  weights=spec.score_metrics(), points=points),
-            {"cpu": cpus, "gpu": ex.gpus_per_trial},
+            {"cpu": res.cpus, "gpu": res.gpus},
         )
         path = out / EXPERIMENT
         start = time.perf_counter()
@@ -355,7 +361,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
                 trainable,
                 param_space=space,
                 # a stopped trial's actor must go with it (a reused one would keep running it)
-                tune_config=tune.TuneConfig(max_concurrent_trials=ex.concurrency, search_alg=searcher,
+                tune_config=tune.TuneConfig(max_concurrent_trials=res.count, search_alg=searcher,
                                             scheduler=scheduler, reuse_actors=False,
                                             num_samples=spec.search.max_trials if searcher else 1),
                 run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
@@ -378,6 +384,10 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
                                 "nodes": [_node(a) for a in _attempts(out, r["trial_id"])]}
                                for r in rows if r["attempts"] > 1],
                    "search": spec.search.model_dump(),
+                   # what each trial asked Ray for (auto resolved) and where each trial's last attempt ran
+                   "resources": res.as_dict(),
+                   "placement": [{"trial_id": r["trial_id"], **_attempts(out, r["trial_id"])[-1]}
+                                 for r in rows if r["attempts"]],
                    "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
         if spec.ephemeral.cleanup:
             summary["ephemeral_cleanup"] = _ephemeral(spec, trials, register=False)

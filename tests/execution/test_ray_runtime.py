@@ -97,28 +97,6 @@ def test_the_cli_anchors_path_arguments_before_it_joins_a_cluster(monkeypatch, i
     assert args.dataset == "demo"
 
 
-def _nodes(*cpus, dead=()):
-    return types.SimpleNamespace(nodes=lambda: [{"Alive": i not in dead, "Resources": {"CPU": c} if c else {}}
-                                                for i, c in enumerate(cpus)])
-
-
-@pytest.mark.parametrize(("cpus", "concurrency", "share"), [
-    ((2,), 1, 2),           # a lone trial gets the whole laptop
-    ((2,), 2, 1),           # two share its 2 cores
-    ((2,), 3, 1),           # never below one
-    ((1, 1), 2, 1),         # one per node
-    ((16, 16), 4, 8),       # two per node
-    ((0, 8, 4), 2, 4),      # a CPU-less head is not a place for trials; the smallest node decides
-])
-def test_the_default_cpus_of_a_trial_share_the_smallest_node(cpus, concurrency, share):
-    assert ray_runtime.share_of_node(_nodes(*cpus), concurrency) == share
-
-
-def test_dead_nodes_and_a_cpu_less_cluster_are_not_counted():
-    assert ray_runtime.share_of_node(_nodes(2, 16, dead=(0,)), 1) == 16
-    assert ray_runtime.share_of_node(_nodes(0), 2) == 1
-
-
 def test_outside_a_ray_worker_nothing_is_reserved(monkeypatch):
     monkeypatch.delitem(sys.modules, "ray", raising=False)
     assert ray_runtime.reserved_cpus() is None  # and Ray was not imported to say so

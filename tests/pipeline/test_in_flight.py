@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.config import load_config
-from ragray.generation.openai_compat import AdaptiveLimit
 from ragray.loopback import LoopbackServer
 from ragray.pipeline import run_influence
 
@@ -96,18 +95,6 @@ def test_loopback_server_answers_like_an_endpoint():
         assert httpx.get(f"http://127.0.0.1:{server.port}/stats").json()["answered"] == 2
 
 
-def test_adaptive_limit_halves_once_per_burst_and_recovers():
-    limit = AdaptiveLimit(8)
-    epochs = [limit.acquire() for _ in range(8)]
-    for e in epochs:  # a burst of eight 429s from requests sent before the cut: one cut
-        limit.release(e, throttled=True)
-    assert (limit.limit, limit.cuts) == (4, 1)
-    for _ in range(4):
-        limit.release(limit.acquire(), throttled=False)
-    assert limit.limit == 5  # one more after `limit` successes
-    for _ in range(40):
-        limit.release(limit.acquire(), throttled=False)
-    assert limit.limit == 8  # never above the configured concurrency
 
 
 def scripted_dataset(tmp_path, n=8):

@@ -63,13 +63,14 @@ TIMED = {"seconds", "latency_s"}
 class Server:
     """``python -m ragray.loopback`` in its own process (its own GIL), with its stats over HTTP."""
 
-    def __init__(self, latency: float, limit: int) -> None:
+    def __init__(self, latency: float, limit: int, over_limit: str = "queue", retry_after: float = 0.05) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ragray.loopback", "--latency", str(latency), "--limit", str(limit),
-             "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "--over-limit", over_limit, "--retry-after", str(retry_after), "--port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         import httpx
 
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
@@ -92,6 +93,9 @@ class Server:
 
     def stats(self) -> dict[str, Any]:
         return self.http.get("/stats").json()
+
+    def set_limit(self, limit: int) -> None:
+        self.http.post("/limit", json={"limit": limit})
 
     def close(self) -> None:
         self.proc.terminate()
@@ -138,6 +142,7 @@ def run(server: Server, out: Path, data: Path, limit: int | None, *overrides: st
     return {"questions": s.n_questions, "calls": s.n_calls, "errors": s.errors, "wall_s": round(wall, 3),
             "server_answered": stats["answered"], "server_calls_per_s": stats["answered_per_second"],
             "server_max_in_flight": stats["max_in_flight"], "answered_twice": stats["answered_twice"],
+            "server_rejected": stats["rejected"], "backend_settings": s.backend_settings,
             "calls_per_s_wall": round(s.n_calls / wall, 2), "cache": s.cache, "overrides": list(overrides),
             "out": str(out)}
 
@@ -184,6 +189,57 @@ def defaults_rows(work: Path, repeat: int, flights: list[int],
     return out
 
 
+def cap_rows(work: Path, repeat: int, latency: float = 1.0, cap: int = 32, drop_to: int = 16,
+             drop_after_s: float = 30.0) -> dict[str, Any]:
+    """The ``--cap`` rows (issue 34): a server that answers 429 with ``Retry-After: 1`` above ``cap``
+    requests in flight, ragray at defaults on the worded demo set; the same with the cap dropping to
+    ``drop_to`` after ``drop_after_s`` seconds; and the queueing server of the same size, for
+    comparison with the ``defaults`` rows."""
+    import threading
+
+    data = worded_demo(work / "demo_worded.jsonl", repeat)
+    ideal = cap / latency
+    out: dict[str, Any] = {"workload": f"demo set x{repeat}, questions worded apart, ragray defaults apart from the "
+                                       "endpoint", "latency_s": latency, "cap": cap, "ideal_calls_per_s": ideal}
+    server = Server(latency, cap, over_limit="reject", retry_after=1.0)
+    try:
+        row = run(server, work / "cap-fixed", data, None, f"cache.dir={work / 'cap-cache-1'}", base=())
+        out["fixed_cap"] = {**row, "share_of_cap": row["server_calls_per_s"] / ideal,
+                            "lost_or_duplicated": row["calls"] - row["server_answered"] + row["answered_twice"]}
+        print(f"cap {cap} (429 above it): {row['server_calls_per_s']:.1f} calls/s "
+              f"({out['fixed_cap']['share_of_cap']:.2f} of the cap), settled: "
+              f"{(row['backend_settings'] or {}).get('concurrency')}", flush=True)
+        server.set_limit(cap)
+        timer = threading.Timer(drop_after_s, server.set_limit, args=(drop_to,))
+        timer.start()
+        try:
+            row = run(server, work / "cap-drop", data, None, f"cache.dir={work / 'cap-cache-2'}", base=())
+        finally:
+            timer.cancel()
+        out["cap_drops"] = {**row, "drop": f"{cap} -> {drop_to} after {drop_after_s:g} s",
+                            "lost_or_duplicated": row["calls"] - row["server_answered"] + row["answered_twice"]}
+        print(f"cap {cap} -> {drop_to}: errors {row['errors']}, lost or duplicated "
+              f"{out['cap_drops']['lost_or_duplicated']}, settled: {(row['backend_settings'] or {}).get('concurrency')}",
+              flush=True)
+    finally:
+        server.close()
+    server = Server(latency, cap)
+    try:
+        row = run(server, work / "queue", data, None, f"cache.dir={work / 'cap-cache-3'}", base=())
+        out["queueing_server"] = {**row, "share_of_ideal": row["server_calls_per_s"] / ideal}
+        print(f"queueing server {latency:g} s x {cap}: {row['server_calls_per_s']:.1f} calls/s", flush=True)
+    finally:
+        server.close()
+    out["acceptance"] = {
+        "fixed cap >= 0.9 of it": out["fixed_cap"]["share_of_cap"] >= 0.9,
+        "nothing lost or sent twice (fixed, dropping)": out["fixed_cap"]["lost_or_duplicated"] == 0
+        and out["cap_drops"]["lost_or_duplicated"] == 0 and out["cap_drops"]["errors"] == 0,
+        "followed the drop": ((out["cap_drops"]["backend_settings"] or {}).get("concurrency") or {}).get("limit", 99)
+        <= drop_to,
+    }
+    return out
+
+
 def questions_default() -> int:
     """The openai backend's default questions in flight (what ``null`` gives)."""
     from ragray.generation import GENERATORS
@@ -201,8 +257,17 @@ def main() -> int:
     ap.add_argument("--defaults", action="store_true", help="only the rows that choose the defaults (issue 28)")
     ap.add_argument("--flights", type=int, nargs="+", default=[8, 16, 32, 64], help="--defaults: questions in flight")
     ap.add_argument("--settings", nargs="+", default=["1.0x32", "0.5x64"], help="--defaults: LATENCYxLIMIT servers")
+    ap.add_argument("--cap", action="store_true", help="only the capped-endpoint rows (issue 34): 429 above 32")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ragray-throughput-"))
+    if args.cap:
+        path = Path(args.out)
+        result = json.loads(path.read_text()) if path.is_file() else {}
+        result["cap"] = {**cap_rows(work, args.repeat), "machine": machine_info(("httpx", "uvicorn", "starlette"))}
+        save_result(path, result)
+        print(json.dumps(result["cap"]["acceptance"], indent=1))
+        print(f"-> {path}")
+        return 0
     if args.defaults:
         path = Path(args.out)
         result = json.loads(path.read_text()) if path.is_file() else {}

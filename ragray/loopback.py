@@ -12,6 +12,7 @@ on the prompt's passages (so drop-one changes answers), never on timing:
   of the last user message, else ``"unknown"``;
 - ``POST /v1/completions`` with ``echo`` + ``logprobs`` and token-id prompts (log-prob scoring): a
   log-probability per token that depends on the token, its position and the token before;
+- ``POST /limit`` with ``{"limit": n}``: serve ``n`` at once from now on (a cap that moves mid-run);
 - ``GET /stats``: requests answered, rejected and throttled, the most in flight, the seconds from
   the first request to the last answer and the rate over them, and how many distinct request
   bodies were answered more than once (duplicates show); ``POST /stats/reset`` starts over.
@@ -91,7 +92,7 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
         raise ValueError(f"over_limit must be queue or reject, not {over_limit!r}")
     stats = LoopbackStats()
     slots = asyncio.Semaphore(limit)
-    seen = {"n": 0}
+    seen = {"n": 0, "limit": limit}
 
     def throttle(headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"error": {"message": "rate limited (loopback)"}}, status_code=429,
@@ -103,23 +104,28 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
         if throttle_every and seen["n"] % throttle_every == 0:
             stats.throttled += 1
             return throttle()
-        if over_limit == "reject" and stats.in_flight >= limit:
-            stats.rejected += 1
-            return throttle()
+        if over_limit == "reject":
+            if stats.in_flight >= seen["limit"]:
+                stats.rejected += 1
+                return throttle()
+            return await _answer_now(body, answer)
         async with slots:
-            stats.in_flight += 1
-            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-            now = time.perf_counter()
-            stats.first_at = now if stats.first_at is None else stats.first_at
-            try:
-                await asyncio.sleep(latency)
-                out = answer(body)
-            finally:
-                stats.in_flight -= 1
-            stats.answered += 1
-            stats.last_at = time.perf_counter()
-            stats.bodies[hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()] += 1
-            return JSONResponse(out)
+            return await _answer_now(body, answer)
+
+    async def _answer_now(body: Any, answer: Any) -> JSONResponse:
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        now = time.perf_counter()
+        stats.first_at = now if stats.first_at is None else stats.first_at
+        try:
+            await asyncio.sleep(latency)
+            out = answer(body)
+        finally:
+            stats.in_flight -= 1
+        stats.answered += 1
+        stats.last_at = time.perf_counter()
+        stats.bodies[hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()] += 1
+        return JSONResponse(out)
 
     def chat(body: dict[str, Any]) -> dict[str, Any]:
         text = _answer(body.get("messages") or [])
@@ -146,6 +152,10 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
     async def stats_route(request: Request) -> JSONResponse:
         return JSONResponse(stats.as_dict())
 
+    async def limit_route(request: Request) -> JSONResponse:
+        seen["limit"] = int((await request.json())["limit"])
+        return JSONResponse({"limit": seen["limit"]})
+
     async def reset_route(request: Request) -> JSONResponse:
         stats.reset()
         seen["n"] = 0
@@ -154,7 +164,8 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
     app = Starlette(routes=[Route("/v1/chat/completions", chat_route, methods=["POST"]),
                             Route("/v1/completions", completions_route, methods=["POST"]),
                             Route("/stats", stats_route, methods=["GET"]),
-                            Route("/stats/reset", reset_route, methods=["POST"])])
+                            Route("/stats/reset", reset_route, methods=["POST"]),
+                            Route("/limit", limit_route, methods=["POST"])])
     return app, stats
 
 
@@ -211,11 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=64, help="requests served at once")
     ap.add_argument("--over-limit", choices=["queue", "reject"], default="queue")
     ap.add_argument("--throttle-every", type=int, default=0, help="answer every N-th request 429")
+    ap.add_argument("--retry-after", type=float, default=0.05, help="the Retry-After header of a 429 (seconds)")
     ap.add_argument("--port", type=int, default=8011)
     args = ap.parse_args(argv)
     import uvicorn
 
-    app, _ = loopback_app(args.latency, args.limit, over_limit=args.over_limit, throttle_every=args.throttle_every)
+    app, _ = loopback_app(args.latency, args.limit, over_limit=args.over_limit, throttle_every=args.throttle_every,
+                          retry_after=args.retry_after)
     print(f"loopback OpenAI-compatible server: http://127.0.0.1:{args.port}/v1, {args.latency:g} s per request, "
           f"{args.limit} at once (ideal {args.limit / args.latency:g} requests/s)")
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)

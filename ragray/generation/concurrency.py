@@ -11,12 +11,14 @@ averaged 23.5 in flight (0.73 of the cap).
 So each throttle remembers the level it came at: how many requests this client had in flight when
 the throttled one was sent (the lowest such level among a burst's throttles, since requests sent
 below the cap are accepted). When a throttle comes at the level of the previous one (within
-:data:`SAME_LEVEL`), that level is a cap: the limit settles one under it and stays there. A throttle
-while settled (below the learned cap) means the cap moved down: the limit halves as before and the
-cap is forgotten until a level repeats again. While settled, after :data:`PROBE_EVERY` × limit
-successes the limit tries one more request at once: a cap that rose is found (the limit grows on),
-one that did not costs one throttled request, retried as every throttled request is (nothing is
-lost, and the server answers each request once).
+:data:`SAME_LEVEL`), that level is a cap: the limit settles one under it and stays there. While
+settled, an isolated throttle (at least ``limit`` successes since the one before: the server counted
+a finished request a moment longer than this client did) lowers the limit by one; throttles in quick
+succession mean the cap moved down: the limit halves as before and the cap is forgotten until a
+level repeats again. While settled, after :data:`PROBE_EVERY` × limit successes the limit tries one
+more request at once: a cap that rose is found (the limit grows on), one that did not costs one
+throttled request, retried as every throttled request is (nothing is lost, and the server answers
+each request once).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class AdaptiveLimit:
         self._probing = False
         self._epoch = 0
         self._ok = 0
+        self._ok_since_throttle = 0
+        self._just_learned = False
         self._cond = threading.Condition()
 
     def acquire(self) -> Ticket:
@@ -74,6 +78,8 @@ class AdaptiveLimit:
                 self._throttled(ticket)
             elif self.limit < self.ceiling:
                 self._succeeded()
+            else:
+                self._ok_since_throttle += 1
             self._cond.notify_all()
 
     def _set(self, limit: int) -> None:
@@ -90,19 +96,25 @@ class AdaptiveLimit:
                 self._last_level = min(self._last_level, ticket.level)
             return
         level, last = ticket.level, self._last_level
-        self._last_level = level
+        isolated = self._just_learned or self._ok_since_throttle >= self.limit
+        self._last_level, self._ok_since_throttle, self._just_learned = level, 0, False
         if self._probing:  # the cap did not rise: back under it
             self._probing = False
             self._set(self.cap or self.limit - 1)
             return
         if self.cap is None and last is not None and abs(level - last) <= SAME_LEVEL:
-            self.cap = max(1, min(level, last) - 1)
+            self.cap = max(1, max(level, last) - 1)
             self._set(self.cap)
+            self._just_learned = True
             log.warning("the server throttles at %d requests in flight again: it has a cap; %d at once from now",
-                        min(level, last), self.limit)
+                        max(level, last), self.limit)
+            return
+        if self.cap is not None and isolated:  # a little under what was learned
+            self.cap = max(1, min(self.cap, level) - 1)
+            self._set(self.cap)
             return
         if self.cap is not None:
-            log.warning("the server throttles below its learned cap (%d): the cap moved", self.cap)
+            log.warning("the server throttles again and again below its learned cap (%d): the cap moved", self.cap)
             self.cap = None
         self._set(self.limit // 2)
         self.cuts += 1
@@ -110,6 +122,7 @@ class AdaptiveLimit:
 
     def _succeeded(self) -> None:
         self._ok += 1
+        self._ok_since_throttle += 1
         if self._probing and self._ok >= self.limit:  # the probe held: the cap rose
             self._probing, self.cap = False, None
             self._set(self.limit + 1)

@@ -150,14 +150,15 @@ def start_head(num_cpus: float = 2, prefix: str = "rgjob-", multi_node: bool = F
     return cluster
 
 
-def add_worker(cluster: Cluster, num_cpus: float = 1, own_temp_dir: bool = True) -> subprocess.Popen:
-    """`ray start --address <head> --block`: one more node; returns once the head sees it alive."""
+def add_worker(cluster: Cluster, num_cpus: float = 1, own_temp_dir: bool = True, num_gpus: int = 0) -> subprocess.Popen:
+    """`ray start --address <head> --block`: one more node; returns once the head sees it alive.
+    ``num_gpus``: fake GPUs (Ray's resource: torch on the node still sees none)."""
     before = len(alive_nodes(cluster))
     temp_dir = _temp_dir("rgwk-")
     cluster.dirs.append(temp_dir)
     log = temp_dir / "worker.log"
     args = [RAY_CLI, "start", f"--address={cluster.gcs}", "--block", "--node-ip-address=127.0.0.1",
-            *_node_ports(), f"--num-cpus={num_cpus}", "--num-gpus=0", f"--object-store-memory={200 * 2**20}",
+            *_node_ports(), f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", f"--object-store-memory={200 * 2**20}",
             "--disable-usage-stats"]
     if own_temp_dir:
         args.append(f"--temp-dir={temp_dir}")

@@ -125,12 +125,14 @@ def test_run_job_loads_the_packaged_models_on_both_nodes(two_nodes, tmp_path):
 
 @pytest.mark.timeout(900)
 def test_interpret_job_with_the_packaged_models(two_nodes, tmp_path):
+    """At pure defaults (no resource setting): one actor of the node's one CPU."""
     out = tmp_path / "interpret"
     job_id = f"ragray-interpret-{uuid.uuid4().hex[:8]}"
     done = submit(two_nodes, job_id, ["ragray", "interpret", *REAL[:4], "1", "--top-k", "3", "--out", str(out),
-                                      "--executor", "ray", "--k", "top-1", "--repeats", "2",
-                                      "--set", "execution.num_cpus=1"], timeout=800)
-    logs_of(two_nodes, job_id, done)
+                                      "--executor", "ray", "--k", "top-1", "--repeats", "2"], timeout=800)
+    logs = logs_of(two_nodes, job_id, done)
+    assert "Ray actors: 1, 1 CPU and 0 GPU each" in logs
+    assert json.loads((out / "summary.json").read_text())["resources"] == {"count": 1, "cpus": 1.0, "gpus": 0.0}
     cases = rows(out / "cases.parquet")
     assert len({c["question_id"] for c in cases}) == 1 and {c["case"] for c in cases} <= {"A", "B", "C", None}
     assert rows(out / "arms.parquet")

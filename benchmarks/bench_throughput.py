@@ -209,6 +209,16 @@ def cap_rows(work: Path, repeat: int, latency: float = 1.0, cap: int = 32, drop_
         print(f"cap {cap} (429 above it): {row['server_calls_per_s']:.1f} calls/s "
               f"({out['fixed_cap']['share_of_cap']:.2f} of the cap), settled: "
               f"{(row['backend_settings'] or {}).get('concurrency')}", flush=True)
+        from ragray.generation import concurrency
+
+        learn, concurrency.SAME_LEVEL = concurrency.SAME_LEVEL, -1  # no level ever repeats: halving only
+        try:
+            row = run(server, work / "cap-halving", data, None, f"cache.dir={work / 'cap-cache-0'}", base=())
+        finally:
+            concurrency.SAME_LEVEL = learn
+        out["fixed_cap_halving_only"] = {**row, "share_of_cap": row["server_calls_per_s"] / ideal,
+                                         "note": "the same run with cap learning switched off (the rule before)"}
+        print(f"cap {cap}, halving only: {row['server_calls_per_s']:.1f} calls/s", flush=True)
         server.set_limit(cap)
         timer = threading.Timer(drop_after_s, server.set_limit, args=(drop_to,))
         timer.start()

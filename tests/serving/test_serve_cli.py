@@ -5,6 +5,7 @@ free loopback port; the test waits for /health, calls one endpoint, then stops i
 (SIGINT) — never `ray stop`, which would kill every Ray on the machine.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -105,5 +106,25 @@ def test_ragray_serve_command(tmp_path):
                        json={"question": "q", "passages": ["ANSWER=skua"]}, timeout=60)
         assert r.json()["answer"] == "skua"
         assert f"ragray serve: http://127.0.0.1:{port}" in (tmp_path / "log").read_text()
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.timeout(600)
+def test_ragray_serve_at_pure_defaults_with_the_packaged_model(tmp_path):
+    """`ragray serve` with the built-in defaults (demo corpus, BM25, the packaged SmolLM2), only a
+    free port: it says where each replica runs, and answers."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "ragray.cli", "serve", "--port", str(port)]
+    proc, health = _serve_until_healthy(cmd, port, _env(tmp_path), tmp_path / "log", timeout=480)
+    try:
+        assert "smollm2" in health["model"].lower()
+        r = httpx.post(f"http://127.0.0.1:{port}/generate", json={"question": "Which ferry sails north?",
+                                                                  "top_k_docs": 2}, timeout=300)
+        assert r.status_code == 200 and r.json()["answer"].strip()
+        log = (tmp_path / "log").read_text()
+        assert "placement:" in log and "generator pid" in log and "GPU none, device cpu" in log
+        where = json.loads((ROOT / "runs" / "serve-placement.json").read_text())
+        assert [w["role"] for w in where] == ["retriever", "reranker", "generator"]
     finally:
         _stop(proc)

@@ -139,6 +139,17 @@ def connect(address: str | None, *, feature: str, dashboard: bool | None = None)
     return ray
 
 
+def _worker_context() -> Any:
+    """Ray's runtime context when this code runs in a Ray worker (task, actor, replica), else None."""
+    import sys
+
+    ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker
+    if ray is None or not ray.is_initialized():
+        return None
+    ctx = ray.get_runtime_context()
+    return ctx if ctx.worker.mode == ray.WORKER_MODE else None
+
+
 def reserved_cpus() -> int | None:
     """The whole CPUs Ray reserved for the task or actor running this code (a sweep trial's
     ``cpus_per_trial``, a Ray Data worker's ``num_cpus``), or None outside one (a driver, no Ray)
@@ -146,13 +157,8 @@ def reserved_cpus() -> int | None:
     count). Several trials on one node's cores must each keep to their share: two trials whose
     models each ran every core of a 2-core node took ~3x as long per question
     (``benchmarks/results/sweep-threads.json``)."""
-    import sys
-
-    ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker
-    if ray is None or not ray.is_initialized():
-        return None
-    ctx = ray.get_runtime_context()
-    if ctx.worker.mode != ray.WORKER_MODE:
+    ctx = _worker_context()
+    if ctx is None:
         return None
     cpus = ctx.get_assigned_resources().get("CPU", 0.0)
     return int(cpus) if cpus >= 1 else None
@@ -163,12 +169,7 @@ def assigned_gpus() -> list[str] | None:
     for none), or None outside a Ray worker (a driver, no Ray). A worker that asked for no GPU still
     sees every GPU of its node (Ray leaves ``CUDA_VISIBLE_DEVICES`` unset), so this, not what torch
     sees, says whether its model may use one."""
-    import sys
-
-    ray = sys.modules.get("ray")  # never imports Ray: a process that has not loaded it is not in a worker
-    if ray is None or not ray.is_initialized():
-        return None
-    ctx = ray.get_runtime_context()
-    if ctx.worker.mode != ray.WORKER_MODE:
+    ctx = _worker_context()
+    if ctx is None:
         return None
     return [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]

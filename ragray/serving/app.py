@@ -44,6 +44,8 @@ serve = require("ray.serve", extra="ray", feature="ragray serve")
 def deployment_options(opts: DeploymentOptions, num_gpus: float | None = None) -> dict[str, Any]:
     """``DeploymentOptions`` as keyword arguments of ``Deployment.options`` (``num_gpus``: the
     resolved GPUs per replica when ``opts.num_gpus`` is ``auto``)."""
+    if num_gpus is None and opts.num_gpus == "auto":
+        raise ValueError("num_gpus 'auto' must be resolved against the cluster first (serve_resources)")
     gpus = float(opts.num_gpus) if num_gpus is None else num_gpus
     out: dict[str, Any] = {
         "ray_actor_options": {"num_cpus": opts.num_cpus, "num_gpus": gpus},

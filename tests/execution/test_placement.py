@@ -96,4 +96,4 @@ def test_device_auto_follows_the_gpu_ray_assigned(monkeypatch, assigned, cuda, d
 def test_a_view_lists_alive_nodes_with_what_they_offer():
     v = view((1, 0), (16, 2), (4, 1), dead=(2,))
     assert v == ClusterView((NodeView("n0", 1.0, 0.0), NodeView("n1", 16.0, 2.0)))
-    assert v.gpus == 2 and v.gpu_nodes == (NodeView("n1", 16.0, 2.0),) and v.node_gpus("n1") == 2
+    assert v.gpus == 2

@@ -5,7 +5,7 @@
         [--out benchmarks/results/contextcite.json]
 
 Run it with a venv that sees the system packages and adds context-cite without touching
-torch/transformers (see README, "Measured here"); HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1.
+torch/transformers (see docs/measurements.md); HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1.
 
 Workload: the first N HotpotQA distractor-dev questions (../shared/data) with their 10 passages,
 SmolLM2-135M-Instruct (packaged), CPU. Sources = the 10 passages. Each side runs in each of its

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_evidence.py --phase tune [--limit 20] [--variants numbered_full ...]
     python benchmarks/bench_evidence.py --phase test            # once, with the frozen config
-    python benchmarks/bench_evidence.py --phase test --report --publish   # README block, goals, validity.json
+    python benchmarks/bench_evidence.py --phase test --report --publish   # docs/measurements.md block, goals, validity.json
     python benchmarks/bench_evidence.py --data my.jsonl --name mine --phase test   # any ragray JSONL
 
 Splits (fixed before any result was seen): per data set of ``../shared/data``, ``tune`` is the
@@ -581,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-only", action="store_true",
                     help="--phase test: run and export, skip the report (processes running parts side by side)")
     ap.add_argument("--publish", action="store_true",
-                    help="--phase test: write the README block (progress until complete) and, once complete, validity.json")
+                    help="--phase test: write the docs/measurements.md block (progress until complete) and, once complete, validity.json")
     ap.add_argument("--runs", type=Path, default=REPO / "runs" / "bench-evidence")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra config overrides")
     ap.add_argument("--out", type=Path, default=None)
@@ -811,7 +811,7 @@ GOLD_METRICS = ("recovery_at_1", "auc")
 
 
 def readme_block(result: Mapping[str, Any]) -> str:
-    """The README's test-split block: progress only until every part is complete (no interim
+    """The test-split block of docs/measurements.md: progress only until every part is complete (no interim
     figure is published: pre-registration), then the goals and the tables."""
     prog = result["progress"]
     done = sum(c["done"] for cells in prog["parts"].values() for c in cells.values())
@@ -831,8 +831,8 @@ def readme_block(result: Mapping[str, Any]) -> str:
     return "\n".join(out).rstrip()
 
 
-def publish(result: Mapping[str, Any], readme: Path = REPO / "README.md", validity: Path = VALIDITY) -> None:
-    """Write the README block (always: the progress line until the split is complete) and, once it
+def publish(result: Mapping[str, Any], readme: Path = REPO / "docs" / "measurements.md", validity: Path = VALIDITY) -> None:
+    """Write the docs/measurements.md block (always: the progress line until the split is complete) and, once it
     is complete, ``validity.json`` (the gold-evidence metrics of every measure and control)."""
     text = readme.read_text(encoding="utf-8")
     if README_BEGIN not in text or README_END not in text:

@@ -122,7 +122,9 @@ def test_ragray_serve_at_pure_defaults_with_the_packaged_model(tmp_path):
         r = httpx.post(f"http://127.0.0.1:{port}/generate", json={"question": "Which ferry sails north?",
                                                                   "top_k_docs": 2}, timeout=300)
         assert r.status_code == 200 and r.json()["answer"].strip()
-        log = (tmp_path / "log").read_text()
+        deadline = time.time() + 60  # printed once serve.run returns, which can be after /health answers
+        while "generator pid" not in (log := (tmp_path / "log").read_text()) and time.time() < deadline:
+            time.sleep(1)
         assert "placement:" in log and "generator pid" in log and "GPU none, device cpu" in log
         where = json.loads((ROOT / "runs" / "serve-placement.json").read_text())
         assert [w["role"] for w in where] == ["retriever", "reranker", "generator"]

@@ -11,7 +11,7 @@ Only greedy generations are cached (``temperature: 0``): a sampled answer is not
 key (backends seed by a prompt's place in its batch). Failed calls and NaN scores are never stored,
 so a retry asks again. Runs, ``interpret``, sweep trials, Serve and resumes share the file; SQLite
 in WAL mode with a busy timeout keeps concurrent processes (Ray actors, parallel trials) safe, and
-one connection per thread keeps threads safe. A prompt that several questions in flight ask for at
+one connection per store, shared under a lock, keeps threads safe. A prompt that several questions in flight ask for at
 the same moment is sent once: the others wait for that answer (within one process; two processes
 asking at the same instant may both send it, and the file keeps one).
 
@@ -77,23 +77,38 @@ def _damaged(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and any(w in str(exc).lower() for w in _DAMAGED)
 
 
+#: one lock per cache file in this process: every store of a file opens, uses and sets it aside
+#: under it (SQLite names a file's -wal/-shm by path: a connection still open on a file that was
+#: moved away, or opening while it is moved, would take over, truncate or delete the new file's)
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _file_lock(path: Path) -> threading.RLock:
+    key = str(path.expanduser().absolute())
+    with _FILE_LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(key, threading.RLock())
+
+
 class CallStore:
     """Key → JSON value in one SQLite file, safe for many threads and processes.
 
-    The cache never stops a run. A file SQLite finds damaged (malformed, truncated, not SQLite) is
-    set aside as ``calls.sqlite.corrupt-<UTC time>`` (with its ``-wal``/``-shm``) and a new one is
-    started; a file that cannot be opened or written (read-only directory, a full disk) leaves the
-    run uncached; a database locked by another process past ``timeout`` seconds turns that one read
-    into misses or skips that one write. Each says so once, with the file and what was done; the
-    answers of a failed write are still returned, so only their caching is lost."""
+    One connection per store, shared by its threads under the file's lock (a read or write takes
+    milliseconds next to a model call); processes share the file through SQLite's WAL and busy
+    timeout. The cache never stops a run. A file SQLite finds damaged (malformed, truncated, not
+    SQLite) is set aside as ``calls.sqlite.corrupt-<UTC time>`` (with its ``-wal``/``-shm``) and a
+    new one is started; a file that cannot be opened or written (read-only directory, a full disk)
+    leaves the run uncached; a database locked by another process past ``timeout`` seconds turns
+    that one read into misses or skips that one write. Each says so once, with the file and what
+    was done; the answers of a failed write are still returned, so only their caching is lost."""
 
     def __init__(self, path: str | Path, timeout: float = 60.0, label: str = "call cache") -> None:
         self.path = Path(path)
         self.timeout = timeout
         self.label = label
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._generation = 0  # bumped when the file is set aside: threads reconnect
+        self._lock = _file_lock(self.path)
+        self._conn: sqlite3.Connection | None = None
+        self._inode: int | None = None  # the file the connection was opened on
         self.disabled: str | None = None  # why the run goes on uncached
         self.set_aside: Path | None = None
         self._warned: set[str] = set()
@@ -101,15 +116,14 @@ class CallStore:
         self.journal_mode = sqlite_journal_mode(self.path)
 
     def _warn(self, what: str, message: str) -> None:
-        with self._lock:
-            if what in self._warned:
-                return
-            self._warned.add(what)
+        if what in self._warned:
+            return
+        self._warned.add(what)
         log.warning("%s %s: %s", self.label, self.path, message)
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=self.timeout)
+        db = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
         try:  # WAL needs every writer on one host: a shared cache.dir on NFS uses the rollback journal
             db.execute(f"PRAGMA journal_mode={self.journal_mode}")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -121,21 +135,24 @@ class CallStore:
         return db
 
     def _db(self) -> sqlite3.Connection | None:
-        """This thread's connection, None while the store is disabled."""
+        """The store's connection (the caller holds the lock), None while the store is disabled."""
         if self.disabled is not None:
             return None
-        db = getattr(self._local, "db", None)
-        if db is not None and getattr(self._local, "generation", -1) != self._generation:
-            db.close()
-            db = self._local.db = None
-        if db is None:
+        if self._conn is not None and self._inode != _inode(self.path):
+            self._drop()  # another store or process set the file aside: use the new one
+        if self._conn is None:
+            self._inode = _inode(self.path)
             try:
-                db = self._connect()
+                self._conn = self._connect()
             except (sqlite3.Error, OSError) as exc:
-                self._local.inode = _inode(self.path)
                 return self._failed(exc, "opening it")
-            self._local.db, self._local.generation, self._local.inode = db, self._generation, _inode(self.path)
-        return db
+            self._inode = _inode(self.path)
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _failed(self, exc: BaseException, doing: str) -> None:
         """Deal with an error of ``doing``: set a damaged file aside (and reconnect on the next
@@ -152,34 +169,29 @@ class CallStore:
         return None
 
     def _set_aside(self, exc: BaseException) -> None:
-        """Move the damaged file aside, unless this thread's file is no longer the one at the path
-        (another thread or process moved it already): then only reconnect."""
-        with self._lock:
-            db = getattr(self._local, "db", None)
-            if db is not None:
-                db.close()
-                self._local.db = None
-            mine, now = getattr(self._local, "inode", None), _inode(self.path)
-            if now is None or now != mine:
-                return
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            n = 1
-            while target.exists():  # set aside twice within a second: keep both
-                target, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
-            try:
-                for suffix in ("-wal", "-shm", ""):
-                    part = Path(f"{self.path}{suffix}")
-                    if part.exists():
-                        part.replace(Path(f"{target}{suffix}"))
-            except OSError as err:
-                self.disabled = f"damaged ({exc}) and could not be moved ({err})"
-                self._warned.add("damaged")
-                log.warning("%s %s: %s; the run continues uncached", self.label, self.path, self.disabled)
-                return
-            self.set_aside = target
-            self._generation += 1
+        """Move the damaged file aside, unless the file at the path is no longer the one this store
+        opened (another store or process moved it already): then only reconnect."""
+        self._drop()
+        now = _inode(self.path)
+        if now is None or now != self._inode:
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():  # set aside twice within a second: keep both
+            target, n = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}"), n + 1
+        try:
+            for suffix in ("-wal", "-shm", ""):
+                part = Path(f"{self.path}{suffix}")
+                if part.exists():
+                    part.replace(Path(f"{target}{suffix}"))
+        except OSError as err:
+            self.disabled = f"damaged ({exc}) and could not be moved ({err})"
             self._warned.add("damaged")
+            log.warning("%s %s: %s; the run continues uncached", self.label, self.path, self.disabled)
+            return
+        self.set_aside = target
+        self._warned.add("damaged")
         log.warning("%s %s: damaged (%s); moved to %s and started anew", self.label, self.path, exc, target.name)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
@@ -187,25 +199,26 @@ class CallStore:
         so does every key while the file cannot be read)."""
         out: dict[str, Any] = {}
         wanted = list(dict.fromkeys(keys))
-        for _ in range(2):  # a second try on the new file after a damaged one was set aside
-            db = self._db()
-            if db is None:
-                return out
-            try:
-                for at in range(0, len(wanted), 500):
-                    chunk = wanted[at : at + 500]
-                    marks = ",".join("?" * len(chunk))
-                    for key, value in db.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk):
-                        try:
-                            out[key] = json.loads(value)
-                        except ValueError:
-                            log.warning("%s %s: unreadable entry %s ignored", self.label, self.path, key[:12])
-                return out
-            except sqlite3.Error as exc:
-                out.clear()
-                self._failed(exc, "reading")
-                if not _damaged(exc):
+        with self._lock:
+            for _ in range(2):  # a second try on the new file after a damaged one was set aside
+                db = self._db()
+                if db is None:
                     return out
+                try:
+                    for at in range(0, len(wanted), 500):
+                        chunk = wanted[at : at + 500]
+                        marks = ",".join("?" * len(chunk))
+                        for key, value in db.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk):
+                            try:
+                                out[key] = json.loads(value)
+                            except ValueError:
+                                log.warning("%s %s: unreadable entry %s ignored", self.label, self.path, key[:12])
+                    return out
+                except sqlite3.Error as exc:
+                    out.clear()
+                    self._failed(exc, "reading")
+                    if not _damaged(exc):
+                        return out
         return out
 
     def put_many(self, items: dict[str, Any]) -> None:
@@ -214,34 +227,34 @@ class CallStore:
         if not items:
             return
         rows = [(k, json.dumps(v)) for k, v in items.items()]
-        for _ in range(2):
-            db = self._db()
-            if db is None:
-                return
-            try:
-                with db:
-                    db.executemany("INSERT OR IGNORE INTO calls (key, value) VALUES (?, ?)", rows)
-                return
-            except sqlite3.Error as exc:
-                self._failed(exc, "writing")
-                if not _damaged(exc):
+        with self._lock:
+            for _ in range(2):
+                db = self._db()
+                if db is None:
                     return
+                try:
+                    with db:
+                        db.executemany("INSERT OR IGNORE INTO calls (key, value) VALUES (?, ?)", rows)
+                    return
+                except sqlite3.Error as exc:
+                    self._failed(exc, "writing")
+                    if not _damaged(exc):
+                        return
 
     def __len__(self) -> int:
-        db = self._db()
-        if db is None:
-            return 0
-        try:
-            return int(db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
-        except sqlite3.Error as exc:
-            self._failed(exc, "counting")
-            return 0
+        with self._lock:
+            db = self._db()
+            if db is None:
+                return 0
+            try:
+                return int(db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+            except sqlite3.Error as exc:
+                self._failed(exc, "counting")
+                return 0
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        with self._lock:
+            self._drop()
 
 
 @dataclass

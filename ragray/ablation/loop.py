@@ -38,6 +38,7 @@ from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
 from ragray.generation.prompts import PromptTemplate
+from ragray.metrics.answers import contains_gold
 from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
 from ragray.metrics.position import PositionResult, content_influence, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
@@ -305,8 +306,9 @@ class InfluenceLoop:
             "error": error,
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
-            "precision": self.generator.precision,
             **ev.question_columns(self.config.answer_span),
+            "answer_correct": contains_gold(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
+            "dtype": self.generator.precision,
         }
         if error is None:
             question.update(self._quality(qh, baseline, result.influence))
@@ -328,6 +330,9 @@ class InfluenceLoop:
                 answer_similarity=answer_sim[i] if answer_sim is not None else None,
                 **ev.passage_columns(i),
                 question_similarity=question_sim[i] if question_sim is not None else None,
+                used=_used(result.influence[i], result.state, ev.context_dependent, self.config.epsilon),
+                title=h.passage.title,
+                text=h.passage.text,
             )
             for i, h in enumerate(hits)
         )
@@ -379,6 +384,14 @@ class _Evidence:
                 "jsd": self.jsd[i] if self.jsd is not None else None,
                 "surrogate_weight": self.surrogate[i] if self.surrogate is not None else None,
                 "random_control": self.random[i] if self.random is not None else None}
+
+
+def _used(influence: float | None, state: str, context_dependent: bool | None, epsilon: float) -> bool | None:
+    """Did the answer use the passage: influence above ``epsilon`` on a question whose answer needs
+    the passages (log-prob mode: context dependent); None where nothing was measured."""
+    if state == "error" or influence is None or math.isnan(influence):
+        return None
+    return False if context_dependent is False else influence > epsilon
 
 
 def _finite(v: float | None) -> float | None:

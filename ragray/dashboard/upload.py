@@ -112,6 +112,7 @@ def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) ->
             question_id=qid, passage_id=r["passage_id"], doc_id=r["doc_id"],
             retrieval_rank=r["retrieval_rank"], retrieval_score=r["retrieval_score"],
             influence=r["influence"], influence_rank=rank, is_gold=r["is_gold"],
+            used=None if r["influence"] != r["influence"] else r["influence"] > config.influence.epsilon,
         ) for r, rank in zip(rows, result.influence_rank))
         records.append(InfluenceRecord(question, passages, ()))
     return records

@@ -9,6 +9,10 @@ punctuation and the articles a/an/the removed, whitespace collapsed):
   F1 = 0 when the intersection is empty (so, as in v1.1, two answers that both normalize to
   nothing have EM 1 but F1 0).
 - Both are ``None`` when there is no gold answer (never averaged in as 0).
+- correct(A, golds) = 1[some norm(g) occurs in norm(A) as whole words] (gold containment): the
+  primary "answered correctly" — a sentence such as "It was first lit in 1871." is right for the
+  gold "1871" while its EM is 0 and its F1 low. A one-word gold of yes/no sets (PubMedQA) is found
+  anywhere in the answer, so "yes, there is no ..." counts for both "yes" and "no": read it with EM.
 
 Embedding (the evolutionary seed; E an encoder, cos(u, v) = u·v / (‖u‖ ‖v‖) clipped to
 [-1, 1], 0 for a zero vector):
@@ -32,6 +36,7 @@ completion_per_1k; ``None`` when no price is given or a token count is unknown.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -43,6 +48,7 @@ from ragray.metrics.similarity import normalize_answer
 
 __all__ = [
     "TextEncoder",
+    "contains_gold",
     "exact_match",
     "token_f1",
     "recall_at_k_cosine",
@@ -104,6 +110,16 @@ def token_f1(answer: str, golds: Sequence[str]) -> float | None:
     if not golds:
         return None
     return max(_squad_f1(answer, g) for g in golds)
+
+
+def contains_gold(answer: str | None, golds: Sequence[str] | None) -> bool | None:
+    """The answer is correct by gold containment (see the module docstring); None without a gold
+    answer (an empty or punctuation-only gold does not count)."""
+    golds = [g for g in golds or () if normalize_answer(g)]
+    if not golds:
+        return None
+    text = f" {normalize_answer(answer or '')} "
+    return any(re.search(rf"(?<!\S){re.escape(normalize_answer(g))}(?!\S)", text) for g in golds)
 
 
 # --- embedding metrics ----------------------------------------------------------------------

@@ -27,14 +27,13 @@ measure with the highest mean; the panel says whether it beats every control. Be
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ragray.metrics.similarity import normalize_answer
+from ragray.metrics.answers import contains_gold as answered
 from ragray.metrics.validity import Measure, bootstrap_ci, question_scores
 
 __all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "PRIMARY", "answered", "evidence_lines", "evidence_panel", "holm"]
@@ -45,15 +44,6 @@ CONTROLS = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_
 MIN_VERDICT_QUESTIONS = 10
 SUBSETS = ("all", "answered", "answered_context_dependent")
 PRIMARY = "answered_context_dependent"
-
-
-def answered(answer: str | None, golds: Sequence[str] | None) -> bool | None:
-    """The normalized gold answer appears, as whole words, in the normalized answer (None: no gold)."""
-    golds = [g for g in golds or () if normalize_answer(g)]
-    if not golds:
-        return None
-    text = f" {normalize_answer(answer or '')} "
-    return any(re.search(rf"(?<!\S){re.escape(normalize_answer(g))}(?!\S)", text) for g in golds)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -157,7 +147,9 @@ def evidence_panel(questions: Sequence[Mapping[str, Any]], passages: Sequence[Ma
             continue
         subsets["all"].append(qid)
         # a table read back without answer text carries the flag itself
-        ok = q["answered"] if q.get("answered") is not None else answered(q.get("baseline_answer"), q.get("gold_answers"))
+        ok = next((q[k] for k in ("answer_correct", "answered") if q.get(k) is not None), None)
+        if ok is None:
+            ok = answered(q.get("baseline_answer"), q.get("gold_answers"))
         if ok:
             subsets["answered"].append(qid)
             if q.get("context_dependent"):

@@ -146,7 +146,7 @@ def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict
     counts = Counter(q.get("influence_mode") or config.influence.mode for q in questions)
     notes = list(dict.fromkeys(q["influence_mode_note"] for q in questions if q.get("influence_mode_note")))
     mode = next(iter(counts)) if len(counts) == 1 else ("mixed" if counts else config.influence.mode)
-    precisions = Counter(q["precision"] for q in questions if q.get("precision"))
+    precisions = Counter(q["dtype"] for q in questions if q.get("dtype"))
     return {
         "influence_mode": mode,
         "influence_mode_requested": config.influence.mode,

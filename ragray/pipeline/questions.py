@@ -169,11 +169,16 @@ def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool
 def write_record_tables(run: RunDir, record_type: type[QuestionRecord], records: Sequence[QuestionRecord],
                         schemas: Mapping[str, pa.Schema] | None = None) -> None:
     """The record type's tables (``questions`` and one per part) from ``records``, in order;
-    ``schemas`` overrides a part's schema (``arms``: one column per configured measure)."""
+    ``schemas`` overrides a part's schema (``arms``: one column per configured measure). An optional
+    part without rows (its feature was off) gets no file."""
     schemas = schemas or {}
     run.write_rows(record_type.question_type, [r.question for r in records])  # type: ignore[attr-defined]
     for name, row in record_type.parts.items():
         rows = [x for r in records for x in getattr(r, name)]
+        if not rows and name in record_type.optional_parts:
+            for suffix in (".parquet", ".csv"):  # a resumed run's earlier, now stale, file
+                (run.path / f"{row.table}{suffix}").unlink(missing_ok=True)
+            continue
         if name in schemas:
             run.write_table(row.table, [x.as_dict() for x in rows], schemas[name])
         else:

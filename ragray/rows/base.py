@@ -76,6 +76,8 @@ class Row:
 
     #: the table's name in a run directory (``questions`` -> questions.parquet), where one is written
     table: ClassVar[str] = ""
+    #: old column name -> new one: a log written before the rename still reads
+    renamed: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def arrow_fields(cls) -> list[pa.Field]:
@@ -99,6 +101,8 @@ class Row:
         """The row of ``data``; keys it lacks (a log written before a column existed) are None,
         keys it has that the row does not are an error (the log is not of this table)."""
         names = cls.columns()
+        if cls.renamed and any(old in data for old in cls.renamed):
+            data = {cls.renamed.get(k, k): v for k, v in data.items()}
         unknown = set(data) - set(names)
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
@@ -117,6 +121,8 @@ class QuestionRecord:
 
     #: the record's tables besides ``question``: field name -> row class
     parts: ClassVar[dict[str, type[Row]]] = {}
+    #: parts of features a run may have off: no file is written for them when they have no rows
+    optional_parts: ClassVar[frozenset[str]] = frozenset()
     question_type: ClassVar[type[Row]]
 
     @property

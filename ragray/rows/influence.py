@@ -1,4 +1,4 @@
-"""Rows of ``ragray run`` (SPEC §9): ``questions``, ``passages`` and ``calls``, and the record of
+"""Rows of ``ragray run``: ``questions``, ``passages`` and ``calls``, and the record of
 one question that the run log holds."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ class QuestionRow(Row):
     """One question of an influence run: its answer, verdicts and quality."""
 
     table = "questions"
+    renamed = {"precision": "dtype"}
 
     question_id: str
     question: str | None = None
@@ -65,8 +66,6 @@ class QuestionRow(Row):
     recall_at_k: float | None = None
     mrr: float | None = None
     ndcg_at_10: float | None = None
-    precision: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
-                                         "where unknown (a remote endpoint)")] = None
     calls_requested: Annotated[int | None, doc("arms asked for (ablation engine: each distinct prompt is "
                                                "paid once)")] = None
     calls_generated: Annotated[int | None, doc("generations the backend made")] = None
@@ -83,6 +82,10 @@ class QuestionRow(Row):
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
     seconds_checks: Annotated[float | None, doc("seconds of the checks")] = None
+    answer_correct: Annotated[bool | None, doc("the normalized answer contains a normalized gold answer as "
+                                               "whole words; null without gold answers")] = None
+    dtype: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
+                                     "where unknown (a remote endpoint)")] = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ class PassageRow(Row):
                                                      "control)")] = None
     random_control: Annotated[float | None, doc("a seeded uniform score (the random control of the "
                                                 "checks)")] = None
+    used: Annotated[bool | None, doc("the answer used this passage: influence above influence.epsilon on "
+                                     "a measured question whose answer depends on the passages; null "
+                                     "where not measured")] = None
+    title: str | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,7 @@ class InfluenceRecord(QuestionRecord):
     """One finished question of an influence run: what ``progress.jsonl`` holds per line."""
 
     parts = {"passages": PassageRow, "calls": CallRow, "subsets": SubsetRow, "checks": CheckRow}
+    optional_parts = frozenset({"subsets", "checks"})  # log-prob mode / influence.check_subsets
     question_type = QuestionRow
 
     question: QuestionRow

@@ -83,6 +83,24 @@ def test_influence_of_used_and_unused_passages(dataset, tmp_path):
     assert removed == [[]] + [[p["passage_id"]] for p in by_rank]
 
 
+def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
+    """passages: title, text, used (influence above epsilon); questions: answer_correct by gold
+    containment, dtype (old logs' ``precision`` still read); no file for the checks that were off."""
+    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=ScriptedGenerator(),
+                        progress=False)
+    ps = {p["passage_id"]: p for p in read(res.out, "passages")}
+    assert ps["q1-p0"]["text"] == "The ferry to Kell is the Tern ANSWER=tern" and ps["q1-p0"]["title"] == ""
+    assert ps["q1-p0"]["used"] is True and ps["q1-p1"]["used"] is False
+    assert not any(p["used"] for p in ps.values() if p["question_id"] == "q3")  # the answer ignores context
+    qs = {q["question_id"]: q for q in read(res.out, "questions")}
+    assert qs["q1"]["answer_correct"] is True and qs["q3"]["answer_correct"] is False
+    assert "precision" not in qs["q1"] and "dtype" in qs["q1"]
+    assert list(read(res.out, "questions")[0])[-2:] == ["answer_correct", "dtype"]  # appended
+    assert not (res.out / "checks.csv").exists() and not (res.out / "checks.parquet").exists()
+    from ragray.rows.influence import QuestionRow
+    assert QuestionRow.from_dict({"question_id": "x", "precision": "float32"}).dtype == "float32"
+
+
 def test_failed_calls_are_recorded_and_the_run_goes_on(dataset, tmp_path):
     gen = ScriptedGenerator(fail_on="Nesting season")  # every q2 prompt still holding passage 1
     res = run_influence(config(dataset), tmp_path / "r", generator=gen, progress=False)
@@ -267,7 +285,7 @@ def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_
     the run says which dtype it measured in, and warns beside the influence mode in bf16."""
     res = run_influence(config(dataset), tmp_path / "b", generator=InBf16(), progress=False)
     s = res.summary
-    assert s.precision == "bfloat16" and {r.question.precision for r in res.records} == {"bfloat16"}
+    assert s.precision == "bfloat16" and {r.question.dtype for r in res.records} == {"bfloat16"}
     label, note = describe_mode(s)
     assert label == "drop-one log-prob, bfloat16"
     assert note.startswith("bfloat16: an influence below ~0.3 can be rounding") and "generation.dtype=float32" in note

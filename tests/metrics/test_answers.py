@@ -290,3 +290,14 @@ def test_summarize_answers_ignores_none():
     assert s["recall_at_k_cosine"] is None and s["sim_answer_gold"] is None
     empty = summarize_answers([])
     assert empty["n"] == 0 and empty["em"] is None and empty["cost_usd_total"] is None
+
+
+def test_correct_by_gold_containment():
+    from ragray.metrics.answers import contains_gold
+
+    golds = ["1871", "in 1871"]
+    assert contains_gold("The Skerrow Point Lighthouse was first lit in 1871.", golds) is True
+    assert contains_gold("It was lit in 18710 lamps.", golds) is False  # whole words only
+    assert contains_gold("The Tern.", ["the tern"]) is True  # articles and punctuation normalized
+    assert contains_gold("anything", []) is None and contains_gold("anything", ["", "."]) is None
+    assert contains_gold(None, ["x"]) is False

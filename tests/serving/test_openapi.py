@@ -39,7 +39,7 @@ def test_every_row_field_is_in_the_schema(schema, response, field, row):
 def test_fields_carry_their_meaning(schema):
     q = _props(schema, "QuestionRow")
     assert "tie-robust misalignment" in q["misaligned"]["description"]
-    assert "dtype" in q["precision"]["description"]
+    assert "dtype" in q["dtype"]["description"]
     assert "NaN = that ablation call failed" in _props(schema, "PassageRow")["influence"]["description"]
     assert "sim_<measure>" in _props(schema, "ArmRow")["similarities"]["description"]
 

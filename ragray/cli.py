@@ -124,7 +124,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from ragray.simulate import simulate
     from ragray.store.rundir import default_run_dir
 
-    base = load_config(args.config, args.overrides)
+    # every simulated passage is retrieved: the given retriever keeps the first retrieval.top_k
+    base = load_config(args.config, args.overrides, {**_flag_values(args), "retrieval.top_k": args.k})
     out = args.out or default_run_dir("simulate", args.scenario)
     result = simulate(out, n_questions=args.questions, k=args.k, scenario=args.scenario, seed=args.seed,
                       base=base, progress=not args.no_progress)
@@ -255,8 +256,6 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.pdfs and args.dataset:
         raise InputError("give either --dataset or --pdfs, not both")
     values = _flag_values(args)
-    if "retrieval.top_k" in values:  # for the audit, --top-k is the number of documents audited
-        values["audit.k"] = values.pop("retrieval.top_k")
     if args.pdfs:
         values.update({"data.path": args.pdfs, "data.format": "pdf"})
     config = load_config(args.config, args.overrides, values)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -47,10 +47,38 @@ __all__ = [
     "HistoryConfig",
     "CacheConfig",
     "ExperimentConfig",
+    "SCOPES",
+    "DTYPES",
+    "INFLUENCE_MODES",
+    "POSITION_CONTROLS",
+    "LEVELS",
+    "FAITHFULNESS_MODES",
+    "EXPLAINERS",
+    "EXECUTORS",
     "load_config",
     "apply_overrides",
     "format_validation_error",
 ]
+
+
+# The allowed values of the settings the CLI also offers as flags: one list, so a flag's choices
+# and the config's validation cannot drift apart.
+Scope = Literal["per_question", "global"]
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+InfluenceMode = Literal["auto", "generate", "logprob", "jsd", "surrogate"]
+PositionControl = Literal["none", "reversed", "shuffled"]
+Level = Literal["passage", "sentence", "token"]
+FaithfulnessMode = Literal["generate", "logprob"]
+Explainer = Literal["loo", "logprob", "surrogate"]
+Executor = Literal["local", "ray"]
+SCOPES: tuple[str, ...] = get_args(Scope)
+DTYPES: tuple[str, ...] = get_args(Dtype)
+INFLUENCE_MODES: tuple[str, ...] = get_args(InfluenceMode)
+POSITION_CONTROLS: tuple[str, ...] = get_args(PositionControl)
+LEVELS: tuple[str, ...] = get_args(Level)
+FAITHFULNESS_MODES: tuple[str, ...] = get_args(FaithfulnessMode)
+EXPLAINERS: tuple[str, ...] = get_args(Explainer)
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 
 
 def _registered(kind: str) -> AfterValidator:
@@ -144,7 +172,7 @@ class ExpandConfig(Section):
 class RetrievalConfig(Section):
     retriever: Annotated[str, _registered("retriever")] = "bm25"
     top_k: int = Field(10, ge=1)
-    scope: Literal["per_question", "global"] = "per_question"
+    scope: Scope = "per_question"
     min_score: float | None = None
     filters: dict[str, str | list[str]] = Field(
         default_factory=dict, description="passage meta key -> allowed value(s)"
@@ -246,7 +274,7 @@ class GenerationConfig(Section):
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(32, ge=1)
     seed: int = 0
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+    dtype: Dtype = Field(
         "auto", description="auto: bfloat16 on CUDA and on CPUs with native bf16 (AMX / AVX512-BF16), "
         "float32 on other CPUs (where bf16 is emulated and slower)"
     )
@@ -261,7 +289,7 @@ class GenerationConfig(Section):
 class InfluenceConfig(Section):
     """Drop-one influence analysis (``influence``): how influence is measured, flag thresholds."""
 
-    mode: Literal["auto", "generate", "logprob", "jsd", "surrogate"] = Field(
+    mode: InfluenceMode = Field(
         "auto",
         description="logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
         "generate: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "
@@ -328,7 +356,7 @@ class InfluenceConfig(Section):
         "1/log2(r + 1): 0.63 at rank 2)",
     )
     rbo_p: float = Field(0.9, gt=0, lt=1, description="persistence p of rbo_alignment")
-    position_control: Literal["none", "reversed", "shuffled"] = Field(
+    position_control: PositionControl = Field(
         "none",
         description="none | reversed | shuffled: also run drop-one with the passages in this order "
         "(separates the passage's content from its slot in the prompt)",
@@ -413,8 +441,8 @@ class ControlsConfig(Section):
 class FaithfulnessConfig(Section):
     """Explanation faithfulness experiments (``faithfulness``, ``ragray interpret``)."""
 
-    level: Literal["passage", "sentence", "token"] = "passage"
-    mode: Literal["generate", "logprob"] = Field(
+    level: Level = "passage"
+    mode: FaithfulnessMode = Field(
         "generate",
         description="generate: regenerate and compare answers; logprob: score the baseline answer "
         "under each ablated context (one forward pass, no generation)",
@@ -425,10 +453,10 @@ class FaithfulnessConfig(Section):
     hierarchical_top: int = Field(
         2, ge=1, description="passages (and, for tokens, sentences) refined at the next level"
     )
-    explainer: Literal["loo", "logprob", "surrogate"] = Field(
+    explainer: Explainer = Field(
         "loo", description="ranks units for DEL_MOST / DEL_LEAST"
     )
-    attributions: tuple[Literal["loo", "logprob", "surrogate"], ...] = Field(
+    attributions: tuple[Explainer, ...] = Field(
         ("loo", "logprob", "surrogate"), description="also computed, for the agreement report"
     )
     k_values: Annotated[tuple[str, ...], AfterValidator(_k_values)] = (
@@ -500,7 +528,7 @@ class MetricsConfig(Section):
 class ExecutionConfig(Section):
     """Where the per-question work runs (``ragray run`` / ``ragray interpret``)."""
 
-    executor: Literal["local", "ray"] = Field(
+    executor: Executor = Field(
         "local", description="local: in this process; ray: Ray Data over generator actors"
     )
     address: str | None = Field(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragray import __version__
+from ragray.config_paths import is_path_keyword
 from ragray.console import print_pairs, print_table
 from ragray.errors import (
     BackendError,
@@ -63,7 +64,8 @@ def _add_config(p: argparse.ArgumentParser, config_help: str, example: str) -> N
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     _add_config(p, "experiment YAML (default: built-in defaults)", "retrieval.bm25.k1=0.9")
-    p.add_argument("--dataset", help="dataset file or folder, or 'demo' (data.path)")
+    p.add_argument("--dataset", help="dataset file or folder, or a name: demo, squad, hotpotqa, pubmedqa, "
+                                     "scifact, nq (data.path)")
     p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
     p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
     p.add_argument("--skip-bad-rows", action="store_true",
@@ -653,7 +655,7 @@ def _anchor_path_args(args: argparse.Namespace) -> None:
         return
     for name in _PATH_ARGS:
         value = getattr(args, name, None)
-        if isinstance(value, str) and value and value != "demo" and "://" not in value:
+        if isinstance(value, str) and value and not is_path_keyword(value):
             setattr(args, name, os.path.abspath(value))
 
 

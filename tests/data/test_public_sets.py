@@ -276,3 +276,16 @@ def test_the_shared_folder_serves_as_the_override(shared_data, monkeypatch):
     assert all(g in ids for q in ds.questions for g in q.gold_passage_ids)
     squad_ds = load_dataset(DataConfig(path="squad", limit=3))
     assert squad_ds.corpus is not None and len(squad_ds.corpus) == 2067  # the corpus file beside it
+
+
+@pytest.mark.realdata
+def test_the_squad_sweep_loads_its_data_from_any_folder(shared_data, tmp_path, monkeypatch):
+    from ragray.sweep.spec import load_spec
+
+    monkeypatch.setenv(named.DATA_DIR_ENV, str(shared_data))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    spec_file = Path(__file__).resolve().parents[2] / "configs" / "sweeps" / "squad_small.yaml"
+    _, trials = load_spec(spec_file, ["data.limit=3"])
+    ds = load_dataset(trials[0].config.data)
+    assert len(ds.questions) == 3 and len(ds.global_corpus()) == 2067

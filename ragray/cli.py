@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config(srv, "experiment YAML: the corpus (data.*), models and serve.* options",
                 "serve.generator.num_replicas=2")
-    srv.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or 'demo' (data.path)")
+    srv.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or a name such as "
+                                       "'demo' or 'scifact' (data.path)")
     srv.add_argument("--host", help="bind address (serve.host)")
     srv.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
     srv.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")

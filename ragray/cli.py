@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragray.commands.parser import build_parser
 from ragray.commands.parser import flag_values as _flag_values
+from ragray.config_paths import is_path_keyword
 from ragray.console import print_pairs, print_table
 from ragray.errors import (
     BackendError,
@@ -368,7 +369,7 @@ def _anchor_path_args(args: argparse.Namespace) -> None:
         return
     for name in _PATH_ARGS:
         value = getattr(args, name, None)
-        if isinstance(value, str) and value and value != "demo" and "://" not in value:
+        if isinstance(value, str) and value and not is_path_keyword(value):
             setattr(args, name, os.path.abspath(value))
 
 

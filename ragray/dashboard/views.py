@@ -105,7 +105,7 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
                   card("usage nDCG", q.get("usage_ndcg"), key="usage_ndcg"),
                   card("RBO", q.get("rbo_alignment"), key="rbo_alignment"),
                   card("top-1 used", q.get("top1_used"), key="top1_used"),
-                  card("Spearman ρ (seed)", q.get("spearman_rho"), key="spearman_rho",
+                  card("Spearman ρ (original rule)", q.get("spearman_rho"), key="spearman_rho",
                        note=f"ceiling {fmt(q.get('rho_ceiling'))}"),
                   card("position-driven", q.get("position_driven"), key="position_driven",
                        note=f"control: {q.get('position_control') or 'none'}; sensitivity "
@@ -117,9 +117,10 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
     for p in passages:
         call = drops.get((p["passage_id"],)) or {}
         rows.append(f'<tr data-passage="{esc(p["passage_id"])}">'
-                    f'<td class=num>{p["retrieval_rank"]}</td><td>{esc(p["passage_id"])}'
+                    f'<td class=num>{p["retrieval_rank"]}</td><td>{esc(p.get("title") or p["passage_id"])}'
+                    + (" " + badge("used", "context_ignored") if p.get("used") else "")
                     + (" " + badge("gold", "ok") if p.get("is_gold") else "") + "</td>"
-                    f'<td class=passage>{esc(texts.get(p["passage_id"], "–"))}</td>'
+                    f'<td class=passage>{esc(p.get("text") or texts.get(p["passage_id"], "–"))}</td>'
                     f'<td class=num data-key="influence" data-value="{esc(p.get("influence"))}">{fmt(p.get("influence"))}</td>'
                     f'<td class=num>{fmt(p.get("influence_rank"), "g")}</td>'
                     f'<td class=num data-key="influence_control" data-value="{esc(p.get("influence_control"))}">'
@@ -137,12 +138,20 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
             f'<h1 data-question="{esc(qid)}">{esc(qid)}: {esc(q.get("question"))}</h1>'
             f"<div>{flags}</div>{head}"
             f'<p><b>gold</b>: {esc(", ".join(q.get("gold_answers") or []) or "–")}<br>'
-            f'<b>baseline answer</b>: <span id=baseline>{esc(q.get("baseline_answer") or (baseline or {}).get("answer"))}</span></p>'
+            f'<b>baseline answer</b>: <span id=baseline>{esc(q.get("baseline_answer") or (baseline or {}).get("answer"))}</span>'
+            f'{_correct_mark(q.get("answer_correct"))}</p>'
             f'<div class=charts>{chart}</div><h2>Passages and ablations</h2>'
             + table(["retrieval rank", "passage", "text", "influence", "influence rank", "influence (control order)",
                      "content influence", "answer–passage cosine", "answer without it", "similarity"], rows,
                     attrs=' id="passages"'))
     return page(f"{qid} · {data.name}", body)
+
+
+def _correct_mark(correct: bool | None) -> str:
+    """✓ / ✗ after an answer: does it contain a gold answer (nothing without gold answers)."""
+    if correct is None:
+        return ""
+    return " " + (badge("✓ correct", "pass") if correct else badge("✗ wrong", "fail"))
 
 
 def _metrics(s: dict[str, Any]) -> list[tuple[str, str, Any]]:

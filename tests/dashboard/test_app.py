@@ -45,7 +45,10 @@ def test_missing_runs_and_questions_are_404_pages(runs):
     c = TestClient(make_dashboard(runs, None))
     assert c.get("/runs/nope").status_code == 404
     run_id = re.findall(r'<tr data-run="([^"]+)" data-kind="run">', c.get("/").text)[0]
-    assert c.get(f"/runs/{run_id}/questions/sim0000").status_code == 200
+    page = c.get(f"/runs/{run_id}/questions/sim0000")
+    assert page.status_code == 200
+    assert '<span class="badge context_ignored">used</span>' in page.text  # the passages the answer used
+    assert "✓ correct" in page.text or "✗ wrong" in page.text or "gold</b>: –" in page.text
     r = c.get(f"/runs/{run_id}/questions/nope")
     assert r.status_code == 404 and "no question 'nope'" in r.text.replace("&#x27;", "'")
     assert c.get(f"/runs/{run_id}/files/config.yaml").status_code == 404  # only the listed result files

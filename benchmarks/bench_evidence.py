@@ -1,4 +1,4 @@
-"""Pre-registered evidence benchmark (issue 26, SPEC §12): does ablation find what the model used?
+"""Pre-registered evidence benchmark: does ablation find what the model used?
 
     python benchmarks/bench_evidence.py --phase tune [--limit 20] [--variants numbered_full ...]
     python benchmarks/bench_evidence.py --phase test            # once, with the frozen config
@@ -659,8 +659,28 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for v, g in results["goals"].items():
             print(f"goals, {v}:")
-            print("\n".join(goal_lines(g)))
+            print("\n".join(goal_lines(g, influence_mode(results))))
     return 0
+
+
+#: what the runs' ``influence`` column was, by ``influence.mode``: a reader of "influence" alone
+#: cannot tell which measure won
+INFLUENCE_IS = {
+    "jsd": "the mean JSD per answer token in bits, which orders each question's passages exactly as "
+           "`jsd` does, so its figures equal `jsd`'s",
+    "logprob": "the clipped log-prob share 1 − exp(−max(0, drop)), ordered as `logprob_share`",
+}
+
+
+def influence_mode(result: Mapping[str, Any]) -> str | None:
+    """The ``influence.mode`` the results were measured with (from their ``measures`` settings)."""
+    modes = [m.split("=", 1)[1] for m in result.get("measures") or [] if m.startswith("influence.mode=")]
+    return modes[-1] if modes else None
+
+
+def measure_label(measure: str, mode: str | None) -> str:
+    """A measure's name as published: ``influence`` says which mode measured it."""
+    return f"influence ({mode} mode)" if measure == "influence" and mode else measure
 
 
 def markdown(result: Mapping[str, Any], subset: str = "all",
@@ -668,6 +688,7 @@ def markdown(result: Mapping[str, Any], subset: str = "all",
     """The README table of a results JSON: per variant, set (and pooled) and metric, the best
     attribution measure with its 95% CI, and its paired difference to each control (✓ = Holm-
     corrected win)."""
+    mode = influence_mode(result)
     lines = ["| variant | set | n | metric | best measure | its mean [95% CI] | minus each control: mean [95% CI] |",
              "|---|---|---|---|---|---|---|"]
     for variant, v in result["variants"].items():
@@ -683,7 +704,7 @@ def markdown(result: Mapping[str, Any], subset: str = "all",
                 diffs = "; ".join(
                     f"{c}: {d['difference']['mean']:+.2f} [{d['difference']['low']:+.2f}, {d['difference']['high']:+.2f}]"
                     f"{' ✓' if d['beats'] else ''}" for c, d in t["vs_controls"][b].items())
-                lines.append(f"| {variant} | {name} | {t['n']} | {metric} | {b} | {m['mean']:.2f} "
+                lines.append(f"| {variant} | {name} | {t['n']} | {metric} | {measure_label(b, mode)} | {m['mean']:.2f} "
                              f"[{m['low']:.2f}, {m['high']:.2f}] | {diffs} |")
     return "\n".join(lines)
 
@@ -725,9 +746,10 @@ def save_table(result: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-#: issue 26's goals, fixed before the test split ran: (a) faithfulness on each set (the best
-#: attribution measure's LDS and top-2 drop beat every control, Holm-corrected paired bootstrap)
-#: and pooled LDS at least this; (c) the pooled gold AUC against both cosines, reported
+#: the goals fixed before the test split ran: faithfulness (on each set the best attribution
+#: measure's LDS and top-2 drop beat every control, Holm-corrected paired bootstrap, and pooled LDS
+#: at least this) and the pooled gold AUC against both cosines, reported with no bar; the third
+#: goal, recovery@1 of the source an answer took, is benchmarks/bench_tracing.py's
 GOAL_LDS = 0.85
 FAITHFULNESS_METRICS = ("lds", "top2_drop")
 RELEVANCE_CONTROLS = ("answer_similarity", "question_similarity")
@@ -748,11 +770,12 @@ def _best(table: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def goals(variant: Mapping[str, Any], subsets: tuple[str, ...] = ("all", "answered_context_dependent")) -> dict[str, Any]:
-    """Issue 26's goals read off one variant of the results (``frozen`` or ``frozen_all``).
+    """The pre-registered goals read off one variant of the results (``frozen`` or ``frozen_all``).
 
-    (a) per subset: on every set, LDS and top-2 drop of the best attribution measure beat every
-    control, and the pooled best LDS >= :data:`GOAL_LDS`; ``met`` is None while any cell lacks a
-    verdict. (c) primary subset, pooled: the best gold-AUC measure minus each relevance cosine."""
+    Faithfulness, per subset: on every set, LDS and top-2 drop of the best attribution measure beat
+    every control, and the pooled best LDS >= :data:`GOAL_LDS`; ``met`` is None while any cell lacks
+    a verdict. Gold AUC, primary subset, pooled: the best gold-AUC measure minus each relevance
+    cosine (reported, no bar)."""
     faith: dict[str, Any] = {}
     for subset in subsets:
         per_set = {name: {m: _best(s["panel"]["subsets"][subset]["metrics"].get(m)) for m in FAITHFULNESS_METRICS}
@@ -776,28 +799,31 @@ def goals(variant: Mapping[str, Any], subsets: tuple[str, ...] = ("all", "answer
     return out
 
 
-def goal_lines(g: Mapping[str, Any]) -> list[str]:
-    """The goals as plain sentences (console, README)."""
+def goal_lines(g: Mapping[str, Any], mode: str | None = None) -> list[str]:
+    """The goals as plain sentences (console, README); ``mode``: the runs' ``influence.mode``, so
+    that a best measure ``influence`` says what it was."""
     def cell(c: Mapping[str, Any]) -> str:
         if c["state"] == "no questions":
             return "no questions"
         margin = c["weakest_margin"]
         verdict = {True: "beats every control", False: "does not beat every control",
                    None: "no verdict (too few questions)"}[c["beats_every_control"]]
-        return (f"{c['measure']} {c['mean']:.2f} [{c['low']:.2f}, {c['high']:.2f}], n = {c['n']}, {verdict}"
+        return (f"{measure_label(c['measure'], mode)} {c['mean']:.2f} [{c['low']:.2f}, {c['high']:.2f}], "
+                f"n = {c['n']}, {verdict}"
                 + (f" (weakest margin: {c['weakest_control']} {margin['mean']:+.2f} [{margin['low']:+.2f}, "
                    f"{margin['high']:+.2f}])" if margin else ""))
 
     lines = []
     for subset, f in g["faithfulness"].items():
         state = {True: "MET", False: "NOT MET", None: "UNDECIDED"}[f["met"]]
-        lines.append(f"(a) faithfulness, subset {subset}: {state} (pooled LDS goal >= {f['lds_goal']})")
+        lines.append(f"faithfulness, subset {subset}: {state} (the goal: on every set the best measure's LDS "
+                     f"and top-2 drop beat every control, and pooled LDS >= {f['lds_goal']})")
         for name, cells in f["per_set"].items():
             for metric, c in cells.items():
                 lines.append(f"    {name} {metric}: {cell(c)}")
         lines.append(f"    pooled lds: {cell(f['pooled_lds'])}")
     gold = g["gold_auc_primary_pooled"]
-    lines.append(f"(c) gold AUC, answered and context-dependent, pooled: {cell(gold)}")
+    lines.append(f"gold AUC (reported, no bar), answered and context-dependent, pooled: {cell(gold)}")
     for c, d in gold.get("minus", {}).items():
         lines.append(f"    minus {c}: {d['mean']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]")
     if sec := g.get("secondary_pooled"):
@@ -815,6 +841,31 @@ VALIDITY = REPO / "benchmarks" / "results" / "validity.json"
 GOLD_METRICS = ("recovery_at_1", "auc")
 
 
+def legend(result: Mapping[str, Any], mode: str | None) -> list[str]:
+    """What the block's names mean, and which machines measured its records (each record names its
+    machine; the results file's ``machine`` is where the report was built, not where questions ran)."""
+    lines = []
+    if "frozen" in result["variants"]:
+        lines.append("- `frozen`: the test questions run with every measure, the surrogate included; "
+                     "`frozen_all`: every test question of both parts, the surrogate left out.")
+    if mode:
+        what = INFLUENCE_IS.get(mode)
+        lines.append(f"- `influence ({mode} mode)`: the runs' `influence` column, measured with "
+                     f"`influence.mode={mode}`" + (f": {what}." if what else "."))
+    counts: dict[str, int] = {}
+    for s in result["variants"].get("frozen_all", {}).get("sets", {}).values():
+        for by_machine in (s.get("cost_by_machine") or {}).values():
+            for name, cost in by_machine.items():
+                counts[name] = counts.get(name, 0) + cost.get("questions", 0)
+    if counts:
+        ran = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        built = result.get("machine") or {}
+        lines.append(f"- Questions measured per machine: {ran}; this report built from the exports on "
+                     f"{built.get('cpu', 'an unrecorded machine')} ({built.get('cores', '?')} cores), "
+                     f"{str(built.get('timestamp_utc', ''))[:10] or 'undated'}.")
+    return lines
+
+
 def readme_block(result: Mapping[str, Any]) -> str:
     """The test-split block of docs/measurements.md: progress only until every part is complete (no interim
     figure is published: pre-registration), then the goals and the tables."""
@@ -826,10 +877,11 @@ def readme_block(result: Mapping[str, Any]) -> str:
     if not prog["complete"]:
         return (f"Test split: **{done} of {size} questions run** ({parts}). Its figures are published here "
                 "when every part is complete, not before (pre-registered).")
-    out = [f"Test split complete: {size} questions ({parts}). `benchmarks/results/evidence_test.json`; "
-           "gold-evidence panel also in `benchmarks/results/validity.json`.", ""]
+    mode = influence_mode(result)
+    out = [(f"Test split complete: {size} questions ({parts}). `benchmarks/results/evidence_test.json`; "
+            "gold-evidence panel also in `benchmarks/results/validity.json`."), "", *legend(result, mode), ""]
     for variant, g in result["goals"].items():
-        out += [f"Goals, `{variant}`:", "", "```", *goal_lines(g), "```", ""]
+        out += [f"Goals, `{variant}`:", "", "```", *goal_lines(g, mode), "```", ""]
     for variant_subset, metrics in ((("all", ("lds", "top2_drop", "top1_drop", "top3_drop"))),
                                     ("answered_context_dependent", ("auc", "recovery_at_1", "lds", "top2_drop"))):
         out += [f"Subset `{variant_subset}`:", "", markdown(result, variant_subset, metrics), ""]

@@ -384,3 +384,20 @@ def test_costs_are_reported_per_machine_from_the_session_log(tmp_path):
     assert bench_evidence.machines(exported) == {"AMD EPYC (2 cores)": {"q0", "q1", "q4"},
                                                  "NVIDIA H200": {"q2", "q3"}}
     assert bench_evidence.machines(tmp_path / "none.jsonl") == {}
+
+
+def test_a_best_measure_named_influence_says_which_mode_measured_it():
+    """``influence`` alone does not say which measure won: the published name carries the mode."""
+    result = {"measures": ["influence.mode=jsd", "influence.masks=24"]}
+    mode = bench_evidence.influence_mode(result)
+    assert mode == "jsd" and bench_evidence.influence_mode({"measures": []}) is None
+    assert bench_evidence.measure_label("influence", mode) == "influence (jsd mode)"
+    assert bench_evidence.measure_label("jsd", mode) == "jsd"
+    assert bench_evidence.measure_label("influence", None) == "influence"
+    cell = {"state": "measured", "n": 12, "measure": "influence", "mean": 0.6, "low": 0.5, "high": 0.7,
+            "beats_every_control": False, "weakest_control": "retrieval_rank",
+            "weakest_margin": {"mean": -0.2, "low": -0.3, "high": -0.1}}
+    lines = bench_evidence.goal_lines({"faithfulness": {}, "gold_auc_primary_pooled": cell}, mode)
+    assert lines[0] == ("gold AUC (reported, no bar), answered and context-dependent, pooled: influence (jsd mode) "
+                        "0.60 [0.50, 0.70], n = 12, does not beat every control (weakest margin: retrieval_rank "
+                        "-0.20 [-0.30, -0.10])")

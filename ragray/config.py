@@ -496,7 +496,7 @@ class FaithfulnessConfig(Section):
 
 
 class AuditConfig(Section):
-    """Retrieval integrity audit (``ragray audit``, SPEC §6)."""
+    """Retrieval integrity audit (``ragray audit``)."""
 
     k: int = Field(3, ge=1, description="top-k documents audited per query")
     fetch: int = Field(
@@ -517,7 +517,7 @@ class PriceConfig(Section):
 
 
 class MetricsConfig(Section):
-    """Answer-quality metrics (``ragray score``, ``ragray run`` summaries; SPEC §6)."""
+    """Answer-quality metrics (``ragray score``, ``ragray run`` summaries)."""
 
     embedding: bool = Field(True, description="embedding metrics (recall@k by cosine, grounding, hallucination)")
     encoder: str = Field("minilm", description="sentence encoder: 'minilm' (packaged), a path or a hub id")

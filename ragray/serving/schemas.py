@@ -59,7 +59,7 @@ class InfluenceRequest(RetrieveRequest):
 
 
 class InterpretationRequest(RetrieveRequest):
-    """SPEC §5: minimal ``{question, retriever, top_k_docs}``; the rest extends it."""
+    """The minimal request is ``{question, retriever, top_k_docs}``; every other field is optional and extends it."""
 
     answers: list[str] = Field(default_factory=list, max_length=50)
     explanation_level: Literal["passage", "sentence", "token"] | None = None

@@ -212,7 +212,8 @@ def histogram(values: Sequence[float], *, title: str, xlabel: str, lo: float, hi
         counts[min(i, bins - 1)] += 1
     top = max(counts) if counts else 0
     yticks = [t for t in _ticks(0, max(1, top)) if float(t).is_integer()] if values else []
-    f = _Frame(title, (lo, hi), (0, max(1, top)), xlabel, "questions", "histogram", yticks=yticks)
+    labelled = marker is not None and lo <= marker <= hi and bool(marker_label)
+    f = _Frame(title, (lo, hi), (0, max(1, top)), xlabel, "questions", "histogram", yticks=yticks, legend=labelled)
     if not values:
         return f.empty("nothing measured")
     f.xticks(_ticks(lo, hi))
@@ -225,11 +226,12 @@ def histogram(values: Sequence[float], *, title: str, xlabel: str, lo: float, hi
                        f'<title>{_num(a)} to {_num(b)}: {c}</title></rect>')
     if marker is not None and lo <= marker <= hi:
         x = f.px(marker)
-        right = x > (f.x0 + f.x1) / 2  # label on the side with room
-        f.parts.append(f'<line x1="{x:.1f}" y1="{f.y0}" x2="{x:.1f}" y2="{f.y1}" stroke="{PALETTE[1]}" '
-                       f'stroke-dasharray="4 3" data-marker="{_num(marker)}"/>'
-                       f'<text x="{x - 4 if right else x + 4:.1f}" y="{f.y1 + 10}" class="tick" '
-                       f'text-anchor="{"end" if right else "start"}" fill="{PALETTE[1]}">{_esc(marker_label)}</text>')
+        right = x > (f.x0 + f.x1) / 2  # label on the side with room, in the row above the bars
+        f.parts.append(f'<line x1="{x:.1f}" y1="{f.y0}" x2="{x:.1f}" y2="{f.y1 - (14 if labelled else 0)}" stroke="{PALETTE[1]}" '
+                       f'stroke-dasharray="4 3" data-marker="{_num(marker)}"/>')
+        if labelled:
+            f.parts.append(f'<text x="{x - 4 if right else x + 4:.1f}" y="{f.y1 - 5}" class="tick" '
+                           f'text-anchor="{"end" if right else "start"}" style="fill:{PALETTE[1]}">{_esc(marker_label)}</text>')
     return f.done()
 
 

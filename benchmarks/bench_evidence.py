@@ -69,6 +69,8 @@ MEASURES = ["influence.mode=jsd", "influence.masks=24", "influence.check_subsets
 EXPORT = REPO / "benchmarks" / "results" / "evidence"
 #: dataset text, and model answers (which often quote the passages), never reach the repo
 BLANKED = ("question", "gold_answers", "baseline_answer", "scored_answer")
+#: passage text the passages rows carry
+BLANKED_PASSAGE = ("title", "text")
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -149,6 +151,9 @@ def export(out: Path, exported: Path, annotate: Callable[[dict], dict] | None = 
             q[key] = None
         for call in rec.get("calls", []):
             call["answer"] = None
+        for passage in rec.get("passages", []):
+            for key in BLANKED_PASSAGE:
+                passage.pop(key, None)
         lines.append(json.dumps(rec, sort_keys=False))
     exported.parent.mkdir(parents=True, exist_ok=True)
     tmp = exported.with_name(f".{exported.name}.{os.getpid()}.tmp")  # a run killed mid-write keeps the last export

@@ -15,7 +15,7 @@ from typing import Any
 
 from ragray.errors import ConfigError
 
-__all__ = ["CATALOG", "LIVE", "check_name", "known_names", "ranks_corpus"]
+__all__ = ["CATALOG", "DATASET_NAMES", "LIVE", "check_name", "known_names", "ranks_corpus"]
 
 CATALOG: Mapping[str, Mapping[str, str]] = {
     "generator": {
@@ -42,6 +42,10 @@ CATALOG: Mapping[str, Mapping[str, str]] = {
     "template": dict.fromkeys(("numbered", "plain", "short"), "ragray.generation.prompts"),
 }
 
+#: ``data.path`` keywords that name a dataset instead of a file: the packaged demo set, Natural
+#: Questions from the hub, and the public sets of :mod:`ragray.data.named` (a test keeps this in
+#: step with that module). Never resolved as paths (write ``./squad`` for a local file of that name).
+DATASET_NAMES: frozenset[str] = frozenset({"demo", "nq", "squad", "hotpotqa", "pubmedqa", "scifact"})
 
 #: built-in retrievers that rank no corpus (their class says ``ranks_corpus = False``; a test
 #: keeps the two in step): they keep each question's own passages

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragray.commands.parser import build_parser
 from ragray.commands.parser import flag_values as _flag_values
+from ragray.config_paths import is_path_keyword
 from ragray.console import print_pairs, print_table
 from ragray.errors import (
     BackendError,
@@ -91,7 +92,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
           f"{s.model} via {s.backend}, {s.retriever} top-{s.top_k} -> {result.out}")
-    _print_influence_summary(s)
+    _print_influence_summary(s, result.records)
     _print_where(s)
     _print_next(result.out)
     return 0
@@ -115,7 +116,7 @@ def _print_next(out: Path | str) -> None:
     """Where the report is, and what to open next."""
     report = Path(out) / "report.html"
     print(f"\nreport: {report}")
-    print(f"next: open {report} in a browser (alignment and validity first), or `ragray dashboard "
+    print(f"next: open {report} in a browser (each question with its passages first), or `ragray dashboard "
           f"{Path(out).parent}` to browse and compare runs")
 
 
@@ -133,52 +134,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     mix = ", ".join(f"{k} {v}" for k, v in s.simulated["questions_per_scenario"].items())
     print(f"ragray simulate: {s.n_questions} simulated questions ({mix}), k={args.k}, seed {args.seed}, "
           f"no model -> {result.out}")
-    _print_influence_summary(s)
+    _print_influence_summary(s, result.records)
     return 0
-
-
-def _alignment_rows(s: RunSummary) -> list[tuple[str, str]]:
-    """The tie-robust verdict first (absent from runs written before it existed)."""
-    a = s.alignment
-    if not a:
-        return [("misaligned rate", "not measured (run written before the tie-robust measures)")]
-    nd, rbo = a.usage_ndcg, a.rbo_alignment
-    rows = [
-        (f"misaligned rate (usage nDCG < {a.misalignment_threshold})",
-         f"{_fmt(a.misaligned_rate)}  over {a.n_scored} questions with some influence"),
-        ("usage nDCG / RBO (p=%g)" % a.rbo_p,
-         f"{_fmt(nd.mean)} (95% CI {_fmt(nd.low)} .. {_fmt(nd.high)}) / {_fmt(rbo.mean)}"),
-        ("top-1 used / relies on lower rank",
-         f"{_fmt(a.top1_used_rate)} / {_fmt(a.relies_on_lower_rank_rate)}"),
-    ]
-    if a.divergent_not_misaligned:
-        rows.append(("divergent but not misaligned",
-                     f"{a.divergent_not_misaligned} questions: the seed's rho rule fires, yet the retriever's "
-                     f"order matches use (mean rho ceiling {_fmt(a.divergent_not_misaligned_mean_rho_ceiling)})"))
-    pos = s.position
-    if pos is None or pos.control == "none":
-        rows.append(("position control", "none: influence may follow the slot, not the passage "
-                     "(influence.position_control: reversed)"))
-    else:
-        rows.append((f"position-driven rate ({pos.control} order)",
-                     f"{_fmt(pos.position_driven_rate)}, mean sensitivity {_fmt(pos.position_sensitivity.mean)}"
-                     f", {pos.control_calls} extra calls ({_fmt(pos.control_call_share, '.0%')})"))
-    return rows
-
-
-def _validity_lines(s: RunSummary) -> list[str]:
-    v = s.validity or {}
-    if not v.get("available"):
-        return [f"  validity: not measured ({v.get('reason') or 'run written before the validity panel'})"]
-    out = ["  validity against gold passages (recovery@1 / AUC, 95% bootstrap CI):"]
-    for name, sub in v["subsets"].items():
-        out.append(f"    {name} ({sub['n']} questions)")
-        for m in sub["measures"].values():
-            r, auc = m["recovery_at_1"], m["auc"]
-            out.append(f"      {m['label']:<48} {_fmt(r['mean'])} [{_fmt(r['low'])}, {_fmt(r['high'])}]"
-                       f"  {_fmt(auc['mean'])} [{_fmt(auc['low'])}, {_fmt(auc['high'])}]")
-    out += [f"  {line}" for line in v["verdicts"]]
-    return out
 
 
 def _mode_text(s: RunSummary) -> str:
@@ -187,31 +144,11 @@ def _mode_text(s: RunSummary) -> str:
     return f"{label} ({note})" if note else label
 
 
-def _print_influence_summary(s: RunSummary) -> None:
-    lo, hi = s.mean_spearman_ci95
-    rows = [
-        ("measured questions", f"{s.n_measured} / {s.n_questions}  {s.states}"),
-        ("influence measured by", _mode_text(s)),
-        *_alignment_rows(s),
-        ("mean Spearman rho (seed)", f"{_fmt(s.mean_spearman)}  (95% CI {_fmt(lo)} .. {_fmt(hi)})"),
-        (f"divergent rate (seed's rule, rho < {s.divergence_threshold})", _fmt(s.divergent_rate)),
-        ("mean dominance", _fmt(s.mean_dominance)),
-        ("baseline exact match / F1", f"{_fmt(s.baseline_exact_match)} / {_fmt(s.quality.f1)}"),
-        ("grounding / hallucination rate",
-         f"{_fmt(s.quality.grounding)} / {_fmt(s.quality.hallucination_rate)}"),
-        ("noise ratio: labels / causal",
-         f"{_fmt(s.quality.label_noise_ratio)} / {_fmt(s.quality.causal_noise_ratio)}"),
-        ("flags", ", ".join(f"{k} {v}" for k, v in s.flag_counts.items() if v) or "none"),
-        ("calls", f"{s.n_calls} ({s.n_failed_calls} failed), {_fmt(s.calls_per_second, '.2f')} calls/s"),
-        ("errors", str(s.errors)),
-    ]
-    print_pairs(rows)
-    print("\n".join(_validity_lines(s)))
-    if s.evidence:
-        from ragray.metrics.evidence import evidence_lines
+def _print_influence_summary(s: RunSummary, records: Any = ()) -> None:
+    from ragray.report.run_console import print_run
 
-        print("  evidence (validity panel v2: measures vs every free control, paired bootstrap, Holm):")
-        print("\n".join(f"    {line}" for line in evidence_lines(s.evidence)))
+    print_run(s, [r.question.as_dict() for r in records], [p.as_dict() for r in records for p in r.passages],
+              _mode_text(s))
 
 
 def _p(value: object) -> str:
@@ -432,7 +369,7 @@ def _anchor_path_args(args: argparse.Namespace) -> None:
         return
     for name in _PATH_ARGS:
         value = getattr(args, name, None)
-        if isinstance(value, str) and value and value != "demo" and "://" not in value:
+        if isinstance(value, str) and value and not is_path_keyword(value):
             setattr(args, name, os.path.abspath(value))
 
 

@@ -17,6 +17,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragray.catalog import check_name, ranks_corpus
+from ragray.config_paths import anchor_cwd_paths, resolve_file_paths
 from ragray.errors import ConfigError
 
 __all__ = [
@@ -56,7 +57,9 @@ __all__ = [
     "EXPLAINERS",
     "EXECUTORS",
     "load_config",
+    "read_config_file",
     "apply_overrides",
+    "parse_override",
     "format_validation_error",
 ]
 
@@ -102,7 +105,10 @@ class Section(BaseModel):
 
 
 class DataConfig(Section):
-    path: str = Field("demo", description="dataset file or folder; 'demo' is the packaged demo set")
+    path: str = Field(
+        "demo", description="dataset file or folder (relative to the config file), or a dataset name: demo "
+                            "(packaged), squad, hotpotqa, pubmedqa, scifact (fetched once, cached), nq (streamed)",
+    )
     format: Literal["auto", "jsonl", "csv", "parquet", "beir", "pdf", "nq"] = "auto"
     corpus: str | None = Field(None, description="corpus file; default: <name>.corpus.jsonl[.gz]")
     split: str = Field("test", description="BEIR qrels split / NQ split")
@@ -793,19 +799,25 @@ def _set_dotted(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
     node[parts[-1]] = value
 
 
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"a.b=value"`` -> ``("a.b", value parsed as YAML)``; an empty value is ``None``."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects KEY=VALUE (e.g. retrieval.top_k=5), got {item!r}")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: value {value!r} is not valid YAML ({exc})") from None
+    return key, parsed
+
+
 def apply_overrides(
     raw: Mapping[str, Any], overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Apply ``a.b=c`` overrides (values parsed as YAML), then typed ``values`` by dotted key."""
     out: dict[str, Any] = _deep_copy(raw)
     for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE (e.g. retrieval.top_k=5), got {item!r}")
-        try:
-            parsed = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: value {value!r} is not valid YAML ({exc})") from None
+        key, parsed = parse_override(item)
         _set_dotted(out, key, parsed, "--set")
     for key, value in (values or {}).items():
         _set_dotted(out, key, value, "option")
@@ -842,7 +854,16 @@ def load_config(
     values: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
     """Load ``path`` (or the built-in defaults), apply ``--set`` overrides and typed ``values``
-    (dotted key -> value, e.g. from CLI flags), then validate."""
-    raw = read_yaml(path) if path is not None else {}
-    raw = apply_overrides(raw, overrides, values)
+    (dotted key -> value, e.g. from CLI flags), then validate.
+
+    Relative paths in the file resolve against the file's folder; those of ``overrides`` and
+    ``values`` against the working directory (:mod:`ragray.config_paths`).
+    """
+    raw = read_config_file(path) if path is not None else {}
+    raw = anchor_cwd_paths(apply_overrides(raw, overrides, values))
     return validate_config(raw, where=str(path) if path is not None else "")
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A config file's mapping with its relative paths made absolute against its folder."""
+    return resolve_file_paths(read_yaml(path), Path(path).parent)

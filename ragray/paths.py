@@ -2,6 +2,7 @@
 
 ``$RAGRAY_CACHE``, else ``$XDG_CACHE_HOME/ragray``, else ``~/.cache/ragray``. Under it:
 ``models/`` (packaged generators converted once, :mod:`ragray.generation.packaged`),
+``datasets/`` (public sets fetched by name and converted once, :mod:`ragray.data.named`),
 ``embeddings/`` (:mod:`ragray.encoders`) and the fingerprint caches of :mod:`ragray.cache`
 (``cache.dir`` in a config moves those two; ``retrieval.dense.cache_dir`` moves embeddings).
 """

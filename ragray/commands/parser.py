@@ -85,7 +85,8 @@ def _add_config(p: argparse.ArgumentParser, config_help: str, example: str) -> N
 
 def _add_common(p: argparse.ArgumentParser, *, top_k: bool = True) -> None:
     _add_config(p, "experiment YAML (default: built-in defaults)", "retrieval.bm25.k1=0.9")
-    p.add_argument("--dataset", help="dataset file or folder, or 'demo' (data.path)")
+    p.add_argument("--dataset", help="dataset file or folder, or a name: demo, squad, hotpotqa, pubmedqa, "
+                                     "scifact, nq (data.path)")
     p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
     p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
     p.add_argument("--skip-bad-rows", action="store_true",
@@ -204,7 +205,8 @@ def _add_serve(sub: Any) -> None:
     p = _command(sub, "serve")
     _add_config(p, "experiment YAML: the corpus (data.*), models and serve.* options",
                 "serve.generator.num_replicas=2")
-    p.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or 'demo' (data.path)")
+    p.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or a name such as "
+                                     "'demo' or 'scifact' (data.path)")
     p.add_argument("--host", help="bind address (serve.host)")
     p.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
     p.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")

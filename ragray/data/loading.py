@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ragray.config import DataConfig
 from ragray.data.beir import is_beir_folder, load_beir
+from ragray.data.named import PUBLIC_SETS, public_set_path
 from ragray.data.nq import NQ_DATASET, NQ_DEFAULT_SAMPLES, load_nq
 from ragray.data.pdf import load_pdf_folder, pdf_files
 from ragray.data.records import load_records, record_format
@@ -35,13 +36,16 @@ def demo_path() -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    """The loader name for ``path``: demo, nq, beir, pdf, jsonl, csv or parquet.
+    """The loader name for ``path``: demo, nq, named, beir, pdf, jsonl, csv or parquet.
 
-    The keywords ``demo`` and ``nq`` always mean the packaged demo set and Natural Questions
-    (write ``./demo`` for a local folder of that name).
+    The keywords ``demo`` and ``nq`` always mean the packaged demo set and Natural Questions, and
+    ``squad``, ``hotpotqa``, ``pubmedqa``, ``scifact`` the public sets of
+    :mod:`ragray.data.named` (write ``./demo`` for a local folder of that name).
     """
     if str(path) in (DEMO, NQ):
         return str(path)
+    if str(path) in PUBLIC_SETS:
+        return "named"
     p = Path(path)
     if p.is_dir():
         if is_beir_folder(p):
@@ -67,6 +71,11 @@ def detect_format(path: str | Path) -> str:
 def _demo(config: DataConfig) -> Dataset:
     return load_records(demo_path(), corpus=config.corpus, on_bad_row=config.on_bad_row,
                         name="demo")
+
+
+def _named(config: DataConfig) -> Dataset:
+    return load_records(public_set_path(config.path), corpus=config.corpus,
+                        on_bad_row=config.on_bad_row)
 
 
 def _records(config: DataConfig) -> Dataset:
@@ -99,13 +108,14 @@ LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {
     "beir": _beir,
     "pdf": _pdf,
     "nq": _nq,
+    "named": _named,
 }
 
 
 def load_dataset(config: DataConfig) -> Dataset:
     """Load the dataset ``config`` describes and keep its first ``config.limit`` questions."""
     fmt: str = config.format
-    if fmt == "auto" or (config.path == DEMO and fmt == "jsonl"):
+    if fmt == "auto" or ((config.path == DEMO or config.path in PUBLIC_SETS) and fmt == "jsonl"):
         fmt = detect_format(config.path)
     logger.debug("loading %s as %s", config.path, fmt)
     return LOADERS[fmt](config).limit(config.limit)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ragray._imports import require
+from ragray.data.hub import struct_list as _records
 from ragray.data.records import BadRows, RowError
 from ragray.errors import InputError
 from ragray.types import Dataset, Passage, Question, frozen_meta
@@ -34,20 +35,6 @@ _BLOCK_TAGS = frozenset({
     "p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dd", "dt", "tr", "table", "ul", "ol", "dl",
     "div", "br", "caption", "blockquote",
 })
-
-
-def _records(value: Any) -> list[dict[str, Any]]:
-    """A ``datasets`` sequence of structs (a dict of lists) or a list of dicts → list of dicts."""
-    if isinstance(value, Mapping):
-        keys = list(value)
-        try:
-            return [dict(zip(keys, cells, strict=True))
-                    for cells in zip(*(value[k] for k in keys), strict=True)]
-        except (TypeError, ValueError):
-            raise RowError(f"the columns {keys} are not lists of one length") from None
-    if isinstance(value, list) and all(isinstance(v, Mapping) for v in value):
-        return [dict(v) for v in value]
-    raise RowError(f"expected a sequence of structs, got {type(value).__name__}")
 
 
 def _is_block_tag(token: str) -> bool:

@@ -71,7 +71,7 @@ def _per_question(questions: Sequence[Mapping[str, Any]], passages: Sequence[Map
     for p in passages:
         by_q[p["question_id"]].append(p)
     has = {c for p in passages for c, v in p.items() if v is not None}
-    names = [n for n in (*attributions, *CONTROLS) if n in has or n == "retrieval_rank"]
+    names = [n for n in (*attributions, *CONTROLS) if n in has or n in ("retrieval_rank", "random_control")]
     out: dict[str, dict[str, dict[str, float]]] = {}
     for q in questions:
         qid = q["question_id"]

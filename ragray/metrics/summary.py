@@ -22,6 +22,7 @@ from ragray.config import ExperimentConfig
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.evidence import evidence_panel
+from ragray.metrics.panel import validity_summary
 from ragray.metrics.validity import validity_panel
 from ragray.rows.influence import InfluenceRecord
 from ragray.rows.summaries import AlignmentSummary, MeanCI, PositionSummary, RunQuality, RunSummary
@@ -39,6 +40,17 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None,
         return mean, None, None
     half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
     return mean, mean - half, mean + half
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float | None, float | None]:
+    """Wilson score interval of the rate k / n (None, None for n = 0): stays inside [0, 1] and is
+    honest at 0 of n or n of n, where the normal interval collapses."""
+    if n == 0:
+        return None, None
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -62,8 +74,12 @@ def _rate(values: Sequence[Any]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _mean_ci(values: Sequence[Any]) -> MeanCI:
-    return MeanCI(*mean_ci([float(v) for v in values if v is not None]))
+def _mean_ci(values: Sequence[Any], clip: tuple[float, float] | None = None) -> MeanCI:
+    """Mean and t-interval; ``clip``: the range the values live in (the mean's interval lies there too)."""
+    mean, lo, hi = mean_ci([float(v) for v in values if v is not None])
+    if clip is not None and lo is not None and hi is not None:
+        lo, hi = max(clip[0], lo), min(clip[1], hi)
+    return MeanCI(mean, lo, hi)
 
 
 def _alignment(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> AlignmentSummary:
@@ -76,14 +92,15 @@ def _alignment(questions: Sequence[dict[str, Any]], config: ExperimentConfig) ->
         n_scored=len(rows),
         misaligned_rate=_rate([q["misaligned"] for q in rows]),
         misalignment_threshold=config.influence.misalignment_threshold,
-        usage_ndcg=_mean_ci([q["usage_ndcg"] for q in rows]),
-        rbo_alignment=_mean_ci([q["rbo_alignment"] for q in rows]),
+        usage_ndcg=_mean_ci([q["usage_ndcg"] for q in rows], clip=(0.0, 1.0)),
+        rbo_alignment=_mean_ci([q["rbo_alignment"] for q in rows], clip=(0.0, 1.0)),
         rbo_p=config.influence.rbo_p,
         top1_used_rate=_rate([q["top1_used"] for q in rows]),
         relies_on_lower_rank_rate=_rate([q["relies_on_lower_rank"] for q in rows]),
         mean_rho_ceiling=_rate([q.get("rho_ceiling") for q in rows]),
         divergent_not_misaligned=len(cleared),
         divergent_not_misaligned_mean_rho_ceiling=_rate(ceilings),
+        misaligned_ci95=wilson_interval(sum(bool(q["misaligned"]) for q in rows), len(rows)),
     )
 
 
@@ -210,15 +227,17 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
         retriever=config.retrieval.retriever,
         top_k=config.retrieval.top_k,
         divergence_threshold=config.influence.divergence_threshold,
-        evidence=_evidence(questions, passages, records, config),
+        evidence=(evidence := _evidence(questions, passages, records, config)),
+        panel=validity_summary(evidence, influence_label(mode["influence_mode"], config.influence.similarity),
+                               reason=None if any(p.get("is_gold") for p in passages)
+                               else "no retrieved passage is marked gold (the data has no gold passage ids)"),
     )
 
 
 def _evidence(questions: list[dict], passages: list[dict], records: Sequence[InfluenceRecord],
               config: ExperimentConfig) -> dict | None:
-    """The validity panel v2, for runs with log-prob measurements (None otherwise: the block is
-    left out, so generate-mode summaries are as they were)."""
-    if not any(q.get("logprob_all") is not None for q in questions):
+    """The evidence statistics (None without gold passages: nothing to measure against)."""
+    if not any(p.get("is_gold") for p in passages):
         return None
     checks = [c.as_dict() for r in records for c in r.checks]
     return evidence_panel(questions, passages, checks, seed=config.seed)

@@ -158,8 +158,8 @@ class RunFooter(Summary):
 
 @dataclass(frozen=True)
 class AlignmentSummary(Summary):
-    """The tie-robust verdict over questions with some influence (SPEC §11), and how many of the
-    seed's Divergent questions it clears."""
+    """The tie-robust verdict over questions with some influence, and how many questions the
+    original Spearman rule calls divergent that it clears."""
 
     n_scored: int
     misaligned_rate: Opt
@@ -172,6 +172,8 @@ class AlignmentSummary(Summary):
     mean_rho_ceiling: Opt
     divergent_not_misaligned: int
     divergent_not_misaligned_mean_rho_ceiling: Opt
+    #: Wilson 95% interval of ``misaligned_rate``
+    misaligned_ci95: tuple[float | None, float | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -261,9 +263,11 @@ class RunSummary(RunFooter, RunMeasures):
 
     #: a run made from an uploaded file in the dashboard: ``{file, rows}``
     uploaded: Mapping[str, Any] | None = omitted_when_none(default=None)
-    #: validity panel v2 (:func:`ragray.metrics.evidence.evidence_panel`), where the run scored
-    #: log-probabilities: gold metrics, top-k drop and LDS per measure against every control
+    #: the statistics behind ``panel`` (:func:`ragray.metrics.evidence.evidence_panel`): gold
+    #: metrics, and with checks top-k drop and LDS, per measure against every control
     evidence: Mapping[str, Any] | None = omitted_when_none(default=None)
+    #: the one validity panel in plain words with its verdict (:func:`ragray.metrics.panel.validity_summary`)
+    panel: Mapping[str, Any] | None = omitted_when_none(default=None)
 
 
 # --- ragray interpret ----------------------------------------------------------------------------

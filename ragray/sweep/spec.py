@@ -21,7 +21,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragray.config import ExperimentConfig, apply_overrides, format_validation_error, load_config, validate_config
+from ragray.config import (
+    ExperimentConfig,
+    apply_overrides,
+    format_validation_error,
+    parse_override,
+    read_config_file,
+    validate_config,
+)
+from ragray.config_paths import anchor_cwd_paths, resolve_dotted
 from ragray.errors import ConfigError, InputError
 from ragray.sweep.catalog import METRICS, OBJECTIVES
 
@@ -203,21 +211,21 @@ def _anchor_paths(raw: dict[str, Any]) -> dict[str, Any]:
     Trials run in Ray workers whose working directory need not be this one (Tune moves each
     trial into its own directory), so every trial config must name its files absolutely.
     """
-    data = dict(raw.get("data") or {})
-    for key in ("path", "corpus", "queries", "ground_truth"):
-        value = data.get(key)
-        if isinstance(value, str) and value != "demo" and "://" not in value and Path(value).exists():
-            data[key] = str(Path(value).resolve())
+    raw = anchor_cwd_paths(raw)
     history = dict(raw.get("history") or {})
     url = history.get("url")
     if isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////") \
             and ":memory:" not in url:
         history["url"] = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
-    return {**raw, "data": data, "history": history}
+    return {**raw, "history": history}
 
 
-def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
-    """Every trial of the spec (grid, or the seeded random sample), each config validated."""
+def expand(spec: SweepSpec, base: dict[str, Any], folder: str | Path | None = None) -> list[Trial]:
+    """Every trial of the spec (grid, or the seeded random sample), each config validated.
+
+    ``folder`` is the spec file's: relative paths among the variants' and the grid's values
+    resolve against it (a trial's params keep them as written).
+    """
     base = _anchor_paths(base)
     axes = spec.axes()
     keys = [k for k, _ in axes]
@@ -234,6 +242,8 @@ def expand(spec: SweepSpec, base: dict[str, Any]) -> list[Trial]:
     trials = []
     for variant, point in combos:
         values = {**_caching_overrides(spec), **(variant.set if variant else {}), **dict(zip(keys, point))}
+        if folder is not None:
+            values = resolve_dotted(values, folder)
         params = {**({"variant": variant.name} if variant else {}), **dict(zip(keys, point))}
         if spec.ephemeral.namespace:  # the trial's own per-sample indexes: "{namespace}_{trial id}"
             values["cache.namespace"] = f"{spec.ephemeral.namespace}_{_trial_id(params)}"
@@ -269,5 +279,10 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     base_path = (path.parent / spec.base) if spec.base else None
     if base_path is not None and not base_path.is_file():
         raise InputError(f"{path}: base config not found: {base_path}")
-    base = load_config(base_path, [*spec.set, *overrides])
-    return spec, expand(spec, base.model_dump(mode="json"))
+    # the base file's paths are relative to it, the spec's own `set` to the spec, --set to the cwd
+    raw = read_config_file(base_path) if base_path is not None else {}
+    for item in spec.set:
+        raw = apply_overrides(raw, (), resolve_dotted(dict([parse_override(item)]), path.parent))
+    raw = anchor_cwd_paths(apply_overrides(raw, overrides))
+    base = validate_config(raw, where=str(base_path) if base_path is not None else "")
+    return spec, expand(spec, base.model_dump(mode="json"), path.parent)

@@ -50,8 +50,9 @@ def run(dataset, out, *extra):
     cfg = load_config(None, [f"data.path={dataset}", "generation.backend=scripted", "retrieval.retriever=bm25",
                              "retrieval.scope=per_question", "metrics.embedding=false", *extra])
     res = run_influence(cfg, out, generator=ScriptedGenerator(), progress=False)
-    return {name: pq.read_table(res.out / f"{name}.parquet").to_pylist()
-            for name in ("questions", "passages", "subsets", "checks")}
+    # a feature that is off writes no table: read as no rows
+    return {name: pq.read_table(res.out / f"{name}.parquet").to_pylist() if (res.out / f"{name}.parquet").exists()
+            else [] for name in ("questions", "passages", "subsets", "checks")}
 
 
 def by_id(rows, key="passage_id"):
@@ -74,6 +75,7 @@ def test_raw_signal_closed_book_and_context_dependence(dataset, tmp_path):
     assert len(closed) == 4 and all(s["kept_passage_ids"] == [] for s in closed)
     # checks are off by default: no check rows, no extra passes
     assert t["checks"] == [] and qs["q1"]["check_passes"] is None
+    assert not (tmp_path / "r" / "checks.parquet").exists() and not (tmp_path / "r" / "checks.csv").exists()
 
 
 def test_surrogate_credits_redundant_passages_that_drop_one_cannot_see(dataset, tmp_path):

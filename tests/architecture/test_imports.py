@@ -128,7 +128,8 @@ def test_null_components_are_declared_by_a_class_attribute() -> None:
 
 def test_config_validation_imports_no_component() -> None:
     """Validating every kind of name (backend, reranker, retriever and scope, template, answer
-    measures) imports nothing of ragray but the config layer: ``config``, ``catalog``, ``errors``."""
+    measures) imports nothing of ragray but the config layer: ``config``, ``config_paths``,
+    ``catalog``, ``errors``."""
     code = (
         "import sys\n"
         "from ragray.config import load_config\n"
@@ -139,7 +140,7 @@ def test_config_validation_imports_no_component() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "['ragray', 'ragray.catalog', 'ragray.config', 'ragray.errors']"
+    assert out.stdout.strip() == "['ragray', 'ragray.catalog', 'ragray.config', 'ragray.config_paths', 'ragray.errors']"
 
 
 def test_the_catalog_matches_the_registries() -> None:

@@ -120,10 +120,39 @@ def test_readme_first_command_runs(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "mean Spearman rho" in proc.stdout
     (summary,) = (tmp_path / "runs").glob("run-default-*/summary.json")
     s = json.loads(summary.read_text())
     assert s["n_questions"] == 4 and s["errors"] == 0 and s["n_calls"] == 4 * 11
+    assert_question_table(proc.stdout, summary.parent)
+
+
+def assert_question_table(stdout, run_dir):
+    """The console opens with the per-question table: its columns, one row per question, and the
+    passages each row names are that question's most influential used ones (from passages.parquet)."""
+    import pyarrow.parquet as pq
+
+    from ragray.report.run_console import QUESTION_COLUMNS
+
+    lines = stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    assert header == 1  # right after the run line
+    at = [lines[header].index(c) for c in QUESTION_COLUMNS]
+    assert at == sorted(at)
+    questions = pq.read_table(run_dir / "questions.parquet").to_pylist()
+    passages = pq.read_table(run_dir / "passages.parquet").to_pylist()
+    rows = lines[header + 1 : header + 1 + len(questions)]
+    for n, (q, row) in enumerate(zip(questions, rows), 1):
+        assert row.startswith(f"{n} "), row
+        used = sorted((p for p in passages if p["question_id"] == q["question_id"] and p["used"]),
+                      key=lambda p: -p["influence"])
+        assert all(p["influence"] > 0.01 for p in used)
+        if not used:
+            assert " none " in row
+        for p in used[:3]:
+            assert f"({p['influence']:.2f}, #{p['retrieval_rank']})" in row
+            assert (p["title"] or p["passage_id"])[:20] in row
+    assert lines[header + 1 + len(questions)] == ""  # then the headline
+    assert lines[header + 2 + len(questions)].startswith("misaligned: ")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,9 +115,12 @@ def test_apply_overrides_does_not_mutate_input():
     assert raw == {"retrieval": {"top_k": 3}}
 
 
-@pytest.mark.parametrize("name", ["faithfulness_sentence.yaml", "audit_pdfs.yaml"])
+@pytest.mark.parametrize("name", ["faithfulness_sentence.yaml", "audit_pdfs.yaml", "scifact_bm25.yaml"])
 def test_example_configs_validate(name):
     from pathlib import Path
 
-    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / name)
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "configs" / name)
     assert cfg.name == name.removesuffix(".yaml").replace("_", "-")
+    # a dataset by name, or a path beside the repo's configs/ (relative to the file)
+    assert cfg.data.path in ("hotpotqa", "scifact") or cfg.data.path == str(root / "data" / "pdfs")

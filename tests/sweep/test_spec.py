@@ -84,15 +84,15 @@ def test_spec_file_problems(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["versions.yaml", "squad_small.yaml"])
-def test_example_sweeps_expand(name, monkeypatch):
+def test_example_sweeps_expand(name, monkeypatch, tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    monkeypatch.chdir(root)
-    if name == "squad_small.yaml" and not (root.parent / "shared" / "data").is_dir():
-        pytest.skip("../shared/data is absent")
+    monkeypatch.chdir(tmp_path)  # from any folder
     spec, trials = load_spec(root / "configs" / "sweeps" / name)
     assert len(trials) >= 3 and len({t.id for t in trials}) == len(trials)
+    if name == "squad_small.yaml":
+        assert {t.config.data.path for t in trials} == {"squad"} and trials[0].config.data.corpus is None
     if name == "versions.yaml":
         assert [t.variant for t in trials] == ["v1-flat", "v2-hnsw-hybrid", "v3-hybrid-rerank", "v4-expand"]
         assert trials[3].config.retrieval.expand.window == 1 and trials[3].config.chunking.method == "sentences"

@@ -1,0 +1,184 @@
+"""What ``ragray run`` prints: the questions first (which passages each answer used, and whether
+the retriever's order matches), then one headline, then the validity panel, then the details.
+
+:func:`question_lines` picks and formats the per-question table (pure, tested); :func:`print_run`
+prints a run's summary and records through :mod:`ragray.console`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragray.console import print_pairs, print_table
+from ragray.metrics.panel import panel_lines
+from ragray.rows.summaries import RunSummary
+
+__all__ = ["MAX_QUESTIONS", "QUESTION_COLUMNS", "QuestionLine", "question_lines", "verdict_words", "print_run"]
+
+#: questions shown in the console table (the rest are in questions.csv and report.html)
+MAX_QUESTIONS = 20
+#: passages named per question (the most influential used ones)
+MAX_USED = 3
+QUESTION_COLUMNS = ("#", "question", "correct", "passages the answer used (influence, retrieval rank)", "verdict")
+
+#: a question's state in words, where it has no alignment verdict
+STATE_WORDS = {
+    "context_ignored": "not measured: the answer does not depend on the passages",
+    "constant_influence": "not measured: every passage has the same influence",
+    "too_few_passages": "not measured: fewer than 2 passages",
+    "error": "error",
+}
+
+
+@dataclass(frozen=True)
+class QuestionLine:
+    """One row of the console's question table, with the ids of the passages it names."""
+
+    question_id: str
+    cells: tuple[str, ...]
+    used_ids: tuple[str, ...]
+
+
+def _cut(text: str | None, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def verdict_words(q: Mapping[str, Any]) -> str:
+    """The tie-robust verdict of one question, or why it has none."""
+    if q.get("error"):
+        return "error: " + _cut(str(q["error"]), 40)
+    if q.get("misaligned") is True:
+        return "MISALIGNED: the retriever's order does not match use"
+    if q.get("misaligned") is False:
+        return "aligned"
+    if q.get("context_dependent") is False:
+        return "not measured: the model gives this answer without the passages"
+    return STATE_WORDS.get(q.get("state") or "", f"not measured ({q.get('state')})")
+
+
+def _correct(q: Mapping[str, Any]) -> str:
+    v = q.get("answer_correct")
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def _used(passages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
+    used = sorted((p for p in passages if p.get("used")), key=lambda p: -(p.get("influence") or 0.0))
+    if not used:
+        return "none", ()
+    shown = used[:MAX_USED]
+    cells = [f"{_cut(p.get('title') or p.get('passage_id'), 32)} ({p['influence']:.2f}, #{p['retrieval_rank']})"
+             for p in shown]
+    more = f" +{len(used) - len(shown)} more" if len(used) > len(shown) else ""
+    return "; ".join(cells) + more, tuple(p["passage_id"] for p in shown)
+
+
+def _informative(q: Mapping[str, Any]) -> tuple:
+    """Sort key: misaligned first (least aligned first), then measured, then the rest."""
+    nd = q.get("usage_ndcg")
+    return (0 if q.get("misaligned") else 1 if q.get("misaligned") is False else 2,
+            nd if nd is not None else 2.0)
+
+
+def question_lines(questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
+                   limit: int = MAX_QUESTIONS) -> tuple[list[QuestionLine], str | None]:
+    """The table's rows in dataset order (all questions up to ``limit``; beyond, the most
+    informative ``limit``: misaligned first) and a note on what was left out."""
+    by_q: dict[str, list[Mapping[str, Any]]] = {}
+    for p in passages:
+        by_q.setdefault(p["question_id"], []).append(p)
+    order = {q["question_id"]: i for i, q in enumerate(questions)}
+    chosen = list(questions)
+    note = None
+    if len(chosen) > limit:
+        chosen = sorted(sorted(chosen, key=_informative)[:limit], key=lambda q: order[q["question_id"]])
+        note = (f"showing {limit} of {len(questions)} questions, misaligned first; all of them are in "
+                "questions.csv and report.html")
+    lines = []
+    for q in chosen:
+        used, ids = _used(by_q.get(q["question_id"], ()))
+        cells = (str(order[q["question_id"]] + 1), _cut(q.get("question"), 48), _correct(q), used, verdict_words(q))
+        lines.append(QuestionLine(q["question_id"], cells, ids))
+    return lines, note
+
+
+def _fmt(value: object, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def headline(s: RunSummary) -> str:
+    """The run's answer in one sentence: how often the retriever's order misses what was used."""
+    a = s.alignment
+    if not a or not a.n_scored:
+        return "misaligned: not measured (no question's answer used any passage measurably)"
+    k = round((a.misaligned_rate or 0.0) * a.n_scored)
+    lo, hi = a.misaligned_ci95
+    return (f"misaligned: {k} of {a.n_scored} questions ({_fmt(a.misaligned_rate, '.0%')}, 95% CI "
+            f"{_fmt(lo, '.0%')}..{_fmt(hi, '.0%')}) — the answer leaned on passages the retriever ranked "
+            f"lower than passages it did not use (usage nDCG < {a.misalignment_threshold:g})")
+
+
+def _correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary) -> str:
+    judged = [q["answer_correct"] for q in questions if q.get("answer_correct") is not None]
+    if not judged:
+        return "answered correctly: no gold answers to judge by"
+    return (f"answered correctly: {sum(judged)} of {len(judged)} (the answer contains a gold answer; "
+            f"exact match {_fmt(s.baseline_exact_match)}, token F1 {_fmt(s.quality.f1)})")
+
+
+def _plain_states(states: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in states.items()) or "none"
+
+
+def _details(s: RunSummary, mode_text: str) -> list[tuple[str, str]]:
+    a, pos = s.alignment, s.position
+    lo, hi = s.mean_spearman_ci95
+    rows = [("questions", f"{s.n_measured} of {s.n_questions} measured ({_plain_states(s.states)})"),
+            ("influence measured by", mode_text)]
+    if a:
+        rows.append(("usage nDCG / RBO (p=%g)" % a.rbo_p,
+                     f"{_fmt(a.usage_ndcg.mean)} (95% CI {_fmt(a.usage_ndcg.low)}..{_fmt(a.usage_ndcg.high)}) / "
+                     f"{_fmt(a.rbo_alignment.mean)}"))
+        rows.append(("top-1 passage used / answer relies on a lower rank",
+                     f"{_fmt(a.top1_used_rate)} / {_fmt(a.relies_on_lower_rank_rate)}"))
+    if pos is None or pos.control == "none":
+        rows.append(("position control", "none: influence may follow the slot, not the passage "
+                     "(--position-control reversed)"))
+    else:
+        rows.append((f"position-driven rate ({pos.control} order)",
+                     f"{_fmt(pos.position_driven_rate)}, mean sensitivity {_fmt(pos.position_sensitivity.mean)}, "
+                     f"{pos.control_calls} extra calls ({_fmt(pos.control_call_share, '.0%')})"))
+    rule = f"Spearman rule (original, rho < {s.divergence_threshold:g})"
+    cleared = f"; {a.divergent_not_misaligned} of them aligned by usage nDCG" if a and a.divergent_not_misaligned else ""
+    rows += [
+        (rule, f"divergent rate {_fmt(s.divergent_rate)}, mean rho {_fmt(s.mean_spearman)} "
+               f"(95% CI {_fmt(lo)}..{_fmt(hi)}){cleared}; ties make rho unreliable, read usage nDCG"),
+        ("mean dominance", _fmt(s.mean_dominance)),
+        ("grounding / hallucination rate", f"{_fmt(s.quality.grounding)} / {_fmt(s.quality.hallucination_rate)}"),
+        ("noise ratio: labels / causal", f"{_fmt(s.quality.label_noise_ratio)} / {_fmt(s.quality.causal_noise_ratio)}"),
+        ("flags", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.flag_counts.items() if v) or "none"),
+        ("calls", f"{s.n_calls} ({s.n_failed_calls} failed), {_fmt(s.calls_per_second, '.2f')} calls/s"),
+        ("errors", str(s.errors)),
+    ]
+    return rows
+
+
+def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
+              mode_text: str) -> None:
+    """The questions, the headline, the validity panel, the details."""
+    lines, note = question_lines(questions, passages)
+    if lines:
+        print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
+        if note:
+            print(f"({note})")
+    print()
+    print(headline(s))
+    print(_correct_line(questions, s))
+    verdict, table = panel_lines(s.panel)
+    print("\n".join(verdict))
+    if table:
+        print_table(table[0], table[1:])
+    print()
+    print_pairs(_details(s, mode_text))

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 __all__ = ["PALETTE", "Series", "bars", "bubbles", "histogram", "lines", "text_width"]
 
@@ -158,7 +159,7 @@ class _Frame:
     def xticks(self, values: Sequence[float]) -> None:
         """Numeric ticks (thinned to every n-th label where their labels would touch)."""
         labels = [_num(v) for v in values]
-        gap = min((abs(self.px(b) - self.px(a)) for a, b in zip(values, values[1:])), default=self.x1 - self.x0)
+        gap = min((abs(self.px(b) - self.px(a)) for a, b in pairwise(values)), default=self.x1 - self.x0)
         step = max(1, math.ceil((max((text_width(t, _TICK) for t in labels), default=0) + 6) / (gap or 1)))
         for i, v in enumerate(values):
             x = self.px(v)

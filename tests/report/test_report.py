@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.config import load_config
+from ragray.report.page import esc
 from ragray.simulate import simulate
 
 
@@ -53,9 +54,12 @@ def dig(summary, dotted):
 def check_influence_report(out):
     page = Page((out / "report.html").read_text(encoding="utf-8"))
     summary = json.loads((out / "summary.json").read_text())
-    # the questions lead, then the recommended plots, the validity panels, and the Spearman measures last
-    assert page.sections == ["Questions", "Plots", "Validity against gold passages",
-                             "Does the attribution capture what the model used?", "Alignment",
+    # the questions lead, then the recommended plots, the validity panel (or the older validity
+    # sections of runs without one), and the Spearman measures last
+    panel = summary.get("panel")
+    validity_sections = (["Does the attribution find what the model used?"] if panel else
+                         ["Validity against gold passages", "Does the attribution capture what the model used?"])
+    assert page.sections == ["Questions", "Plots", *validity_sections, "Alignment",
                              "Summary (Spearman ρ measures)", "Details: the Spearman ρ plots"]
     assert not page.external, page.external  # opens offline from disk
     keys = ["n_questions", "n_measured", "mean_spearman", "median_spearman", "divergent_rate", "mean_dominance",
@@ -66,7 +70,15 @@ def check_influence_report(out):
         assert page.values[key] == dig(summary, key), key
     validity = summary["validity"]
     n_validity = 0
-    if validity["available"]:
+    if panel:
+        assert page.values["panel.verdict"] == panel["verdict"]
+        text = (out / "report.html").read_text(encoding="utf-8")
+        assert text.count(esc(panel["sentence"])) == 1
+        for row in panel["rows"]:
+            for key, v in row["values"].items():
+                if v is not None:
+                    assert f'data-subset="{key}">{v["mean"]:.2f} ' in text.split(f'<tr data-row="{esc(row["name"])}">')[1]
+    elif validity["available"]:
         n_validity = sum(1 for sub in validity["subsets"].values() if sub["measures"])
         for name, sub in validity["subsets"].items():
             for m, row in sub["measures"].items():
@@ -164,7 +176,7 @@ def test_a_run_written_before_the_trust_measures_still_opens(tmp_path):
         assert new <= set(table.column_names) <= set(schema.names)
         pq.write_table(table.drop_columns(sorted(new)), out / f"{name}.parquet")
     summary = json.loads((out / "summary.json").read_text())
-    for block in ("alignment", "position", "validity"):
+    for block in ("alignment", "position", "validity", "panel"):
         del summary[block]
     (out / "summary.json").write_text(json.dumps(summary))
     (out / "report.html").unlink()
@@ -194,7 +206,7 @@ def scripted_run(out, *extra):
 
 
 def cards_of(text):
-    return dict(re.findall(r'<article class=qcard data-qid="([^"]+)"[^>]*>(.*?)</article>', text, flags=re.S))
+    return dict(re.findall(r'<article class=qcard data-qid="([^"]+)"[^>]*>(.*?)</article>', text, flags=re.DOTALL))
 
 
 def test_each_question_is_a_card_with_its_passages_in_retrieval_order(tmp_path):

@@ -2,6 +2,7 @@
 tests/report/test_report_browser.py measures the real ones in Chromium)."""
 
 import re
+from itertools import pairwise
 
 from ragray.report import svg
 
@@ -21,7 +22,7 @@ def test_many_ranks_are_thinned_and_long_labels_wrapped_to_their_slot():
                      title="t", xlabel="retrieval rank", ylabel="mean influence")
     shown = tick_texts(chart)
     assert 5 <= len(shown) < 50 and shown[0][1] == ["1"]
-    for (a, la), (b, lb) in zip(shown, shown[1:]):
+    for (a, la), (b, lb) in pairwise(shown):
         assert b - a >= (svg.text_width(la[0], 10) + svg.text_width(lb[0], 10)) / 2
     labels = ["drop-one log-prob", "retrieval rank*", "answer–passage embedding similarity*", "random*"]
     chart = svg.bars(labels, [svg.Series("a", range(4), [0.5] * 4), svg.Series("b", range(4), [0.4] * 4)],

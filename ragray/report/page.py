@@ -98,8 +98,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str] | str], *, cls: s
     return f'<table class="{cls}"{attrs}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def page(title: str, body: str, *, script: str = "") -> str:
+def page(title: str, body: str, *, script: str = "", style: str = "") -> str:
+    """A whole HTML page: ``style`` adds CSS after the shared rules, ``script`` runs at the end."""
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             f'<meta name=viewport content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
-            f"<style>{CSS}</style></head><body>{body}"
+            f"<style>{CSS}{style}</style></head><body>{body}"
             + (f"<script>{script}</script>" if script else "") + "</body></html>")

@@ -1,14 +1,13 @@
 """``report.html``: the self-contained report every run directory gets (opens offline from disk).
 
-- ``run`` / ``simulate``: the tie-robust alignment verdict first (misaligned rate, usage nDCG,
-  RBO, top-1 used, ρ ceiling, position control, and why the seed's Divergent questions are not
-  all misaligned), the validity panel against gold passages (table, plot, plain-words verdicts),
-  then the seed's summary cards (mean ρ with its 95% CI, divergent rate, dominance,
-  flags, answer quality, errors), then the plots — ρ histogram against the divergence threshold,
-  retrieval rank vs influence rank over all questions, mean influence by retrieval rank and where
-  the most influential passage sits, dominance histogram — and the per-question table with flag
-  filters and a drill-down per question (passages with retrieval rank, influence and influence
-  rank; the answer of every ablation).
+- ``run`` / ``simulate`` (:func:`run_report`): a one-line header and the misaligned rate with its
+  interval, then the questions as cards (passages in retrieval order with title, text, influence
+  bar, used and gold marks; a filter by verdict), the plots ragray recommends (usage nDCG per
+  question, mean influence by retrieval rank), the validity panel (``summary.json`` ``panel``, or
+  the older validity sections), the alignment cards, the Spearman-based summary and flags, and
+  last the ρ plots as details.
+- The dashboard's run page (:func:`report_body`) keeps the table layout: alignment and validity
+  first, summary cards, plots, then the per-question table with flag filters and drill-downs.
 - ``interpret``: case shares per K with Wilson intervals, controls, deletion curves
   (most-first vs least-first), and the per-question cases.
 - ``audit``: pass rate, scores and coverage, score histogram against the pass mark, per-query table.
@@ -26,11 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from ragray.report import svg
+from ragray.report.lead import LEAD_CSS, headline, run_header
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
+from ragray.report.panel import PANEL_CSS, panel_section
+from ragray.report.plots import detail_plots, recommended_plots
+from ragray.report.questions import QUESTIONS_CSS, VERDICT_SCRIPT, question_cards
 from ragray.report.rundata import RunData, load_run
 from ragray.report.trust import alignment_section, evidence_section, validity_section
 
-__all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "write_report"]
+__all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "run_report",
+           "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +86,7 @@ def _influence_summary(s: dict[str, Any]) -> str:
         card("mean Spearman ρ", s.get("mean_spearman"), key="mean_spearman",
              note=f"95% CI {fmt(ci[0])} .. {fmt(ci[1])}"),
         card("median ρ", s.get("median_spearman"), key="median_spearman"),
-        card("divergent rate (seed's ρ rule)", s.get("divergent_rate"), key="divergent_rate",
+        card("divergent rate (ρ rule)", s.get("divergent_rate"), key="divergent_rate",
              note=f"ρ < {fmt(s.get('divergence_threshold'), 'g')}"),
         card("mean dominance", s.get("mean_dominance"), key="mean_dominance"),
         card("exact match", s.get("baseline_exact_match"), key="baseline_exact_match"),
@@ -91,7 +95,7 @@ def _influence_summary(s: dict[str, Any]) -> str:
         card("calls", s.get("n_calls"), key="n_calls", note=f"{fmt(s.get('calls_per_second'), '.2f')} / s"),
     ]
     flag_cards = [card(f.replace("_", " "), n, key=f"flag_counts.{f}") for f, n in flags.items()]
-    return ("<h2>Summary (the seed's measures)</h2>" + cards(items) + "<h3>Flags</h3>" + cards(flag_cards))
+    return ("<h2>Summary (Spearman ρ measures)</h2>" + cards(items) + "<h3>Flags</h3>" + cards(flag_cards))
 
 
 def _influence_charts(data: RunData) -> str:
@@ -282,9 +286,20 @@ def report_body(data: RunData, link: Callable[[str], str] | None = None) -> str:
     return "<p>No report layout for this kind of run.</p>"
 
 
+def run_report(data: RunData) -> str:
+    """The body of a ``run`` report: the questions lead, the aggregate panels follow."""
+    s = data.summary
+    validity = panel_section(s["panel"]) if s.get("panel") else validity_section(s) + evidence_section(s)
+    return (run_header(data) + headline(s)
+            + question_cards(data.table("questions"), data.table("passages"), data.table("calls"))
+            + recommended_plots(data) + validity + alignment_section(s) + _influence_summary(s) + detail_plots(data))
+
+
 def render_report(data: RunData) -> str:
     """The report page of a loaded run."""
     title = f"ragray {data.kind} report: {data.name}"
+    if data.kind == "run":
+        return page(title, run_report(data), script=VERDICT_SCRIPT, style=LEAD_CSS + QUESTIONS_CSS + PANEL_CSS)
     return page(title, header(data, title) + report_body(data), script=FILTER_SCRIPT)
 
 

@@ -1,4 +1,4 @@
-"""The report sections a run leads with (SPEC §11): the tie-robust verdict and the validity panel.
+"""Report sections on whether to trust a run: the tie-robust verdict and the validity panel.
 
 Shared by ``report.html`` and the dashboard. Runs written before these measures existed have no
 ``alignment`` / ``validity`` blocks in ``summary.json``: the sections then say "not measured"
@@ -24,7 +24,7 @@ def _divergence_note(s: dict[str, Any], a: dict[str, Any]) -> str:
     if not n:
         return ""
     return (f'<p class=note data-key="alignment.divergent_not_misaligned" data-value="{n}">'
-            f"<b>{n} question{'s' if n != 1 else ''} flagged Divergent by the seed's rule "
+            f"<b>{n} question{'s' if n != 1 else ''} flagged Divergent by the older rule "
             f"(Spearman ρ &lt; {fmt(s.get('divergence_threshold'), 'g')}) {'are' if n != 1 else 'is'} not misaligned.</b> "
             "ρ ranks every passage, including those the model did not use; when few passages matter, "
             "their ties and noise decide ρ. With one used passage and the rest tied at 0, a question whose used "
@@ -53,7 +53,7 @@ def alignment_section(s: dict[str, Any]) -> str:
     a = s.get("alignment")
     if not a:
         return (f'<h2>Alignment</h2><p class=muted data-key="alignment" data-value="null">misaligned: {_NOT_MEASURED}'
-                "; the seed's ρ and Divergent below.</p>")
+                "; Spearman ρ and Divergent below.</p>")
     nd, rbo = a.get("usage_ndcg") or {}, a.get("rbo_alignment") or {}
     items = [
         card("misaligned rate", a.get("misaligned_rate"), key="alignment.misaligned_rate",

@@ -158,8 +158,8 @@ def test_sparse_scenarios_separate_the_seeds_rule_from_the_verdict(tmp_path, sce
         assert summary["alignment"]["misaligned_rate"] == 0.0 and summary["alignment"]["top1_used_rate"] == 1.0
         assert summary["alignment"]["divergent_not_misaligned"] == 20
         report = (out / "report.html").read_text()
-        assert "20 questions flagged Divergent by the seed&#x27;s rule" in report or \
-            "20 questions flagged Divergent by the seed's rule" in report
+        assert "20 questions flagged Divergent by the older rule" in report
+        assert report.count('data-verdict="aligned"') == 20 and "badge divergent" not in report.split("<h2>Plots")[0]
     else:
         assert all(q["misaligned"] and q["flags"][0] == "misaligned" for q in qs)
         assert summary["alignment"]["misaligned_rate"] == 1.0

@@ -1,7 +1,10 @@
 """ragray: influence-aware RAG diagnostics on Ray.
 
-The library API is the pipeline (:mod:`ragray.pipeline`) and its typed rows (:mod:`ragray.rows`);
-the names below are imported on first use, so ``import ragray`` does no work.
+For notebooks: :func:`ragray.attribute` (one question), :func:`ragray.run` / ``interpret`` /
+``score`` (many; DataFrames in and out), :func:`ragray.run_retriever` (a LangChain or LlamaIndex
+retriever), :func:`ragray.load_run` (see :mod:`ragray.api`). Underneath, the pipeline
+(:mod:`ragray.pipeline`) and its typed rows (:mod:`ragray.rows`). Names are imported on first use,
+so ``import ragray`` does no work.
 """
 
 from __future__ import annotations
@@ -13,6 +16,14 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _EXPORTS = {
+    "attribute": "ragray.api",
+    "run": "ragray.api",
+    "interpret": "ragray.api",
+    "score": "ragray.api",
+    "run_retriever": "ragray.api",
+    "load_run": "ragray.api",
+    "Run": "ragray.api",
+    "Attribution": "ragray.api",
     "ExperimentConfig": "ragray.config",
     "load_config": "ragray.config",
     "run_influence": "ragray.pipeline",

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from ragray.report.page import esc, fmt
 
-__all__ = ["CARD_LIMIT", "QUESTIONS_CSS", "VERDICT_SCRIPT", "Verdict", "question_cards", "verdict"]
+__all__ = ["CARD_LIMIT", "QUESTIONS_CSS", "VERDICT_SCRIPT", "Verdict", "question_card", "question_cards", "verdict"]
 
 #: questions shown as cards; beyond, the most informative first
 CARD_LIMIT = 200
@@ -166,9 +166,16 @@ def _filter(counts: dict[str, int], n: int) -> str:
             f'<span class=muted>(<span class=shown>{n}</span> shown)</span></div>')
 
 
+def question_card(question: dict[str, Any], passages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> str:
+    """One question's card on its own, with its style (a notebook's view of one question)."""
+    return (f"<div class=ragray-card><style>{QUESTIONS_CSS}</style>"
+            + question_cards([question], passages, calls, section=False) + "</div>")
+
+
 def question_cards(questions: list[dict[str, Any]], passages: list[dict[str, Any]], calls: list[dict[str, Any]],
-                   link: Callable[[str], str] | None = None, limit: int = CARD_LIMIT) -> str:
-    """The "Questions" section: the verdict filter and one card per question (at most ``limit``)."""
+                   link: Callable[[str], str] | None = None, limit: int = CARD_LIMIT, section: bool = True) -> str:
+    """The "Questions" section: the verdict filter and one card per question (at most ``limit``);
+    ``section=False``: the cards alone."""
     by_q: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in passages:
         by_q[p["question_id"]].append(p)
@@ -189,4 +196,6 @@ def question_cards(questions: list[dict[str, Any]], passages: list[dict[str, Any
         counts[verdict(q).key] += 1
     cards = "".join(_card(q, sorted(by_q[q["question_id"]], key=lambda p: p["retrieval_rank"]),
                           drops[q["question_id"]], link) for q in shown)
+    if not section:
+        return cards
     return f'<h2>Questions</h2>{note}{_filter(counts, len(shown))}<div id=qcards>{cards}</div>'

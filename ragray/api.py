@@ -1,0 +1,332 @@
+"""ragray in a notebook: one question or many, DataFrames in and out, the user's own retriever.
+
+    import ragray
+    r = ragray.attribute("When was the lighthouse first lit?", passages, answers=["1871"])
+    r.passages                      # DataFrame: text, title, rank, influence, used, log-prob drop
+    run = ragray.run(df, limit=20)  # .questions / .passages / .calls DataFrames, .summary, .report()
+    run.save("runs/mine")           # nothing is written (and no history recorded) until asked
+
+Every function builds an :class:`~ragray.config.ExperimentConfig` from ``config`` (a YAML path or a
+config object), the flag-like keywords of the CLI (``model``, ``backend``, ``top_k``, ``mode``,
+``dtype``, ``retriever``, ``limit``, ``position_control`` ...) and ``settings`` (dotted keys), and
+calls the same pipeline as the CLI (:mod:`ragray.pipeline`). Without ``out`` the run goes to a
+temporary folder outside the working directory, is read into memory and deleted, and the history
+database is left alone. A model object already loaded (a transformers model with its tokenizer,
+or a ragray generator) is used as it is: nothing loads twice; the call cache is off for it (its
+weights may change in the notebook without a file to fingerprint).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragray.api_inputs import passage_dicts, question_records, retrieve_with
+from ragray.errors import InputError
+
+__all__ = ["Attribution", "Run", "attribute", "interpret", "load_run", "run", "run_retriever", "score"]
+
+#: keyword -> setting (the CLI's flag names; ``mode`` is the influence mode)
+KEYWORDS = {
+    "model": "generation.model", "backend": "generation.backend", "dtype": "generation.dtype",
+    "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
+    "mode": "influence.mode", "position_control": "influence.position_control", "limit": "data.limit",
+    "executor": "execution.executor", "address": "execution.address", "corpus": "data.corpus",
+    "columns": "data.columns",
+}
+#: the files a run keeps in memory and writes back with :meth:`Run.save`
+_TABLE_SUFFIX = ".parquet"
+
+
+class _Html:
+    """Shown as HTML by Jupyter; ``str()`` is the HTML."""
+
+    def __init__(self, html: str) -> None:
+        self.html = html
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.html
+
+
+@dataclass
+class Run:
+    """A finished run: its tables as DataFrames (``run.questions``, ``run.passages``, ``run.calls``;
+    ``run.tables`` has them all), ``summary`` (``summary.json``), ``report()`` and ``save(out)``.
+    ``path`` is its run directory, None while it lives only in memory."""
+
+    kind: str
+    summary: dict[str, Any]
+    tables: dict[str, Any]
+    files: dict[str, bytes] = field(repr=False)
+    path: Path | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(f"this {self.__dict__.get('kind', 'run')} run has no table {name!r} "
+                             f"(tables: {', '.join(sorted(tables))})")
+
+    def report(self) -> _Html:
+        """The run's report (what ``report.html`` holds), shown inline in a notebook."""
+        html = self.files.get("report.html")
+        if html is None:
+            raise InputError("this run has no report.html")
+        return _Html(html.decode("utf-8"))
+
+    def save(self, out: str | Path) -> Path:
+        """Write the run directory to ``out`` (tables as Parquet and CSV, summary, config, report,
+        the progress log that ``--resume`` reads); returns its path."""
+        target = Path(out)
+        if target.exists() and any(target.iterdir()) and target.resolve() != (self.path or Path()).resolve():
+            raise InputError(f"out: {target} exists and is not empty")
+        target.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files.items():
+            (target / name).write_bytes(data)
+        self.path = target
+        return target
+
+    def _repr_html_(self) -> str:
+        from ragray.report.page import esc
+
+        s = self.summary
+        a = s.get("alignment") or {}
+        panel = s.get("panel") or {}
+        lines = [f"<b>ragray {esc(self.kind)}</b>: {s.get('n_questions', s.get('n', '?'))} questions"
+                 + (f", {esc(s.get('model'))}" if s.get("model") else "")]
+        if a.get("n_scored"):
+            lines.append(f"misaligned {a['misaligned_rate']:.0%} of {a['n_scored']} questions (usage nDCG &lt; "
+                         f"{a['misalignment_threshold']:g})")
+        if panel:
+            lines.append(f"validity against gold passages: <b>{esc(panel['verdict'])}</b> — {esc(panel['sentence'])}")
+        lines.append(f"tables: {', '.join(sorted(self.tables))}; <code>.report()</code> shows the report")
+        return "<div>" + "<br>".join(lines) + "</div>"
+
+
+@dataclass
+class Attribution:
+    """One question's answer and which passages it used (:func:`attribute`)."""
+
+    question: str
+    answer: str
+    correct: bool | None
+    verdict: str
+    misaligned: bool | None
+    usage_ndcg: float | None
+    passages: Any  # DataFrame, in retrieval order
+    run: Run
+
+    def _repr_html_(self) -> str:
+        from ragray.report.questions import question_card
+
+        return question_card(_records(self.run.questions)[0], _records(self.run.passages), _records(self.run.calls))
+
+    def __repr__(self) -> str:
+        used = self.passages[self.passages["used"] == True]  # noqa: E712 - a nullable column
+        names = ", ".join(f"#{r.retrieval_rank} {r.title or r.passage_id} ({r.influence:.2f})"
+                          for r in used.sort_values("influence", ascending=False).itertuples())
+        mark = {True: "correct", False: "wrong", None: "no gold"}[self.correct]
+        return f"Attribution(answer={self.answer!r} [{mark}], used: {names or 'none'}; {self.verdict})"
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    """DataFrame rows as plain dicts (NaN/NA as None, arrays as lists), as the report reads them."""
+    import pandas as pd
+
+    out = []
+    for row in df.to_dict("records"):
+        clean = {}
+        for k, v in row.items():
+            if hasattr(v, "tolist"):
+                v = v.tolist()
+            elif not isinstance(v, (list, tuple, dict, str)) and pd.isna(v):
+                v = None
+            clean[k] = v
+        out.append(clean)
+    return out
+
+
+def _config(config: Any, settings: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> Any:
+    from ragray.config import ExperimentConfig, load_config
+
+    unknown = sorted(set(keywords) - set(KEYWORDS))
+    if unknown:
+        raise InputError(f"unknown keyword(s) {', '.join(unknown)}: use {', '.join(sorted(KEYWORDS))}, or "
+                         "settings={'section.key': value} for any other setting")
+    values = {KEYWORDS[k]: v for k, v in keywords.items() if v is not None}
+    values.update(settings or {})
+    if isinstance(config, ExperimentConfig):
+        base = config.model_dump(mode="json")
+        from ragray.config import apply_overrides, validate_config
+
+        return validate_config(apply_overrides(base, [], values), where="config")
+    return load_config(config, [], values)
+
+
+def _generator(model: Any, tokenizer: Any, config: Any) -> Any:
+    """A loaded model as ragray's generator (None for a name or path: the config loads it)."""
+    if model is None or isinstance(model, (str, Path)):
+        return None
+    from ragray.generation.base import Generator
+
+    if isinstance(model, Generator):
+        return model
+    if hasattr(model, "generate") and hasattr(model, "config"):  # a transformers model
+        if tokenizer is None:
+            raise InputError("model: a transformers model needs its tokenizer: attribute(..., model=m, tokenizer=tok)")
+        from ragray.generation.transformers_backend import TransformersGenerator
+
+        device = str(next(model.parameters()).device)
+        name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        gen = TransformersGenerator(model.eval(), tokenizer, config.generation, path=name, device=device)
+        gen.model_path = None  # no files to fingerprint: its answers are not cached
+        return gen
+    raise InputError(f"model: expected a model name or path, a transformers model (with tokenizer=) or a ragray "
+                     f"Generator, got {type(model).__name__}")
+
+
+def _read_run(folder: Path, kind: str) -> Run:
+    import pandas as pd
+
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+    tables = {name[: -len(_TABLE_SUFFIX)]: pd.read_parquet(folder / name)
+              for name in files if name.endswith(_TABLE_SUFFIX)}
+    summary_name = "audit_report.json" if "audit_report.json" in files else "summary.json"
+    summary = json.loads(files[summary_name]) if summary_name in files else {}
+    return Run(kind, summary, tables, files)
+
+
+def load_run(path: str | Path) -> Run:
+    """A run directory (``ragray run``/``interpret``/``audit``/``score`` output) as a :class:`Run`."""
+    folder = Path(path)
+    if not (folder / "summary.json").is_file() and not (folder / "audit_report.json").is_file():
+        raise InputError(f"path: {folder} is not a ragray run directory (no summary.json)")
+    kinds = {"arms.parquet": "interpret", "audit_report.json": "audit", "scores.parquet": "score",
+             "passages.parquet": "run"}
+    kind = next((k for name, k in kinds.items() if (folder / name).is_file()), "run")
+    out = _read_run(folder, kind)
+    out.path = folder
+    return out
+
+
+def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history: bool | None, progress: bool,
+             model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any]) -> Run:
+    """Build the config, write ``data`` as records (in a temporary folder), run the pipeline's
+    ``kind`` in ``out`` or in a temporary folder, and read the result."""
+    with tempfile.TemporaryDirectory(prefix="ragray-") as tmp:
+        extra: dict[str, Any] = dict(settings or {})
+        if isinstance(model, (str, Path)):
+            keywords["model"] = str(model)
+        records_path = None
+        if data is not None and not isinstance(data, (str, Path)):
+            records = question_records(data, keep_answer=kind == "score")
+            records_path = Path(tmp) / "data.jsonl"
+            records_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+            if kind != "score":
+                extra.setdefault("data.path", str(records_path))
+                extra.setdefault("data.format", "jsonl")
+                if any("passages" in r for r in records) and "retriever" not in keywords:
+                    # the passages the user's retriever returned, in its order: measure those
+                    extra.setdefault("retrieval.retriever", "given")
+                    extra.setdefault("retrieval.scope", "per_question")
+        elif data is not None:
+            if kind == "score":
+                records_path = Path(data)
+            else:
+                extra.setdefault("data.path", str(data))
+        if out is None and not history:
+            extra.setdefault("history.record", False)
+        elif history is False:
+            extra["history.record"] = False
+        cfg = _config(config, extra, keywords)
+        generator = _generator(model, tokenizer, cfg)
+        target = Path(out) if out is not None else Path(tmp) / "run"
+        _dispatch(kind, cfg, target, records_path, progress, generator)
+        result = _read_run(target, kind)
+        if out is not None:
+            result.path = target
+        return result
+
+
+def _dispatch(kind: str, cfg: Any, target: Path, records: Path | None, progress: bool, generator: Any) -> None:
+    from ragray import pipeline
+
+    if kind == "run":
+        pipeline.run_influence(cfg, target, progress=progress, generator=generator)
+    elif kind == "interpret":
+        pipeline.run_interpret(cfg, target, progress=progress, generator=generator)
+    elif kind == "audit":
+        pipeline.run_audit(cfg, target, progress=progress, generator=generator)
+    elif kind == "score":
+        if records is None:
+            raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
+        pipeline.run_score(cfg, records, target)
+
+
+def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
+        progress: bool = True, model: Any = None, tokenizer: Any = None, settings: Mapping[str, Any] | None = None,
+        **keywords: Any) -> Run:
+    """Which passages each answer used (``ragray run``). ``data``: a DataFrame or list of dicts
+    (``question``; optional ``id``, ``answers``, ``passages`` — then those passages, in that order,
+    are what is measured — and ``gold_passage_ids``), a dataset path or name, or None for the demo."""
+    return _execute("run", data, config, out, history, progress, model, tokenizer, settings, keywords)
+
+
+def interpret(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
+              progress: bool = True, model: Any = None, tokenizer: Any = None,
+              settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
+    """Are the explanations faithful (``ragray interpret``); arguments as :func:`run`."""
+    return _execute("interpret", data, config, out, history, progress, model, tokenizer, settings, keywords)
+
+
+def score(data: Any, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
+          settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
+    """Answer quality of a pipeline's own outputs (``ragray score``): rows with ``question`` and
+    ``answer`` (optional ``answers`` gold, ``passages``), or a records file."""
+    return _execute("score", data, config, out, history, False, None, None, settings, keywords)
+
+
+def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] | str | None = None,
+              gold_passage_ids: Iterable[str] | None = None, config: Any = None, model: Any = None,
+              tokenizer: Any = None, settings: Mapping[str, Any] | None = None, **keywords: Any) -> Attribution:
+    """Which of ``passages`` (in retrieval order; strings, dicts, LangChain Documents, LlamaIndex
+    nodes) the model's answer to ``question`` used: the answer, whether it contains a gold answer,
+    a DataFrame of the passages with their influence, and the verdict (shown as a card)."""
+    from ragray.report.run_console import verdict_words
+
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("question must be a non-empty string")
+    rows = passage_dicts(passages)
+    record = {"id": "q1", "question": question, "passages": rows,
+              "answers": [answers] if isinstance(answers, str) else list(answers or [])}
+    if gold_passage_ids is not None:
+        record["gold_passage_ids"] = list(gold_passage_ids)
+    keywords.setdefault("top_k", len(rows))
+    result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=False,
+                 **keywords)
+    q = _records(result.questions)[0]
+    cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "logprob_drop", "retrieval_score",
+            "is_gold"]
+    table = result.passages.sort_values("retrieval_rank")
+    table = table[[c for c in cols if c in table.columns]].reset_index(drop=True)
+    return Attribution(question, q.get("baseline_answer") or "", q.get("answer_correct"), verdict_words(q),
+                       q.get("misaligned"), q.get("usage_ndcg"), table, result)
+
+
+def run_retriever(retriever: Any, questions: Any, *, k: int | None = None, **kwargs: Any) -> Run:
+    """:func:`run` on what the user's own retriever returns: a LangChain retriever, a LlamaIndex
+    retriever or query engine, or a callable. ``questions``: strings, or rows with ``question``
+    (and ``answers``). Each question is retrieved once; those passages, in that order, are measured."""
+    rows = [{"question": q} if isinstance(q, str) else dict(q) for q in
+            (questions.to_dict("records") if hasattr(questions, "to_dict") else questions)]
+    for row, got in zip(rows, retrieve_with(retriever, [r.get("question") for r in rows], k)):
+        row["passages"] = got
+    kwargs.setdefault("top_k", max((len(r["passages"]) for r in rows), default=1) or 1)
+    return run(rows, **kwargs)

@@ -1,0 +1,104 @@
+"""The notebook API with the scripted model: DataFrames in and out, nothing written without
+``out``, one question equals its row of a run, passage kinds of LangChain and LlamaIndex shapes."""
+
+import os
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+import ragray
+from ragray.errors import InputError
+
+ROWS = [
+    {"id": "q1", "question": "Which ferry sails to Kell?", "answers": ["tern"],
+     "passages": ["Kell has a lighthouse.", "The ferry to Kell is the Tern ANSWER=tern", "Tickets cost five crowns."]},
+    {"id": "q2", "question": "Which bird nests on Myrrin?", "answers": "puffin",
+     "passages": [{"id": "b1", "title": "Birds", "text": "Puffins arrive in spring ANSWER=puffin"},
+                  {"id": "b2", "title": "Count", "text": "Nesting season on Myrrin."}]},
+]
+
+
+@pytest.fixture()
+def in_empty_folder(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folder):
+    run = ragray.run(pd.DataFrame(ROWS), backend="scripted", progress=False)
+    assert os.listdir(in_empty_folder) == []  # no run directory, no history database
+    assert run.path is None and isinstance(run.questions, pd.DataFrame)
+    assert list(run.questions["question_id"]) == ["q1", "q2"]
+    p = run.passages[run.passages["question_id"] == "q1"].sort_values("retrieval_rank")
+    # the given passages, in the given order, are the ones measured
+    assert list(p["text"]) == ROWS[0]["passages"] and list(p["retrieval_rank"]) == [1, 2, 3]
+    assert list(p["used"]) == [False, True, False]
+    assert run.summary["n_questions"] == 2 and "<h2>Questions</h2>" in str(run.report())
+    saved = run.save(in_empty_folder / "mine")
+    again = ragray.load_run(saved)
+    assert again.path == saved and again.questions.equals(run.questions)
+    assert (saved / "report.html").is_file() and (saved / "progress.jsonl").is_file()
+    with pytest.raises(AttributeError, match="has no table 'arms'"):
+        run.arms
+
+
+def test_attribute_equals_that_question_in_a_run(in_empty_folder):
+    one = ragray.attribute(ROWS[0]["question"], ROWS[0]["passages"], answers=["tern"], backend="scripted")
+    assert os.listdir(in_empty_folder) == []
+    assert one.answer == "tern" and one.correct is True and one.verdict == "aligned" or one.verdict.startswith(("aligned", "MISALIGNED"))
+    many = ragray.run(ROWS[:1], backend="scripted", progress=False)
+    cols = ["retrieval_rank", "text", "influence", "used", "logprob_drop"]
+    expect = many.passages.sort_values("retrieval_rank")[cols].reset_index(drop=True)
+    pd.testing.assert_frame_equal(one.passages[cols], expect)
+    assert '<article class=qcard' in one._repr_html_() and "Tern ANSWER=tern" in one._repr_html_()
+    assert "used: #2" in repr(one) or "#2" in repr(one)
+
+
+def test_passages_of_langchain_and_llamaindex_shapes_keep_ids_titles_scores():
+    from ragray.api_inputs import passage_dicts
+
+    doc = SimpleNamespace(page_content="A text.", metadata={"title": "T", "source": "s.txt"}, id="d1")
+    node = SimpleNamespace(node=SimpleNamespace(get_content=lambda: "Node text.", node_id="n1",
+                                                metadata={"file_name": "f.md"}), score=0.7)
+    got = passage_dicts(["plain", {"text": "dict", "title": "D"}, doc, node])
+    assert [g["text"] for g in got] == ["plain", "dict", "A text.", "Node text."]
+    assert [g["id"] for g in got] == ["p1", "p2", "d1", "n1"] and got[3]["score"] == 0.7
+    assert got[2]["title"] == "T" and got[3]["title"] == "f.md"
+
+
+@pytest.mark.parametrize("passages, message", [
+    ("one string", "passages must be a list of passages"),
+    ([], "passages is empty"),
+    (["ok", "  "], r"passages\[1\] is empty"),
+    (["ok", 3], r"passages\[1\]: a int is not a passage"),
+])
+def test_bad_passages_say_which(passages, message):
+    with pytest.raises(InputError, match=message):
+        ragray.attribute("Q?", passages, backend="scripted")
+
+
+def test_bad_keywords_and_rows_say_what():
+    with pytest.raises(InputError, match="unknown keyword"):
+        ragray.run(ROWS, backend="scripted", top_kk=3)
+    with pytest.raises(InputError, match="data row 0: 'question' is missing"):
+        ragray.run([{"query": "x"}], backend="scripted")
+
+
+def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):
+    class Retriever:  # LangChain's shape: invoke(question) -> Documents
+        def __init__(self):
+            self.asked = []
+
+        def invoke(self, q):
+            self.asked.append(q)
+            return [SimpleNamespace(page_content="It is, it was ANSWER=yes", metadata={"id": "a"}),
+                    SimpleNamespace(page_content="Unrelated.", metadata={"id": "b"})]
+
+    r = Retriever()
+    run = ragray.run_retriever(r, ["Is it?", "Was it?"], backend="scripted", progress=False)
+    assert r.asked == ["Is it?", "Was it?"]  # once per question
+    p = run.passages.sort_values(["question_id", "retrieval_rank"])
+    assert list(p["passage_id"]) == ["a", "b", "a", "b"] and list(p["retrieval_rank"]) == [1, 2, 1, 2]

@@ -70,6 +70,7 @@ Scope = Literal["per_question", "global"]
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 InfluenceMode = Literal["auto", "generate", "logprob", "jsd", "surrogate"]
 PositionControl = Literal["none", "reversed", "shuffled"]
+UsedRule = Literal["absolute", "relative", "outlier"]
 Level = Literal["passage", "sentence", "token"]
 FaithfulnessMode = Literal["generate", "logprob"]
 Explainer = Literal["loo", "logprob", "surrogate"]
@@ -349,6 +350,18 @@ class InfluenceConfig(Section):
     epsilon: float = Field(
         0.01, ge=0, le=1, description="influence at or below this counts as unused (top-1 ignored)"
     )
+    used_rule: UsedRule = Field(
+        "relative",
+        description="which passages the answer used (the passages table's used column), besides influence "
+        "> epsilon: absolute (influence > used_threshold) | relative (influence >= used_threshold x the "
+        "question's largest) | outlier (influence > median + used_threshold x MAD of the question's); "
+        "relative 0.75 had the best F1 against gold of the candidates on the evidence benchmark's tune "
+        "split (benchmarks/bench_used.py, docs/trust.md)",
+    )
+    used_threshold: float = Field(
+        0.75, ge=0, description="the used rule's bar: absolute: the influence; relative: the fraction of "
+        "the largest (<= 1); outlier: the number of MADs above the median"
+    )
     dominance_threshold: float = Field(
         0.5, gt=0, le=1, description="single-passage dominance when dominance >= this"
     )
@@ -381,6 +394,9 @@ class InfluenceConfig(Section):
             raise ValueError(f"influence.check_top_k: every k must be >= 1, got {list(self.check_top_k)}")
         if len(set(self.check_top_k)) != len(self.check_top_k):
             raise ValueError(f"influence.check_top_k: duplicate entries in {list(self.check_top_k)}")
+        if self.used_rule == "relative" and self.used_threshold > 1:
+            raise ValueError(f"influence.used_threshold must be <= 1 with used_rule relative (a fraction of the "
+                             f"largest influence), got {self.used_threshold}")
         if 0 < self.masks < 4:
             raise ValueError(f"influence.masks must be 0 or >= 4 (a linear fit needs subsets), got {self.masks}")
         if 0 < self.check_subsets < 4:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ from ragray.metrics.position import PositionResult, content_influence, control_o
 from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking, ranking_metrics
 from ragray.metrics.similarity import Similarity, normalize_answer
+from ragray.metrics.used import used_marks
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
 
@@ -314,6 +316,7 @@ class InfluenceLoop:
             question.update(self._quality(qh, baseline, result.influence))
         gold = set(q.gold_passage_ids)
         answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
+        used = _used(result.influence, result.state, ev.context_dependent, self.config)
         passages_rows = tuple(
             PassageRow(
                 question_id=q.id,
@@ -330,7 +333,7 @@ class InfluenceLoop:
                 answer_similarity=answer_sim[i] if answer_sim is not None else None,
                 **ev.passage_columns(i),
                 question_similarity=question_sim[i] if question_sim is not None else None,
-                used=_used(result.influence[i], result.state, ev.context_dependent, self.config.epsilon),
+                used=used[i],
                 title=h.passage.title,
                 text=h.passage.text,
             )
@@ -386,12 +389,16 @@ class _Evidence:
                 "random_control": self.random[i] if self.random is not None else None}
 
 
-def _used(influence: float | None, state: str, context_dependent: bool | None, epsilon: float) -> bool | None:
-    """Did the answer use the passage: influence above ``epsilon`` on a question whose answer needs
-    the passages (log-prob mode: context dependent); None where nothing was measured."""
-    if state == "error" or influence is None or math.isnan(influence):
-        return None
-    return False if context_dependent is False else influence > epsilon
+def _used(influence: Sequence[float | None], state: str, context_dependent: bool | None,
+          config: InfluenceConfig) -> list[bool | None]:
+    """Which passages the answer used: ``influence.used_rule`` over the question's influences
+    (:func:`ragray.metrics.used.used_marks`); none where the answer does not depend on the passages
+    (log-prob mode: not context dependent); None where nothing was measured."""
+    if state == "error":
+        return [None] * len(influence)
+    marks = used_marks([math.nan if v is None else v for v in influence], rule=config.used_rule,
+                       threshold=config.used_threshold, epsilon=config.epsilon)
+    return [m if m is None or context_dependent is not False else False for m in marks]
 
 
 def _finite(v: float | None) -> float | None:

@@ -26,6 +26,7 @@ from ragray.config import ExperimentConfig
 from ragray.errors import InputError
 from ragray.metrics.influence import analyze_influence
 from ragray.metrics.summary import summarize_run
+from ragray.metrics.used import used_marks
 from ragray.report.report import write_report
 from ragray.store.rundir import RunDir
 from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
@@ -108,12 +109,13 @@ def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) ->
             "n_calls": 0, "n_failed_calls": 0, "seconds": 0.0,
             "causal_noise_ratio": sum(1 for r in rows if r["influence"] <= config.influence.epsilon) / len(rows),
         })
+        used = used_marks([r["influence"] for r in rows], rule=config.influence.used_rule,
+                          threshold=config.influence.used_threshold, epsilon=config.influence.epsilon)
         passages = tuple(PassageRow(
             question_id=qid, passage_id=r["passage_id"], doc_id=r["doc_id"],
             retrieval_rank=r["retrieval_rank"], retrieval_score=r["retrieval_score"],
-            influence=r["influence"], influence_rank=rank, is_gold=r["is_gold"],
-            used=None if r["influence"] != r["influence"] else r["influence"] > config.influence.epsilon,
-        ) for r, rank in zip(rows, result.influence_rank))
+            influence=r["influence"], influence_rank=rank, is_gold=r["is_gold"], used=mark,
+        ) for r, rank, mark in zip(rows, result.influence_rank, used))
         records.append(InfluenceRecord(question, passages, ()))
     return records
 

@@ -120,9 +120,10 @@ class PassageRow(Row):
                                                      "control)")] = None
     random_control: Annotated[float | None, doc("a seeded uniform score (the random control of the "
                                                 "checks)")] = None
-    used: Annotated[bool | None, doc("the answer used this passage: influence above influence.epsilon on "
-                                     "a measured question whose answer depends on the passages; null "
-                                     "where not measured")] = None
+    used: Annotated[bool | None, doc("the answer used this passage: influence.used_rule over the question's "
+                                     "influences (default: above influence.epsilon and >= 0.75 x the "
+                                     "largest) on a measured question whose answer depends on the passages; "
+                                     "null where not measured")] = None
     title: str | None = None
     text: str | None = None
 

@@ -84,7 +84,7 @@ def test_influence_of_used_and_unused_passages(dataset, tmp_path):
 
 
 def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
-    """passages: title, text, used (influence above epsilon); questions: answer_correct by gold
+    """passages: title, text, used (influence.used_rule); questions: answer_correct by gold
     containment, dtype (old logs' ``precision`` still read); no file for the checks that were off."""
     res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=ScriptedGenerator(),
                         progress=False)

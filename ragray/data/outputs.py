@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ragray.data.records import BadRows, parse_passage
-from ragray.data.tables import RowError, cell, kind, read_table, require_columns
+from ragray.data.schemas import OUTPUT_SCHEMAS, schema_rows
+from ragray.data.tables import RowError, cell, kind, read_table
 from ragray.errors import InputError
 from ragray.types import Passage, SkippedRow
 
@@ -116,17 +117,18 @@ def parse_output(raw: Mapping[str, Any], line: int, tabular: bool) -> OutputReco
     )
 
 
-def load_outputs(path: str | Path, on_bad_row: str = "error") -> tuple[list[OutputRecord], list[SkippedRow]]:
-    """Records of ``path`` and the rows skipped (``on_bad_row="skip"``)."""
+def load_outputs(path: str | Path, on_bad_row: str = "error", columns: Mapping[str, str] | None = None
+                 ) -> tuple[list[OutputRecord], list[SkippedRow]]:
+    """Records of ``path`` and the rows skipped (``on_bad_row="skip"``); ``columns``
+    (``data.columns``) maps ragray's field names to the file's columns."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"records file not found: {path}")
     table = read_table(path, what="records")
-    require_columns(table, ("question", "answer"))
     bad = BadRows(on_bad_row)
     out: list[OutputRecord] = []
     seen: dict[str, int] = {}
-    for row in table.rows:
+    for row in schema_rows(table, OUTPUT_SCHEMAS, columns):
         if row.data is None:
             if row.problem:
                 bad(str(path), row.line, row.problem)

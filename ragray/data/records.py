@@ -1,5 +1,8 @@
 """The native record format: JSONL (or CSV / Parquet with the same columns) plus a corpus file.
 
+Files in RAGAS' schemas, or in any naming given by ``data.columns``, are read too: they are turned
+into these records first (:mod:`ragray.data.schemas`).
+
 One record per row::
 
     {"id": "q1", "question": "...", "answers": ["..."],
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ragray.data.schemas import RECORD_SCHEMAS, schema_rows
 from ragray.data.tables import (
     RECORD_SUFFIXES,
     Row,
@@ -33,7 +37,6 @@ from ragray.data.tables import (
     kind,
     read_table,
     record_format,
-    require_columns,
 )
 from ragray.errors import ConfigError, InputError
 from ragray.types import Dataset, Passage, Question, SkippedRow, frozen_meta
@@ -258,12 +261,15 @@ def load_records(
     on_bad_row: str = "error",
     format: str | None = None,
     name: str | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> Dataset:
-    """Load a native records file (JSONL, JSONL.gz, CSV or Parquet) and its corpus.
+    """Load a records file (JSONL, JSONL.gz, CSV or Parquet) and its corpus.
 
-    ``format`` forces ``jsonl``/``csv``/``parquet`` regardless of the suffix; ``corpus`` overrides
-    the ``<name>.corpus.jsonl[.gz]`` lookup. Raises :class:`InputError` on the first bad row
-    (``file:line: reason``) unless ``on_bad_row="skip"``.
+    The records may be ragray's or RAGAS' (either schema, :mod:`ragray.data.schemas`);
+    ``columns`` (``data.columns``) maps ragray's field names to the file's columns for any other
+    naming. ``format`` forces ``jsonl``/``csv``/``parquet`` regardless of the suffix; ``corpus``
+    overrides the ``<name>.corpus.jsonl[.gz]`` lookup. Raises :class:`InputError` on the first bad
+    row (``file:line: reason``) unless ``on_bad_row="skip"``.
     """
     path = Path(path)
     bad = BadRows(on_bad_row)
@@ -279,9 +285,8 @@ def load_records(
     corpus_path = Path(corpus) if corpus else find_corpus(path)
     corpus_passages = read_corpus(corpus_path, bad) if corpus_path else None
     table = read_table(path, fmt)
-    require_columns(table, ("id", "question"))
     builder = _Builder(str(path), bad, corpus_path, corpus_passages)
-    for row in table.rows:
+    for row in schema_rows(table, RECORD_SCHEMAS, columns):
         builder.add(row, table.tabular)
     questions = builder.finish()
     bad.summary()

@@ -12,6 +12,10 @@ what was answered; nothing is re-run. Fields:
 - optional ``id`` (default ``row-<line>``), ``latency_s``, ``prompt_tokens``,
   ``completion_tokens`` and ``model`` (for the cost table).
 
+Files in RAGAS' schemas (``user_input``, ``retrieved_contexts``, ``response``, ``reference``,
+``reference_contexts``; or ``ground_truths`` before 0.2) and files named through ``data.columns``
+are turned into these fields first (:mod:`ragray.data.schemas`).
+
 A bad row raises ``InputError("file:line: reason")``, or is skipped and counted with
 ``--skip-bad-rows``.
 """

@@ -56,6 +56,7 @@ __all__ = [
     "FAITHFULNESS_MODES",
     "EXPLAINERS",
     "EXECUTORS",
+    "RECORD_FIELDS",
     "load_config",
     "read_config_file",
     "apply_overrides",
@@ -83,6 +84,11 @@ LEVELS: tuple[str, ...] = get_args(Level)
 FAITHFULNESS_MODES: tuple[str, ...] = get_args(FaithfulnessMode)
 EXPLAINERS: tuple[str, ...] = get_args(Explainer)
 EXECUTORS: tuple[str, ...] = get_args(Executor)
+#: the record fields ``data.columns`` / ``--columns`` may map a file's columns to
+RECORD_FIELDS: tuple[str, ...] = (
+    "id", "question", "answer", "answers", "passages", "gold_passage_ids", "meta",
+    "latency_s", "prompt_tokens", "completion_tokens", "model",
+)
 
 
 def _registered(kind: str) -> AfterValidator:
@@ -105,6 +111,22 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _column_map(columns: dict[str, str]) -> dict[str, str]:
+    unknown = [f for f in columns if f not in RECORD_FIELDS]
+    if unknown:
+        raise ValueError(f"data.columns: unknown record field(s) {', '.join(map(repr, unknown))}; "
+                         f"valid: {', '.join(RECORD_FIELDS)}")
+    empty = [f for f, col in columns.items() if not col.strip()]
+    if empty:
+        raise ValueError(f"data.columns: empty column name for {', '.join(map(repr, empty))}")
+    taken: dict[str, str] = {}
+    for field, col in columns.items():
+        if col in taken:
+            raise ValueError(f"data.columns: column '{col}' is mapped to both {taken[col]} and {field}")
+        taken[col] = field
+    return columns
+
+
 class DataConfig(Section):
     path: str = Field(
         "demo", description="dataset file or folder (relative to the config file), or a dataset name: demo "
@@ -117,6 +139,11 @@ class DataConfig(Section):
     ground_truth: str | None = Field(None, description="PDF layout: ground_truth.json")
     on_bad_row: Literal["error", "skip"] = "error"
     limit: int | None = Field(None, ge=1, description="use only the first N questions")
+    columns: Annotated[dict[str, str], AfterValidator(_column_map)] = Field(
+        default_factory=dict,
+        description="record field -> the file's column, for records files in no known schema, "
+                    "e.g. {question: query, passages: docs}",
+    )
 
 
 class ChunkingConfig(Section):

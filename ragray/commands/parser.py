@@ -48,6 +48,27 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _column_map(text: str) -> dict[str, str]:
+    """An argparse type: ``question=query,passages=docs`` -> ``{"question": "query", ...}``
+    (the field names are checked by the config, whose error lists the valid ones)."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        field, sep, column = (part.strip() for part in item.partition("="))
+        if not (sep and field and column):
+            raise argparse.ArgumentTypeError(
+                f"expected FIELD=COLUMN pairs separated by commas (question=query,passages=docs), got {item!r}")
+        if field in out:
+            raise argparse.ArgumentTypeError(f"field {field!r} is mapped twice")
+        out[field] = column
+    return out
+
+
+def _add_columns(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--columns", type=_column_map, metavar="FIELD=COLUMN,...",
+                   help="read these columns of a records file as ragray's fields, e.g. "
+                        "question=query,passages=docs (data.columns); RAGAS files need none")
+
+
 class _OldSpelling(argparse.Action):
     """A renamed flag's old spelling: hidden from ``--help``, says its new name on stderr (one line)
     and then stores (or, with ``append``, appends) like the new flag, into the same ``dest``."""
@@ -88,6 +109,7 @@ def _add_common(p: argparse.ArgumentParser, *, top_k: bool = True) -> None:
     p.add_argument("--dataset", help="dataset file or folder, or a name: demo, squad, hotpotqa, pubmedqa, "
                                      "scifact, nq (data.path)")
     p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
+    _add_columns(p)
     p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip and count bad dataset rows instead of failing (data.on_bad_row=skip)")
@@ -195,7 +217,9 @@ def _add_audit(sub: Any) -> None:
 def _add_score(sub: Any) -> None:
     p = _command(sub, "score")
     _add_config(p, "experiment YAML (metrics.* settings)", "metrics.tau_h=0.4")
-    p.add_argument("--records", required=True, help="JSONL/CSV/Parquet records of your pipeline")
+    p.add_argument("--records", required=True,
+                   help="JSONL/CSV/Parquet records of your pipeline (ragray's or RAGAS' field names)")
+    _add_columns(p)
     p.add_argument("--skip-bad-rows", action="store_true", help="skip and count bad records")
     p.add_argument("--out", help="run directory (default: runs/score-<name>-<time>)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -207,6 +231,7 @@ def _add_serve(sub: Any) -> None:
                 "serve.generator.num_replicas=2")
     p.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or a name such as "
                                      "'demo' or 'scifact' (data.path)")
+    _add_columns(p)
     p.add_argument("--host", help="bind address (serve.host)")
     p.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
     p.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
@@ -300,7 +325,7 @@ def _add_history_commands(sub: Any) -> None:
 
 #: flag (its argparse ``dest``) -> the config setting it sets; validated there, like ``--set``
 FLAG_SETTINGS = {
-    "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit",
+    "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit", "columns": "data.columns",
     "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
     "backend": "generation.backend", "model": "generation.model", "dtype": "generation.dtype",
     "influence_mode": "influence.mode", "position_control": "influence.position_control",

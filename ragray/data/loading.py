@@ -81,7 +81,7 @@ def _named(config: DataConfig) -> Dataset:
 def _records(config: DataConfig) -> Dataset:
     fmt = config.format if config.format != "auto" else None
     return load_records(config.path, corpus=config.corpus, on_bad_row=config.on_bad_row,
-                        format=fmt)
+                        format=fmt, columns=config.columns)
 
 
 def _beir(config: DataConfig) -> Dataset:
@@ -117,5 +117,8 @@ def load_dataset(config: DataConfig) -> Dataset:
     fmt: str = config.format
     if fmt == "auto" or ((config.path == DEMO or config.path in PUBLIC_SETS) and fmt == "jsonl"):
         fmt = detect_format(config.path)
+    if config.columns and LOADERS[fmt] is not _records:
+        raise InputError(f"data.columns (--columns) renames the columns of a records file (.jsonl, .csv, "
+                         f".parquet); {config.path} is read as {fmt}")
     logger.debug("loading %s as %s", config.path, fmt)
     return LOADERS[fmt](config).limit(config.limit)

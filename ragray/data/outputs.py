@@ -12,6 +12,10 @@ what was answered; nothing is re-run. Fields:
 - optional ``id`` (default ``row-<line>``), ``latency_s``, ``prompt_tokens``,
   ``completion_tokens`` and ``model`` (for the cost table).
 
+Files in RAGAS' schemas (``user_input``, ``retrieved_contexts``, ``response``, ``reference``,
+``reference_contexts``; or ``ground_truths`` before 0.2) and files named through ``data.columns``
+are turned into these fields first (:mod:`ragray.data.schemas`).
+
 A bad row raises ``InputError("file:line: reason")``, or is skipped and counted with
 ``--skip-bad-rows``.
 """
@@ -23,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragray.data.records import _READERS, BadRows, RowError, _cell, _kind, parse_passage, record_format
+from ragray.data.records import BadRows, parse_passage
+from ragray.data.schemas import OUTPUT_SCHEMAS, schema_rows
+from ragray.data.tables import RowError, cell, kind, read_table
 from ragray.errors import InputError
 from ragray.types import Passage, SkippedRow
 
@@ -51,7 +57,7 @@ def _text(raw: Mapping[str, Any], key: str, *, allow_empty: bool) -> str:
         raise RowError(f"'{key}' is missing")
     value = raw[key]
     if not isinstance(value, str):
-        raise RowError(f"'{key}' must be a string, got {_kind(value)}")
+        raise RowError(f"'{key}' must be a string, got {kind(value)}")
     if not allow_empty and not value.strip():
         raise RowError(f"'{key}' is empty")
     return value.strip()
@@ -61,10 +67,10 @@ def _string_list(value: Any, key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,) if value.strip() else ()
     if not isinstance(value, list):
-        raise RowError(f"'{key}' must be a string or a list of strings, got {_kind(value)}")
+        raise RowError(f"'{key}' must be a string or a list of strings, got {kind(value)}")
     for i, v in enumerate(value, start=1):
         if not isinstance(v, str):
-            raise RowError(f"'{key}' item {i} must be a string, got {_kind(v)}")
+            raise RowError(f"'{key}' item {i} must be a string, got {kind(v)}")
     return tuple(v for v in value if v.strip())
 
 
@@ -85,11 +91,11 @@ def _passages(raw: Mapping[str, Any], tabular: bool) -> tuple[Passage, ...]:
     if raw.get("passages") is not None and raw.get("contexts") is not None:
         raise RowError("give either 'passages' or 'contexts', not both")
     if raw.get("contexts") is not None:
-        texts = _string_list(_cell(raw["contexts"], "contexts", tabular, True), "contexts")
+        texts = _string_list(cell(raw["contexts"], "contexts", tabular, True), "contexts")
         return tuple(Passage(f"c{i}", t) for i, t in enumerate(texts, start=1))
-    items = _cell(raw.get("passages") or [], "passages", tabular, False)
+    items = cell(raw.get("passages") or [], "passages", tabular, False)
     if not isinstance(items, list):
-        raise RowError(f"'passages' must be a list of objects, got {_kind(items)}")
+        raise RowError(f"'passages' must be a list of objects, got {kind(items)}")
     return tuple(parse_passage(p, n) for n, p in enumerate(items, start=1))
 
 
@@ -97,7 +103,7 @@ def parse_output(raw: Mapping[str, Any], line: int, tabular: bool) -> OutputReco
     golds: tuple[str, ...] = ()
     for key in _GOLD_KEYS:
         if raw.get(key) is not None:
-            golds = _string_list(_cell(raw[key], key, tabular, True), key)
+            golds = _string_list(cell(raw[key], key, tabular, True), key)
             break
     rid = raw.get("id")
     return OutputRecord(
@@ -106,7 +112,7 @@ def parse_output(raw: Mapping[str, Any], line: int, tabular: bool) -> OutputReco
         answer=_text(raw, "answer", allow_empty=True),
         passages=_passages(raw, tabular),
         golds=golds,
-        gold_passage_ids=_string_list(_cell(raw.get("gold_passage_ids") or [], "gold_passage_ids", tabular, True),
+        gold_passage_ids=_string_list(cell(raw.get("gold_passage_ids") or [], "gold_passage_ids", tabular, True),
                                       "gold_passage_ids"),
         latency_s=_number(raw, "latency_s", float),
         prompt_tokens=_number(raw, "prompt_tokens", int),
@@ -115,26 +121,24 @@ def parse_output(raw: Mapping[str, Any], line: int, tabular: bool) -> OutputReco
     )
 
 
-def load_outputs(path: str | Path, on_bad_row: str = "error") -> tuple[list[OutputRecord], list[SkippedRow]]:
-    """Records of ``path`` and the rows skipped (``on_bad_row="skip"``)."""
+def load_outputs(path: str | Path, on_bad_row: str = "error", columns: Mapping[str, str] | None = None
+                 ) -> tuple[list[OutputRecord], list[SkippedRow]]:
+    """Records of ``path`` and the rows skipped (``on_bad_row="skip"``); ``columns``
+    (``data.columns``) maps ragray's field names to the file's columns."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"records file not found: {path}")
-    fmt = record_format(path)
-    if fmt not in _READERS:
-        raise InputError(f"unknown records file type for {path}; expected .jsonl, .jsonl.gz, .csv or .parquet")
-    reader, tabular = _READERS[fmt]
-    rows = reader(path) if not tabular else reader(path, required=("question", "answer"))  # type: ignore[call-arg]
+    table = read_table(path, what="records")
     bad = BadRows(on_bad_row)
     out: list[OutputRecord] = []
     seen: dict[str, int] = {}
-    for row in rows:
+    for row in schema_rows(table, OUTPUT_SCHEMAS, columns):
         if row.data is None:
             if row.problem:
                 bad(str(path), row.line, row.problem)
             continue
         try:
-            rec = parse_output(row.data, row.line, tabular)
+            rec = parse_output(row.data, row.line, table.tabular)
             if rec.id in seen:
                 raise RowError(f"duplicate id '{rec.id}' (first seen on line {seen[rec.id]})")
         except RowError as exc:

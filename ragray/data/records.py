@@ -1,5 +1,8 @@
 """The native record format: JSONL (or CSV / Parquet with the same columns) plus a corpus file.
 
+Files in RAGAS' schemas, or in any naming given by ``data.columns``, are read too: they are turned
+into these records first (:mod:`ragray.data.schemas`).
+
 One record per row::
 
     {"id": "q1", "question": "...", "answers": ["..."],
@@ -19,39 +22,34 @@ to ``Question.meta``, unknown passage keys to ``Passage.meta`` (metadata filters
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
+from ragray.data.schemas import RECORD_SCHEMAS, schema_rows
+from ragray.data.tables import (
+    RECORD_SUFFIXES,
+    Row,
+    RowError,
+    cell,
+    iter_jsonl,
+    kind,
+    read_table,
+    record_format,
+)
 from ragray.errors import ConfigError, InputError
 from ragray.types import Dataset, Passage, Question, SkippedRow, frozen_meta
 
-__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl", "unique_rows"]
+__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl", "unique_rows",
+           "record_format"]
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-RECORD_SUFFIXES = (".jsonl.gz", ".jsonl", ".csv", ".parquet")
 _QUESTION_KEYS = frozenset({"id", "question", "answers", "passages", "gold_passage_ids", "meta"})
 _PASSAGE_KEYS = frozenset({"id", "title", "text", "meta"})
-
-
-class RowError(Exception):
-    """Raised while parsing one row; the loader prefixes ``file:line`` (internal)."""
-
-
-class Row(NamedTuple):
-    """One raw row as read from a file: its 1-based line and its data, or why it is unreadable."""
-
-    line: int
-    data: dict[str, Any] | None
-    problem: str = ""
 
 
 class BadRows:
@@ -84,21 +82,6 @@ class BadRows:
                            len(self.skipped), where, first.reason)
 
 
-# ---------------------------------------------------------------------------------------------
-# low-level readers: each yields Row(line, dict | None, problem)
-
-
-def iter_jsonl(path: Path) -> Iterator[Row]:
-    """Rows of a JSONL file (``.gz`` decompressed); blank lines are not rows."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as fh:
-            for line, raw in enumerate(fh, start=1):
-                yield _json_row(line, raw)
-    except (gzip.BadGzipFile, EOFError) as exc:
-        raise InputError(f"{path}: not a valid gzip file ({exc})") from None
-
-
 def unique_rows(path: Path, bad: BadRows, parse: Callable[[dict[str, Any]], T],
                 key: Callable[[T], str]) -> Iterator[T]:
     """``parse`` of each row of a JSONL file, each ``key`` once: a row that is not JSON, does not
@@ -121,143 +104,22 @@ def unique_rows(path: Path, bad: BadRows, parse: Callable[[dict[str, Any]], T],
         yield item
 
 
-def _json_row(line: int, raw: bytes) -> Row:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Row(line, None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
-    text = text.lstrip("\ufeff").rstrip("\r\n")
-    if not text.strip():
-        return Row(line, None, "")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Row(line, None, f"not valid JSON: {exc.msg} (column {exc.colno})")
-    if not isinstance(data, dict):
-        return Row(line, None, f"not a JSON object (got {_kind(data)})")
-    return Row(line, data)
-
-
-_KEY_COLUMNS = ("id", "question")
-
-
-def _iter_csv(path: Path, required: Sequence[str] = _KEY_COLUMNS) -> Iterator[Row]:
-    # Decode with surrogateescape so one bad byte spoils only its own record, not the file.
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape").lstrip("\ufeff")
-    # Whole documents in a cell can pass csv's 128 KiB default field limit.
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header: list[str] | None = None
-    end = 0
-    try:
-        for cells in reader:
-            start, end = end + 1, reader.line_num
-            if not any(c.strip() for c in cells):
-                continue
-            if header is None:
-                header = _csv_header(path, start, cells, required)
-                continue
-            if any(_has_bad_bytes(c) for c in cells):
-                yield Row(start, None, "not UTF-8")
-            elif len(cells) != len(header):
-                yield Row(start, None, f"has {len(cells)} cells, the header has {len(header)}")
-            else:
-                yield Row(start, dict(zip(header, cells, strict=True)))
-    except csv.Error as exc:
-        raise InputError(f"{path}:{reader.line_num}: not valid CSV: {exc}") from None
-
-
-def _csv_header(path: Path, line: int, cells: list[str], required: Sequence[str]) -> list[str]:
-    header = [c.strip() for c in cells]
-    if any(_has_bad_bytes(c) for c in header):
-        raise InputError(f"{path}:{line}: header is not UTF-8")
-    dupes = sorted({c for c in header if header.count(c) > 1})
-    if dupes:
-        raise InputError(f"{path}:{line}: duplicate column(s) {', '.join(dupes)}")
-    _require_columns(path, line, header, required)
-    return header
-
-
-def _iter_parquet(path: Path, required: Sequence[str] = _KEY_COLUMNS) -> Iterator[Row]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    _require_columns(path, 0, table.column_names, required)
-    for line, data in enumerate(table.to_pylist(), start=1):
-        yield Row(line, _drop_nulls(data))
-
-
-def _require_columns(path: Path, line: int, columns: list[str], required: Sequence[str]) -> None:
-    where = f"{path}:{line}" if line else str(path)
-    for col in required:
-        if col not in columns:
-            raise InputError(f"{where}: missing column '{col}' (found: {', '.join(columns)})")
-
-
-def _drop_nulls(value: Any) -> Any:
-    """Parquet nulls mean "absent": drop them from structs (map columns become dicts)."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        if value and all(isinstance(x, tuple) and len(x) == 2 for x in value):
-            return {k: _drop_nulls(v) for k, v in value if v is not None}
-        return [_drop_nulls(v) for v in value]
-    return value
-
-
-def _has_bad_bytes(text: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             int: "an integer", float: "a number"}
-    return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
-
-
-_READERS: dict[str, tuple[Callable[[Path], Iterator[Row]], bool]] = {
-    # format -> (reader, tabular: cells may hold JSON strings)
-    "jsonl": (iter_jsonl, False),
-    "csv": (_iter_csv, True),
-    "parquet": (_iter_parquet, True),
-}
-
-
 # ---------------------------------------------------------------------------------------------
 # field parsing (raise RowError with the reason only; the caller adds file:line)
 
 
 def _ident(value: Any, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise RowError(f"{what} must be a string, got {_kind(value)}")
+        raise RowError(f"{what} must be a string, got {kind(value)}")
     text = str(value).strip()
     if not text:
         raise RowError(f"{what} is empty")
     return text
 
 
-def _cell(value: Any, key: str, tabular: bool, plain_ok: bool) -> Any:
-    """A list/object column; in CSV/Parquet it may be a JSON string (or one plain value)."""
-    if not (tabular and isinstance(value, str)):
-        return value
-    text = value.strip()
-    if not text:  # an empty cell means "absent"
-        return {} if key == "meta" else []
-    if plain_ok and not text.startswith("["):
-        return [text]
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RowError(f"'{key}' is not valid JSON: {exc.msg} (column {exc.colno})") from None
-
-
 def _strings(value: Any, key: str, item: str) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise RowError(f"'{key}' must be a list of strings, got {_kind(value)}")
+        raise RowError(f"'{key}' must be a list of strings, got {kind(value)}")
     out = []
     for i, v in enumerate(value, start=1):
         out.append(_ident(v, f"{item} {i}"))
@@ -272,14 +134,14 @@ def _opt(raw: Mapping[str, Any], key: str, default: Any) -> Any:
 
 def _meta(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise RowError(f"{what} must be an object, got {_kind(value)}")
+        raise RowError(f"{what} must be an object, got {kind(value)}")
     return value
 
 
 def parse_passage(raw: Any, n: int) -> Passage:
     """One inline passage (``n`` is its 1-based position, for messages)."""
     if not isinstance(raw, dict):
-        raise RowError(f"'passages' must be a list of objects (passage {n} is {_kind(raw)})")
+        raise RowError(f"'passages' must be a list of objects (passage {n} is {kind(raw)})")
     if "id" not in raw:
         raise RowError(f"passage {n} has no 'id'")
     if "text" not in raw:
@@ -287,11 +149,11 @@ def parse_passage(raw: Any, n: int) -> Passage:
     pid = _ident(raw["id"], f"passage {n} 'id'")
     text, title = raw["text"], _opt(raw, "title", "")
     if not isinstance(text, str):
-        raise RowError(f"passage {n} 'text' must be a string, got {_kind(text)}")
+        raise RowError(f"passage {n} 'text' must be a string, got {kind(text)}")
     if not text.strip():
         raise RowError(f"passage {n} has an empty 'text'")
     if not isinstance(title, str):
-        raise RowError(f"passage {n} 'title' must be a string, got {_kind(title)}")
+        raise RowError(f"passage {n} 'title' must be a string, got {kind(title)}")
     extra = {k: v for k, v in raw.items() if k not in _PASSAGE_KEYS}
     meta = {**extra, **_meta(_opt(raw, "meta", {}), f"passage {n} 'meta'")}
     return Passage(id=pid, text=text, title=title, meta=frozen_meta(meta))
@@ -305,25 +167,25 @@ def parse_record(raw: Mapping[str, Any], *, tabular: bool = False) -> Question:
     qid = _ident(raw["id"], "'id'")
     question = raw["question"]
     if not isinstance(question, str):
-        raise RowError(f"'question' must be a string, got {_kind(question)}")
+        raise RowError(f"'question' must be a string, got {kind(question)}")
     if not question.strip():
         raise RowError("'question' is empty")
-    answers = _strings(_cell(_opt(raw, "answers", []), "answers", tabular, True),
+    answers = _strings(cell(_opt(raw, "answers", []), "answers", tabular, True),
                        "answers", "answer")
     gold = _strings(
-        _cell(_opt(raw, "gold_passage_ids", []), "gold_passage_ids", tabular, True),
+        cell(_opt(raw, "gold_passage_ids", []), "gold_passage_ids", tabular, True),
         "gold_passage_ids", "gold id",
     )
-    items = _cell(_opt(raw, "passages", []), "passages", tabular, False)
+    items = cell(_opt(raw, "passages", []), "passages", tabular, False)
     if not isinstance(items, list):
-        raise RowError(f"'passages' must be a list of objects, got {_kind(items)}")
+        raise RowError(f"'passages' must be a list of objects, got {kind(items)}")
     passages = tuple(parse_passage(p, n) for n, p in enumerate(items, start=1))
     first: dict[str, int] = {}
     for n, p in enumerate(passages, start=1):
         if p.id in first:
             raise RowError(f"passage {n} repeats id '{p.id}' (passage {first[p.id]})")
         first[p.id] = n
-    meta = _meta(_cell(_opt(raw, "meta", {}), "meta", tabular, False), "'meta'")
+    meta = _meta(cell(_opt(raw, "meta", {}), "meta", tabular, False), "'meta'")
     extra = {k: v for k, v in raw.items() if k not in _QUESTION_KEYS}
     return Question(
         id=qid, question=question.strip(), answers=answers, passages=passages,
@@ -392,18 +254,6 @@ def _corpus_passage(raw: dict[str, Any]) -> Passage:
 # loading
 
 
-def record_format(path: Path) -> str | None:
-    """``jsonl`` / ``csv`` / ``parquet`` from the file name, or None."""
-    name = path.name.lower()
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        return "jsonl"
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith(".parquet"):
-        return "parquet"
-    return None
-
-
 def load_records(
     path: str | Path,
     *,
@@ -411,12 +261,15 @@ def load_records(
     on_bad_row: str = "error",
     format: str | None = None,
     name: str | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> Dataset:
-    """Load a native records file (JSONL, JSONL.gz, CSV or Parquet) and its corpus.
+    """Load a records file (JSONL, JSONL.gz, CSV or Parquet) and its corpus.
 
-    ``format`` forces ``jsonl``/``csv``/``parquet`` regardless of the suffix; ``corpus`` overrides
-    the ``<name>.corpus.jsonl[.gz]`` lookup. Raises :class:`InputError` on the first bad row
-    (``file:line: reason``) unless ``on_bad_row="skip"``.
+    The records may be ragray's or RAGAS' (either schema, :mod:`ragray.data.schemas`);
+    ``columns`` (``data.columns``) maps ragray's field names to the file's columns for any other
+    naming. ``format`` forces ``jsonl``/``csv``/``parquet`` regardless of the suffix; ``corpus``
+    overrides the ``<name>.corpus.jsonl[.gz]`` lookup. Raises :class:`InputError` on the first bad
+    row (``file:line: reason``) unless ``on_bad_row="skip"``.
     """
     path = Path(path)
     bad = BadRows(on_bad_row)
@@ -425,16 +278,16 @@ def load_records(
     if ".corpus.jsonl" in path.name:
         raise InputError(f"{path} is a corpus file; give the records file beside it instead")
     fmt = format or record_format(path)
-    if fmt not in _READERS:
+    if fmt is None:
         raise InputError(
             f"unknown dataset file type for {path}; expected .jsonl, .jsonl.gz, .csv or .parquet"
         )
     corpus_path = Path(corpus) if corpus else find_corpus(path)
     corpus_passages = read_corpus(corpus_path, bad) if corpus_path else None
-    reader, tabular = _READERS[fmt]
+    table = read_table(path, fmt)
     builder = _Builder(str(path), bad, corpus_path, corpus_passages)
-    for row in reader(path):
-        builder.add(row, tabular)
+    for row in schema_rows(table, RECORD_SCHEMAS, columns):
+        builder.add(row, table.tabular)
     questions = builder.finish()
     bad.summary()
     if not questions:

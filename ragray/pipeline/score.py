@@ -28,7 +28,7 @@ def run_score(
     with recorded_run(config, "score", out) as recording:
         run = RunDir(out)
         run.save_config(config)
-        outputs, skipped = load_outputs(records, config.data.on_bad_row)
+        outputs, skipped = load_outputs(records, config.data.on_bad_row, config.data.columns)
         items = [
             QualityItem(
                 question=r.question, answer=r.answer, contexts=tuple(p.text for p in r.passages), golds=r.golds,

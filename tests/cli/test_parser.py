@@ -112,6 +112,9 @@ def test_the_command_list_has_one_line_per_command():
      {"influence.mode": "generate", "influence.position_control": "shuffled"}),
     (["serve", "--dtype", "float16", "--mode", "logprob"], {"generation.dtype": "float16", "influence.mode": "logprob"}),
     (["audit", "--top-docs", "2", "--dtype", "auto"], {"audit.k": 2, "generation.dtype": "auto"}),
+    (["score", "--records", "r.csv", "--columns", "question=query, passages=docs"],
+     {"data.columns": {"question": "query", "passages": "docs"}}),
+    (["run", "--columns", "id=qid"], {"data.columns": {"id": "qid"}}),
 ])
 def test_flags_set_their_settings(argv, expected):
     values = _flag_values(build_parser().parse_args(argv))
@@ -158,6 +161,9 @@ def test_choices_are_the_values_the_config_validates(command, flag, annotation):
     (["simulate", "--position-control", "random"], r"argument --position-control: invalid choice: 'random'"),
     (["audit", "--top-docs", "0"], r"argument --top-docs: must be >= 1, got 0"),
     (["simulate", "--top-k", "1"], r"argument --top-k: must be >= 2, got 1"),
+    (["retrieve", "--columns", "question"], r"argument --columns: expected FIELD=COLUMN pairs separated by commas"),
+    (["score", "--records", "r", "--columns", "question=a,question=b"], r"argument --columns: field 'question' is "
+                                                                        r"mapped twice"),
 ])
 def test_bad_values_are_argparse_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
@@ -221,3 +227,11 @@ def test_simulate_retrieves_every_simulated_passage(tmp_path, monkeypatch):
     monkeypatch.setattr(ragray.simulate, "simulate", fake)
     assert main(["simulate", "--top-k", "14", "--mode", "logprob", "--out", str(tmp_path / "s")]) == 2
     assert seen["k"] == 14 and seen["base"].retrieval.top_k == 14 and seen["base"].influence.mode == "logprob"
+
+
+def test_columns_field_names_are_checked_by_the_config():
+    from ragray.errors import ConfigError
+
+    values = _flag_values(build_parser().parse_args(["retrieve", "--columns", "query=question"]))
+    with pytest.raises(ConfigError, match=r"data\.columns: unknown record field\(s\) 'query'; valid: id, question, "):
+        cfg.load_config(None, (), values)

@@ -226,7 +226,7 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
             keywords["model"] = str(model)
         records_path = None
         if data is not None and not isinstance(data, (str, Path)):
-            records = question_records(data, keep_answer=kind == "score")
+            records = question_records(data, keep_answer=kind == "score", columns=keywords.pop("columns", None))
             records_path = Path(tmp) / "data.jsonl"
             records_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
             if kind != "score":

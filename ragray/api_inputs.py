@@ -93,12 +93,17 @@ def _answers(value: Any) -> list[str]:
 GOLD_COLUMNS = ("answers", "gold_answers", "ground_truth", "reference")
 
 
-def question_records(data: Any, *, keep_answer: bool = False) -> list[dict[str, Any]]:
+def question_records(data: Any, *, keep_answer: bool = False,
+                     columns: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """ragray's JSONL records from rows with ``question`` and, optionally, ``id``, gold answers
     (:data:`GOLD_COLUMNS`), ``passages`` (any of :func:`passage_dicts`' kinds) and
-    ``gold_passage_ids``; ``keep_answer``: also the pipeline's ``answer`` (for scoring)."""
+    ``gold_passage_ids``; ``keep_answer``: also the pipeline's ``answer`` (for scoring);
+    ``columns``: ragray field -> the data's column (``{"question": "query"}``)."""
     records = []
+    rename = {theirs: ours for ours, theirs in (columns or {}).items()}
     for i, row in enumerate(_rows(data)):
+        if rename:
+            row = {rename.get(k, k): v for k, v in row.items()}
         question = row.get("question")
         if not isinstance(question, str) or not question.strip():
             raise InputError(f"data row {i}: 'question' is missing or empty (columns: {sorted(row)})")

@@ -102,3 +102,12 @@ def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):
     assert r.asked == ["Is it?", "Was it?"]  # once per question
     p = run.passages.sort_values(["question_id", "retrieval_rank"])
     assert list(p["passage_id"]) == ["a", "b", "a", "b"] and list(p["retrieval_rank"]) == [1, 2, 1, 2]
+
+
+def test_columns_map_a_dataframe_with_other_names(in_empty_folder):
+    df = pd.DataFrame([{"query": "Which ferry sails to Kell?", "docs": ROWS[0]["passages"], "gold": ["tern"]}])
+    run = ragray.run(df, backend="scripted", progress=False,
+                     columns={"question": "query", "passages": "docs", "answers": "gold"})
+    q = run.questions.iloc[0]
+    assert q["question"] == "Which ferry sails to Kell?" and bool(q["answer_correct"]) is True
+    assert run.passages["text"].tolist() == ROWS[0]["passages"]

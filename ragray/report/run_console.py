@@ -159,10 +159,16 @@ def _details(s: RunSummary, mode_text: str) -> list[tuple[str, str]]:
         ("grounding / hallucination rate", f"{_fmt(s.quality.grounding)} / {_fmt(s.quality.hallucination_rate)}"),
         ("noise ratio: labels / causal", f"{_fmt(s.quality.label_noise_ratio)} / {_fmt(s.quality.causal_noise_ratio)}"),
         ("flags", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.flag_counts.items() if v) or "none"),
-        ("calls", f"{s.n_calls} ({s.n_failed_calls} failed), {_fmt(s.calls_per_second, '.2f')} calls/s"),
+        ("calls", _calls_line(s)),
         ("errors", str(s.errors)),
     ]
     return rows
+
+
+def _calls_line(s: RunSummary) -> str:
+    hits = (s.cache or {}).get("calls_hit") or 0
+    line = f"{s.n_calls} ({s.n_failed_calls} failed), {_fmt(s.calls_per_second, '.2f')} calls/s"
+    return line + (f"; {hits} answered from the call cache (no model call, so not a speed)" if hits else "")
 
 
 def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],

@@ -323,9 +323,12 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
 def run_retriever(retriever: Any, questions: Any, *, k: int | None = None, **kwargs: Any) -> Run:
     """:func:`run` on what the user's own retriever returns: a LangChain retriever, a LlamaIndex
     retriever or query engine, or a callable. ``questions``: strings, or rows with ``question``
-    (and ``answers``). Each question is retrieved once; those passages, in that order, are measured."""
+    (and ``answers``). Each question is retrieved once; those passages, in that order, are measured.
+    ``limit``: the first N questions only (the others are not retrieved either)."""
     rows = [{"question": q} if isinstance(q, str) else dict(q) for q in
             (questions.to_dict("records") if hasattr(questions, "to_dict") else questions)]
+    if kwargs.get("limit"):
+        rows = rows[: kwargs["limit"]]
     for row, got in zip(rows, retrieve_with(retriever, [r.get("question") for r in rows], k)):
         row["passages"] = got
     kwargs.setdefault("top_k", max((len(r["passages"]) for r in rows), default=1) or 1)

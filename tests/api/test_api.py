@@ -149,3 +149,7 @@ def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):
     assert r.asked == ["Is it?", "Was it?"]  # once per question
     p = run.passages.sort_values(["question_id", "retrieval_rank"])
     assert list(p["passage_id"]) == ["a", "b", "a", "b"] and list(p["retrieval_rank"]) == [1, 2, 1, 2]
+    # limit: the questions past it are neither retrieved nor measured
+    r = Retriever()
+    run = ragray.run_retriever(r, ["Is it?", "Was it?", "Will it be?"], limit=2, backend="scripted", progress=False)
+    assert r.asked == ["Is it?", "Was it?"] and len(run.questions) == 2

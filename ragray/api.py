@@ -54,6 +54,9 @@ class _Html:
     def __str__(self) -> str:
         return self.html
 
+    def __repr__(self) -> str:
+        return f"<HTML, {len(self.html) // 1024} KiB: shown as a page in a notebook; str() is the HTML>"
+
 
 @dataclass
 class Run:
@@ -92,6 +95,11 @@ class Run:
             (target / name).write_bytes(data)
         self.path = target
         return target
+
+    def __repr__(self) -> str:
+        n = self.summary.get("n_questions", self.summary.get("n", "?"))
+        return (f"Run(kind={self.kind!r}, questions={n}, tables=[{', '.join(sorted(self.tables))}], "
+                f"path={str(self.path) if self.path else None!r})")
 
     def _repr_html_(self) -> str:
         from ragray.report.page import esc

@@ -38,6 +38,9 @@ def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folde
     assert list(p["text"]) == ROWS[0]["passages"] and list(p["retrieval_rank"]) == [1, 2, 3]
     assert list(p["used"]) == [False, True, False]
     assert run.summary["n_questions"] == 2 and "<h2>Questions</h2>" in str(run.report())
+    # the plain repr stays one line (Jupyter shows it beside the HTML; the tables are attributes)
+    assert repr(run) == "Run(kind='run', questions=2, tables=[calls, passages, questions, subsets], path=None)"
+    assert repr(run.report()).startswith("<HTML, ") and "\n" not in repr(run.report())
     saved = run.save(in_empty_folder / "mine")
     again = ragray.load_run(saved)
     assert again.path == saved and again.questions.equals(run.questions)

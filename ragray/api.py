@@ -54,6 +54,9 @@ class _Html:
     def __str__(self) -> str:
         return self.html
 
+    def __repr__(self) -> str:
+        return f"<HTML, {len(self.html) // 1024} KiB: shown as a page in a notebook; str() is the HTML>"
+
 
 @dataclass
 class Run:
@@ -92,6 +95,11 @@ class Run:
             (target / name).write_bytes(data)
         self.path = target
         return target
+
+    def __repr__(self) -> str:
+        n = self.summary.get("n_questions", self.summary.get("n", "?"))
+        return (f"Run(kind={self.kind!r}, questions={n}, tables=[{', '.join(sorted(self.tables))}], "
+                f"path={str(self.path) if self.path else None!r})")
 
     def _repr_html_(self) -> str:
         from ragray.report.page import esc
@@ -323,9 +331,12 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
 def run_retriever(retriever: Any, questions: Any, *, k: int | None = None, **kwargs: Any) -> Run:
     """:func:`run` on what the user's own retriever returns: a LangChain retriever, a LlamaIndex
     retriever or query engine, or a callable. ``questions``: strings, or rows with ``question``
-    (and ``answers``). Each question is retrieved once; those passages, in that order, are measured."""
+    (and ``answers``). Each question is retrieved once; those passages, in that order, are measured.
+    ``limit``: the first N questions only (the others are not retrieved either)."""
     rows = [{"question": q} if isinstance(q, str) else dict(q) for q in
             (questions.to_dict("records") if hasattr(questions, "to_dict") else questions)]
+    if kwargs.get("limit"):
+        rows = rows[: kwargs["limit"]]
     for row, got in zip(rows, retrieve_with(retriever, [r.get("question") for r in rows], k)):
         row["passages"] = got
     kwargs.setdefault("top_k", max((len(r["passages"]) for r in rows), default=1) or 1)

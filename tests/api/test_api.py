@@ -1,6 +1,7 @@
 """The notebook API with the scripted model: DataFrames in and out, nothing written without
 ``out``, one question equals its row of a run, passage kinds of LangChain and LlamaIndex shapes."""
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -37,6 +38,9 @@ def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folde
     assert list(p["text"]) == ROWS[0]["passages"] and list(p["retrieval_rank"]) == [1, 2, 3]
     assert list(p["used"]) == [False, True, False]
     assert run.summary["n_questions"] == 2 and "<h2>Questions</h2>" in str(run.report())
+    # the plain repr stays one line (Jupyter shows it beside the HTML; the tables are attributes)
+    assert repr(run) == "Run(kind='run', questions=2, tables=[calls, passages, questions, subsets], path=None)"
+    assert repr(run.report()).startswith("<HTML, ") and "\n" not in repr(run.report())
     saved = run.save(in_empty_folder / "mine")
     again = ragray.load_run(saved)
     assert again.path == saved and again.questions.equals(run.questions)
@@ -46,15 +50,61 @@ def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folde
 
 
 def test_attribute_equals_that_question_in_a_run(in_empty_folder):
+    many = ragray.run(ROWS, backend="scripted", progress=False)  # both questions in one run
+    cols = ["retrieval_rank", "title", "text", "influence", "used", "logprob_drop", "retrieval_score", "is_gold"]
+    for row, answer, verdict in zip(ROWS, ("tern", "puffin"), ("MISALIGNED", "aligned")):
+        one = ragray.attribute(row["question"], row["passages"], answers=row["answers"], backend="scripted")
+        assert os.listdir(in_empty_folder) == []
+        q = many.questions.set_index("question_id").loc[row["id"]]
+        assert one.answer == q["baseline_answer"] == answer
+        assert one.correct is True and bool(q["answer_correct"]) is True
+        assert one.verdict.startswith(verdict) and one.misaligned == bool(q["misaligned"])
+        assert one.usage_ndcg == pytest.approx(q["usage_ndcg"])
+        expect = many.passages[many.passages["question_id"] == row["id"]].sort_values("retrieval_rank")
+        expect = expect.reset_index(drop=True)
+        pd.testing.assert_frame_equal(one.passages[cols], expect[cols])
+        if isinstance(row["passages"][0], dict):  # ids given: kept by both
+            assert list(one.passages["passage_id"]) == list(expect["passage_id"]) == ["b1", "b2"]
     one = ragray.attribute(ROWS[0]["question"], ROWS[0]["passages"], answers=["tern"], backend="scripted")
-    assert os.listdir(in_empty_folder) == []
-    assert one.answer == "tern" and one.correct is True and one.verdict == "aligned" or one.verdict.startswith(("aligned", "MISALIGNED"))
-    many = ragray.run(ROWS[:1], backend="scripted", progress=False)
-    cols = ["retrieval_rank", "text", "influence", "used", "logprob_drop"]
-    expect = many.passages.sort_values("retrieval_rank")[cols].reset_index(drop=True)
-    pd.testing.assert_frame_equal(one.passages[cols], expect)
     assert '<article class=qcard' in one._repr_html_() and "Tern ANSWER=tern" in one._repr_html_()
-    assert "used: #2" in repr(one) or "#2" in repr(one)
+    assert "used: #2" in repr(one)
+
+
+#: rows a user has as a DataFrame and as a JSONL file (the CLI's format: passages are objects)
+FILE_ROWS = [
+    {"id": "q1", "question": "Which ferry sails to Kell?", "answers": ["tern"],
+     "passages": [{"id": "k1", "title": "Kell", "text": "Kell has a lighthouse."},
+                  {"id": "k2", "title": "Ferry", "text": "The ferry to Kell is the Tern ANSWER=tern"},
+                  {"id": "k3", "title": "Fares", "text": "Tickets cost five crowns. DISTRACT"}]},
+    {"id": "q2", "question": "Which bird nests on Myrrin?", "answers": ["puffin"],
+     "passages": [{"id": "b1", "title": "Birds", "text": "Puffins arrive in spring ANSWER=puffin"},
+                  {"id": "b2", "title": "Count", "text": "Nesting season on Myrrin. DISTRACT"}]},
+    {"id": "q3", "question": "Who keeps the light?", "answers": ["Ada Penhallow"],
+     "passages": [{"id": "l1", "title": "Keeper", "text": 'The keeper is ANSWER="Ada Penhallow"'}]},
+]
+
+
+def _untimed(df: pd.DataFrame) -> pd.DataFrame:
+    """A table without its wall-clock columns (``seconds``, ``seconds_checks`` ...)."""
+    return df[[c for c in df.columns if not c.startswith("seconds")]]
+
+
+def test_a_run_on_a_dataframe_equals_the_cli_on_the_same_rows(in_empty_folder):
+    from ragray.cli import main
+
+    api = ragray.run(pd.DataFrame(FILE_ROWS), backend="scripted", progress=False)
+    path = in_empty_folder / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in FILE_ROWS), encoding="utf-8")
+    # rows that carry passages are measured in their own order: the API picks retriever `given` for them
+    assert main(["run", "--dataset", str(path), "--backend", "scripted", "--retriever", "given",
+                 "--out", str(in_empty_folder / "cli"), "--no-progress"]) == 0
+    cli = ragray.load_run(in_empty_folder / "cli")
+    assert "seconds" in api.questions.columns  # what is left out below
+    for name in ("questions", "passages", "calls"):
+        pd.testing.assert_frame_equal(_untimed(api.tables[name]), _untimed(cli.tables[name]), obj=name)
+    assert list(api.passages["passage_id"]) == ["k1", "k2", "k3", "b1", "b2", "l1"]
+    assert list(api.questions["baseline_answer"]) == ["tern", "puffin", "Ada Penhallow"]
+    assert api.summary["n_questions"] == cli.summary["n_questions"] == 3
 
 
 def test_passages_of_langchain_and_llamaindex_shapes_keep_ids_titles_scores():
@@ -102,6 +152,10 @@ def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):
     assert r.asked == ["Is it?", "Was it?"]  # once per question
     p = run.passages.sort_values(["question_id", "retrieval_rank"])
     assert list(p["passage_id"]) == ["a", "b", "a", "b"] and list(p["retrieval_rank"]) == [1, 2, 1, 2]
+    # limit: the questions past it are neither retrieved nor measured
+    r = Retriever()
+    run = ragray.run_retriever(r, ["Is it?", "Was it?", "Will it be?"], limit=2, backend="scripted", progress=False)
+    assert r.asked == ["Is it?", "Was it?"] and len(run.questions) == 2
 
 
 def test_columns_map_a_dataframe_with_other_names(in_empty_folder):

@@ -54,7 +54,9 @@ def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_c
     _on_the_gpu_worker(summary["placement"], head)
     assert len({p["gpu_ids"][0] for p in summary["placement"]}) == len(summary["placement"])
     assert {p["device"] for p in summary["placement"]} == {"cpu"}  # fake GPUs: torch sees no CUDA there
-    assert "Ray actors: 2, 1 CPU and 1 GPU each" in done.stdout and "GPU 0" in done.stdout + "GPU 1"
+    assert "Ray actors: 2, 1 CPU and 1 GPU each" in done.stdout
+    # each actor that made records prints its GPU (with 2 questions one actor may have made both)
+    assert all(f"GPU {','.join(map(str, p['gpu_ids']))}" in done.stdout for p in summary["placement"])
 
 
 @pytest.mark.timeout(900)

@@ -20,6 +20,7 @@ _EXPORTS = {
     "run": "ragray.api",
     "interpret": "ragray.api",
     "score": "ragray.api",
+    "audit_retrieval": "ragray.api",
     "run_retriever": "ragray.api",
     "load_run": "ragray.api",
     "Run": "ragray.api",

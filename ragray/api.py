@@ -28,7 +28,7 @@ from typing import Any
 from ragray.api_inputs import passage_dicts, question_records, retrieve_with
 from ragray.errors import InputError
 
-__all__ = ["Attribution", "Run", "attribute", "interpret", "load_run", "run", "run_retriever", "score"]
+__all__ = ["Attribution", "Run", "attribute", "audit_retrieval", "interpret", "load_run", "run", "run_retriever", "score"]
 
 #: keyword -> setting (the CLI's flag names; ``mode`` is the influence mode)
 KEYWORDS = {
@@ -292,6 +292,14 @@ def interpret(data: Any = None, *, config: Any = None, out: str | Path | None = 
               settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
     """Are the explanations faithful (``ragray interpret``); arguments as :func:`run`."""
     return _execute("interpret", data, config, out, history, progress, model, tokenizer, settings, keywords)
+
+
+def audit_retrieval(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
+          progress: bool = True, settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
+    """Is retrieval trustworthy (``ragray audit``; not ``ragray.audit``, the package of the audit
+    itself): coverage, noise and PASS/FAIL per query;
+    ``data`` as :func:`run` (rows with ``question`` and ``gold_passage_ids``, or a dataset)."""
+    return _execute("audit", data, config, out, history, progress, None, None, settings, keywords)
 
 
 def score(data: Any, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,

@@ -165,3 +165,14 @@ def test_columns_map_a_dataframe_with_other_names(in_empty_folder):
     q = run.questions.iloc[0]
     assert q["question"] == "Which ferry sails to Kell?" and bool(q["answer_correct"]) is True
     assert run.passages["text"].tolist() == ROWS[0]["passages"]
+
+
+def test_audit_and_score_follow_the_same_pattern(in_empty_folder):
+    audited = ragray.audit_retrieval("demo", limit=2, progress=False)
+    assert os.listdir(in_empty_folder) == [] and audited.kind == "audit"
+    assert len(audited.audit) == 2 and len(audited.summary["queries"]) == 2
+    assert set(audited.audit["status"]) <= {"PASS", "FAIL"}
+    scored = ragray.score([{"question": "Which ferry?", "answer": "The Tern.", "answers": ["tern"]}],
+                          settings={"metrics.embedding": False})
+    assert os.listdir(in_empty_folder) == [] and scored.kind == "score"
+    assert scored.tables["scores"]["em"].tolist() == [1.0]

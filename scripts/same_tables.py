@@ -1,4 +1,4 @@
-"""Before/after check of a refactoring: the same commands give the same tables (issue 19).
+"""Before/after check of a refactoring: the same commands give the same tables.
 
     python scripts/same_tables.py --base <commit> [--work /tmp/same-tables] [--questions 4]
 
@@ -42,6 +42,8 @@ VOLATILE = frozenset({
     "time_this_iter_s", "date", "started", "finished", "created_at", "out", "path", "logdir",
     "trial_dir", "run_dir", "hostname", "node_ip", "pid", "mean_seconds", "seconds_per_question",
     "calls_per_second", "mean_latency_s",
+    # where a trial ran: the Ray node's address and id differ between two Ray sessions
+    "node", "node_id", "placement", "gpu_ids",
     # cache hits depend on what ran before on the machine (the caches are shared), not on the code
     "cache",
 })

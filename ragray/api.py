@@ -30,14 +30,18 @@ from ragray.errors import InputError
 
 __all__ = ["Attribution", "Run", "attribute", "audit_retrieval", "interpret", "load_run", "run", "run_retriever", "score"]
 
-#: keyword -> setting (the CLI's flag names; ``mode`` is the influence mode)
-KEYWORDS = {
-    "model": "generation.model", "backend": "generation.backend", "dtype": "generation.dtype",
-    "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
-    "mode": "influence.mode", "position_control": "influence.position_control", "limit": "data.limit",
-    "executor": "execution.executor", "address": "execution.address", "corpus": "data.corpus",
-    "columns": "data.columns",
-}
+#: the CLI flags a keyword may name (``mode`` is the influence mode, as ``ragray run --mode``)
+_KEYWORD_FLAGS = ("model", "backend", "dtype", "top_k", "retriever", "scope", "position_control", "limit",
+                  "executor", "address", "corpus", "columns")
+
+
+def _keyword_settings() -> dict[str, str]:
+    """keyword -> setting, from the CLI's own flag map (one list of what each name means)."""
+    from ragray.commands.parser import FLAG_SETTINGS
+
+    return {**{k: FLAG_SETTINGS[k] for k in _KEYWORD_FLAGS}, "mode": FLAG_SETTINGS["influence_mode"]}
+
+
 #: the files a run keeps in memory and writes back with :meth:`Run.save`
 _TABLE_SUFFIX = ".parquet"
 
@@ -164,11 +168,12 @@ def _records(df: Any) -> list[dict[str, Any]]:
 def _config(config: Any, settings: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> Any:
     from ragray.config import ExperimentConfig, load_config
 
-    unknown = sorted(set(keywords) - set(KEYWORDS))
+    known = _keyword_settings()
+    unknown = sorted(set(keywords) - set(known))
     if unknown:
-        raise InputError(f"unknown keyword(s) {', '.join(unknown)}: use {', '.join(sorted(KEYWORDS))}, or "
+        raise InputError(f"unknown keyword(s) {', '.join(unknown)}: use {', '.join(sorted(known))}, or "
                          "settings={'section.key': value} for any other setting")
-    values = {KEYWORDS[k]: v for k, v in keywords.items() if v is not None}
+    values = {known[k]: v for k, v in keywords.items() if v is not None}
     values.update(settings or {})
     if isinstance(config, ExperimentConfig):
         base = config.model_dump(mode="json")

@@ -69,3 +69,13 @@ def test_generate_mode_uses_the_answered_subset():
     panel = validity_summary(ev, "drop-one rouge_l")
     assert panel["primary"] == "answered" and [s["key"] for s in panel["subsets"]] == ["all", "answered"]
     assert panel["verdict"] == "PASS" and "answered correctly," in panel["sentence"]
+
+
+def test_the_headline_interval_is_wilsons_and_stays_in_0_1():
+    from ragray.metrics.summary import wilson_interval
+
+    lo, hi = wilson_interval(5, 10)
+    assert round(lo, 3) == 0.237 and round(hi, 3) == 0.763  # the textbook value
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and round(hi, 3) == 0.278  # 0 of n is not "exactly 0"
+    assert abs(wilson_interval(4, 4)[1] - 1.0) < 1e-12 and wilson_interval(0, 0) == (None, None)

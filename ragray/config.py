@@ -240,7 +240,17 @@ class RerankConfig(Section):
 class TransformersConfig(Section):
     """Hugging Face transformers backend options (``generation.transformers``)."""
 
-    batch_size: int = Field(16, ge=1, description="prompts decoded together")
+    strategy: Literal["auto", "cpu", "gpu"] = Field(
+        "auto", description="how work is batched on the device: cpu (packed prefill, small decoding groups), "
+                            "gpu (padded passes of many prompts, every prompt of a call decoded together, many "
+                            "questions in flight); auto: gpu on CUDA, else cpu",
+    )
+    batch_size: int = Field(16, ge=1, description="prompts decoded together (the gpu strategy sizes it from free "
+                                                  "device memory unless this is set)")
+    tokens_per_pass: int | None = Field(
+        None, ge=1, description="gpu strategy: tokens of one padded forward pass, padding included; null: from "
+                                "free device memory",
+    )
     prefix_reuse: bool = Field(
         True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"
     )

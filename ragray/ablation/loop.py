@@ -38,6 +38,7 @@ from ragray.config import InfluenceConfig
 from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
+from ragray.generation.engine_counts import engine_columns
 from ragray.generation.prompts import PromptTemplate
 from ragray.metrics.answers import contains_gold
 from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
@@ -254,6 +255,7 @@ class InfluenceLoop:
             order = control_order(len(hits), self.config.position_control, self.config.position_seed, q.id)
             orders.append(control_plan([passages[i] for i in order]))
         start = time.perf_counter()
+        counted = self.generator.engine_counts()
         calls = self._call(qh, orders)
         baseline = calls.gens[0][0] if calls.gens else None
         error = calls.error
@@ -311,6 +313,7 @@ class InfluenceLoop:
             **ev.question_columns(self.config.answer_span),
             "answer_correct": contains_gold(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
             "dtype": self.generator.precision,
+            **engine_columns(self.generator.engine_counts(), counted),
         }
         if error is None:
             question.update(self._quality(qh, baseline, result.influence))

@@ -88,12 +88,13 @@ class QuestionWorker:
         return {"question_id": ids, "record": records, "call_counts": counts[: len(ids)]}
 
 
-def _batch_size(config: ExperimentConfig) -> int:
-    """Questions per actor batch: the questions it keeps in flight (the backend's default unless set)."""
+def _batch_size(config: ExperimentConfig, gpus: float = 0) -> int:
+    """Questions per actor batch: the questions it keeps in flight (the backend's default for an
+    actor with ``gpus``, unless set)."""
     from ragray.generation import GENERATORS
     from ragray.pipeline.in_flight import questions_in_flight
 
-    return questions_in_flight(config, GENERATORS.get(config.generation.backend))
+    return questions_in_flight(config, GENERATORS.get(config.generation.backend), on_gpu=gpus > 0)
 
 
 def actor_resources(config: ExperimentConfig, ray: Any) -> HolderResources:
@@ -124,7 +125,7 @@ def ray_records(
     ds = ds.map_batches(
         QuestionWorker,
         fn_constructor_args=(config.to_yaml(), builder),
-        batch_size=_batch_size(config),
+        batch_size=_batch_size(config, res.gpus),
         compute=ray.data.ActorPoolStrategy(size=res.count),
         num_cpus=res.cpus,
         num_gpus=res.gpus or None,

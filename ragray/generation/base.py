@@ -61,6 +61,12 @@ class Generator(Component):
     concurrent_calls: ClassVar[bool] = False
 
     @classmethod
+    def planned_questions_in_flight(cls, config: Any, on_gpu: bool = False) -> int:
+        """Questions in flight before a generator of this class is built (a Ray Data batch's
+        size), from its ``generation`` config and whether its workers hold a GPU."""
+        return cls.default_questions_in_flight
+
+    @classmethod
     def simulation_marker(cls, model: str) -> dict[str, Any] | bool:
         """What ``summary.json`` says of a run by a :attr:`simulated` generator on ``model``."""
         return cls.simulated
@@ -130,6 +136,12 @@ class Generator(Component):
         instead when there is a problem; endpoints override it with a probe."""
         return None
 
+    def engine_counts(self) -> dict[str, float]:
+        """Running totals of what this generator's engine did (forward passes, host waits, tokens
+        computed, the exact-reuse minimum, padding: :mod:`~ragray.generation.engine_counts`), as
+        seen by the calling question; empty for backends that do not count (endpoints, vLLM)."""
+        return {}
+
     def aside(self, call: Callable[[], R]) -> R:
         """Run ``call``, heavy work of a question that is not a model call (encoding its answer
         metrics), the way this generator's calls run: with questions in flight, without the turn,
@@ -192,6 +204,9 @@ class GeneratorProxy(Generator):
 
     def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
         return self.inner.answer_length(prompt, answer)
+
+    def engine_counts(self) -> dict[str, float]:
+        return self.inner.engine_counts()
 
     def aside(self, call: Callable[[], R]) -> R:
         return self.inner.aside(call)

@@ -17,18 +17,20 @@ __all__ = ["BatchDecoder"]
 
 @dataclass
 class BatchDecoder:
-    """The model call and stopping rules the loops need; ``stats`` counts forward passes."""
+    """The model call and stopping rules the loops need; ``stats`` counts forward passes, tokens
+    and host synchronisations (reads of device values)."""
 
     model: Any
     torch: Any
     device: str
     eos: frozenset[int]
     temperature: float
-    stats: dict[str, int] = field(default_factory=lambda: {"passes": 0, "tokens": 0})
+    stats: dict[str, int] = field(default_factory=lambda: {"passes": 0, "tokens": 0, "syncs": 0})
 
     def pick(self, logits: Any, rows: list[int], generators: list[Any]) -> list[int]:
         """Next token per active row: argmax at temperature 0, else a seeded sample."""
         torch = self.torch
+        self.stats["syncs"] += 1
         if self.temperature == 0:
             return logits.argmax(dim=-1).tolist()
         probs = torch.softmax(logits.float() / self.temperature, dim=-1).cpu()
@@ -87,6 +89,7 @@ class BatchDecoder:
         """
         torch = self.torch
         outputs: list[list[int]] = [[t] for t in first.argmax(dim=-1).tolist()]
+        self.stats["syncs"] += 1
         positions = torch.tensor(lengths, device=self.device)  # position of each row's last token
         valid = mask.bool()
         rows = list(range(len(lengths)))
@@ -115,6 +118,7 @@ class BatchDecoder:
                 use_cache=True,
             )
             predicted = out.logits.argmax(dim=-1).tolist()
+            self.stats["syncs"] += 1
             kept = torch.zeros((len(rows), width), dtype=torch.bool, device=self.device)
             for j, (slot, guess) in enumerate(zip(rows, guesses)):
                 n = accepted_count(guess, predicted[j])

@@ -52,8 +52,12 @@ from ragray.generation.packed import (
     truncate,
     wave_plan,
 )
+from ragray.generation.batched import BatchedPrefill
 from ragray.generation.cpu import native_bf16
+from ragray.generation.engine_counts import EngineCounts
+from ragray.generation.kv_prefix import prefill_token_count
 from ragray.generation.row_chunks import chunk_rows
+from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, GpuSizes, gpu_sizes, resolve_strategy
 
 __all__ = ["TransformersGenerator"]
 
@@ -110,6 +114,36 @@ class TransformersGenerator(Generator):
         self._keep_arg = next((a for a in ("logits_to_keep", "num_logits_to_keep") if a in params), None)
         limit = getattr(model.config.get_text_config(decoder=True), "max_position_embeddings", None)
         self.max_positions: int | None = int(limit) if limit else None
+        #: forward passes, host waits, tokens computed / the exact-reuse minimum / padding (engine_counts)
+        self.counts = EngineCounts()
+        #: cpu | gpu (strategy): how this generator batches its work on its device
+        self.strategy = resolve_strategy(config.transformers.strategy, device)
+        self.sizes: GpuSizes | None = None
+        self._batched: BatchedPrefill | None = None
+        if self.strategy == "gpu" and self._global_attention:
+            self._use_gpu_strategy(config)
+
+    def _use_gpu_strategy(self, config: GenerationConfig) -> None:
+        """Padded passes (:mod:`~ragray.generation.batched`), one decoding batch per call, many
+        questions in flight; sizes from free device memory unless set (:mod:`~ragray.generation.strategy`)."""
+        explicit = config.transformers.model_fields_set
+        self.sizes = gpu_sizes(self._model, self._torch, self.device,
+                               tokens_per_pass=config.transformers.tokens_per_pass,
+                               batch_size=config.transformers.batch_size if "batch_size" in explicit else None)
+        self.batch_size = self.sizes.decode_rows
+        self.default_questions_in_flight = self.sizes.questions_in_flight
+        self._packing = False
+        pad = getattr(self._tok, "pad_token_id", None)
+        self._batched = BatchedPrefill(
+            self._model, self._torch, self.device, keep_arg=self._keep_arg,
+            tokens_per_pass=self.sizes.tokens_per_pass, plan_tokens=self.sizes.plan_tokens, counts=self.counts,
+            pad_id=pad if isinstance(pad, int) else min(self._eos, default=0))
+
+    @classmethod
+    def planned_questions_in_flight(cls, config: GenerationConfig, on_gpu: bool = False) -> int:
+        """The gpu strategy's questions in flight before the model loads (sized from memory after)."""
+        device = "cuda" if on_gpu and config.device == "auto" else config.device
+        return GPU_PLANNED_IN_FLIGHT if resolve_strategy(config.transformers.strategy, device) == "gpu" else 1
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> TransformersGenerator:
@@ -127,12 +161,13 @@ class TransformersGenerator(Generator):
                 f"transformers: {exc}"
             ) from exc
         model.to(device).eval()
-        if device == "cpu" and getattr(model.config, "_attn_implementation", None) == "sdpa":
+        cpu_strategy = device == "cpu" and resolve_strategy(config.transformers.strategy, device) == "cpu"
+        if cpu_strategy and getattr(model.config, "_attn_implementation", None) == "sdpa":
             try:  # same numbers, no per-step copy of the cache in batched decoding (kv_prefix)
                 model.set_attn_implementation(register_gqa_attention())
             except (ImportError, AttributeError, ValueError) as exc:
                 log.info("keeping sdpa attention: %s", exc)
-        if device == "cpu":  # norms and MLPs on cache-sized row blocks (row_chunks)
+        if cpu_strategy:  # norms and MLPs on cache-sized row blocks (row_chunks)
             chunk_rows(model)
         log.info("transformers generator %s on %s (%s)", path, device, dtype)
         return cls(model, tokenizer, config, path=path, device=device)
@@ -142,10 +177,26 @@ class TransformersGenerator(Generator):
         return str(self._model.dtype).removeprefix("torch.")
 
     def resolved_settings(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"device": self.device, "dtype": self.precision}
+        out: dict[str, Any] = {"device": self.device, "dtype": self.precision, "strategy": self.strategy}
         if self.device == "cpu":
             out["threads"] = self._torch.get_num_threads()
+        if self.sizes is not None:
+            out.update(tokens_per_pass=self._batched.tokens_per_pass if self._batched else self.sizes.tokens_per_pass,
+                       decode_rows=self.sizes.decode_rows, questions_in_flight=self.sizes.questions_in_flight)
         return out
+
+    def engine_counts(self) -> dict[str, float]:
+        """Running totals of the proxies (:mod:`~ragray.generation.engine_counts`), decoding included."""
+        out = self.counts.snapshot()
+        out["forward_passes"] += self.decode_stats["passes"]
+        out["host_syncs"] += self.decode_stats["syncs"]
+        return out
+
+    def _count_minimum(self, seqs: dict[int, list[int]], caps: dict[int, int]) -> None:
+        """Add the tokens exact prefix reuse of ``seqs`` would compute (the trie's nodes)."""
+        keys = list(seqs)
+        ids = [seqs[k] for k in keys]
+        self.counts.add(tokens_minimum=prefill_token_count(ids, plan_prefills(ids, max_reuse=[caps[k] for k in keys])))
 
     @property
     def model_id(self) -> str:
@@ -202,6 +253,7 @@ class TransformersGenerator(Generator):
         cache = make_cache(source, reuse, len(ids)) if reuse else self._new_cache()
         positions = torch.arange(reuse, len(ids), device=self.device)
         kwargs = {self._keep_arg: keep} if self._keep_arg else {}
+        self.counts.add(forward_passes=1, tokens_computed=len(ids) - reuse)
         if reuse and self._continuation:  # the attention may run this as a padded causal call
             kwargs[CONTINUATION] = True
         out = self._model(
@@ -230,6 +282,7 @@ class TransformersGenerator(Generator):
             positions += range(span.reuse, len(tokens))
             keep += range(len(ids) - n_keep, len(ids))
         index = torch.tensor(keep, device=self.device)
+        self.counts.add(forward_passes=1, tokens_computed=len(ids))
         kwargs: dict[str, Any] = {PACKED: Packed(tuple(spans))}
         if self._keep_arg:
             kwargs[self._keep_arg] = index
@@ -293,7 +346,11 @@ class TransformersGenerator(Generator):
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)
             budgets[i] = min(self.config.max_tokens, room)
         live = {i: ids for i, ids in enumerate(token_ids) if i not in results}
+        self._count_minimum(live, {i: len(ids) - 1 for i, ids in live.items()})
         with self._torch.inference_mode():
+            if self._batched is not None:
+                self._generate_batched(live, budgets, results)
+                return [results[i] for i in range(len(prompts))]
             plans = self._waves(live)
             if plans is not None:
                 for waves in plans:
@@ -319,6 +376,26 @@ class TransformersGenerator(Generator):
             computed = sum(len(seqs[s.index]) - s.reuse for s in steps[start : start + self.batch_size])
             self._decode_group(group, [list(kv[i]) for i in group], [firsts[i] for i in group],
                                seqs, budgets, results, began, computed)
+            began = time.perf_counter()
+
+    def _generate_batched(self, seqs: dict[int, list[int]], budgets: dict[int, int],
+                          results: dict[int, Generation]) -> None:
+        """The gpu strategy: every prompt prefilled in padded passes, then decoded in groups of
+        ``batch_size`` (sized from free memory: usually all of the call's prompts at once)."""
+        began = time.perf_counter()
+        firsts: dict[int, Any] = {}
+
+        def consume(indices: list[int], logits: Any, _keep: list[int]) -> None:
+            for b, i in enumerate(indices):
+                firsts[i] = logits[b, -1:]
+
+        caps = {i: len(ids) - 1 if self.prefix_reuse else 0 for i, ids in seqs.items()}
+        kv = self._batched.run(seqs, caps, dict.fromkeys(seqs, 1), consume, hold=True)
+        order = list(kv)
+        for start in range(0, len(order), self.batch_size):
+            group = order[start : start + self.batch_size]
+            self._decode_group(group, [list(kv[i]) for i in group], [firsts[i] for i in group],
+                               seqs, budgets, results, began, 0)
             began = time.perf_counter()
 
     def _run_group(self, group: list[PrefillStep], token_ids: list[list[int]], budgets: dict[int, int],
@@ -400,8 +477,12 @@ class TransformersGenerator(Generator):
         """Summed natural-log probability of each answer's tokens after its rendered prompt
         (the assistant turn, without an end-of-turn token); an empty answer scores 0.0."""
         scores = [0.0] * len(prompts)
+        if self._batched is not None:  # sums on the device, one host wait per pass
+            self._answer_logprobs(prompts, answers, None, scores)
+            return scores
 
         def store(i: int, logprobs: Any, target: Any) -> None:
+            self.counts.add(host_syncs=1)
             scores[i] = float(logprobs.gather(1, target[:, None]).sum())
 
         self._answer_logprobs(prompts, answers, store)
@@ -419,6 +500,7 @@ class TransformersGenerator(Generator):
         totals: dict[int, float] = {}
 
         def store(i: int, lp: Any, target: Any) -> None:
+            self.counts.add(host_syncs=1)
             totals[i] = float(lp.gather(1, target[:, None]).sum())
             logprobs[i] = lp
 
@@ -432,6 +514,7 @@ class TransformersGenerator(Generator):
             m = torch.logaddexp(ref, lp) - math.log(2.0)
             jsd = 0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))
             out.append((totals[i], float(jsd.clamp_min(0).sum())))
+        self.counts.add(host_syncs=len(prompts))
         return out
 
     def divergence_problem(self) -> str | None:
@@ -444,10 +527,12 @@ class TransformersGenerator(Generator):
         ids = encode_rendered(self._tok, text)
         return len(answer_token_ids(self._tok, text, ids, answer))
 
-    def _answer_logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str], store: Any) -> None:
+    def _answer_logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str], store: Any,
+                         sums: list[float] | None = None) -> None:
         """Teacher-force each answer after its prompt; call ``store(i, logprobs, target)`` with the
         log-softmax over the vocabulary at each answer position (``[n, vocab]``, float32) and the
-        answer's token ids (empty answers are skipped)."""
+        answer's token ids (empty answers are skipped). With ``sums`` (the gpu strategy only) and
+        no ``store``, write each answer's summed log-probability there instead, one host wait per pass."""
         self._check_open()
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
@@ -467,6 +552,13 @@ class TransformersGenerator(Generator):
                 )
         caps = {i: n - 1 for i, n in prompt_lens.items()}  # the answer's logits start at the prompt's end
         keep = {i: len(full) - prompt_lens[i] + 1 for i, full in fulls.items()}
+        self._count_minimum(fulls, caps)
+        if self._batched is not None:
+            if not self.prefix_reuse:
+                caps = dict.fromkeys(caps, 0)
+            with self._torch.inference_mode():
+                self._batched.run(fulls, caps, keep, self._consumer(fulls, prompt_lens, store, sums))
+            return
 
         def consume(i: int, logits: Any) -> None:
             logprobs = self._torch.log_softmax(logits[:-1].float(), dim=-1)
@@ -485,6 +577,36 @@ class TransformersGenerator(Generator):
                 cache, logits = self._prefill(fulls[step.index], previous, step.reuse_len, keep[step.index])
                 previous = cache_layers(cache) if self.prefix_reuse else None
                 consume(step.index, logits)
+
+    def _consumer(self, fulls: dict[int, list[int]], prompt_lens: dict[int, int], store: Any,
+                  sums: list[float] | None) -> Any:
+        """What a padded pass hands its logits to: per row ``store`` (full log-softmax rows), or
+        the rows' summed answer log-probabilities gathered on the device and read in one wait."""
+        torch = self._torch
+
+        def consume(indices: list[int], logits: Any, keeps: list[int]) -> None:
+            width = logits.shape[1]
+            if store is not None:
+                for b, i in enumerate(indices):
+                    lp = torch.log_softmax(logits[b, width - keeps[b] : width - 1].float(), dim=-1)
+                    store(i, lp, torch.tensor(fulls[i][prompt_lens[i]:], device=lp.device))
+                return
+            rows, cols, targets = [], [], []
+            for b, i in enumerate(indices):
+                answer = fulls[i][prompt_lens[i]:]
+                rows += [b] * len(answer)
+                cols += range(width - keeps[b], width - 1)
+                targets += answer
+            dev = logits.device
+            picked = logits[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)].float()
+            lp = torch.log_softmax(picked, dim=-1).gather(1, torch.tensor(targets, device=dev)[:, None])[:, 0]
+            total = torch.zeros(len(indices), dtype=lp.dtype, device=dev).index_add_(
+                0, torch.tensor(rows, device=dev), lp)
+            self.counts.add(host_syncs=1)
+            for i, value in zip(indices, total.tolist()):
+                sums[i] = value
+
+        return consume
 
     def close(self) -> None:
         if self._model is None:

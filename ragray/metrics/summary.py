@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from ragray.config import ExperimentConfig
+from ragray.generation.engine_counts import engine_summary
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.evidence import evidence_panel
@@ -231,6 +232,7 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
         panel=validity_summary(evidence, influence_label(mode["influence_mode"], config.influence.similarity),
                                reason=None if any(p.get("is_gold") for p in passages)
                                else "no retrieved passage is marked gold (the data has no gold passage ids)"),
+        engine=engine_summary(questions),
     )
 
 

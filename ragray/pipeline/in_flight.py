@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from ragray.config import ExperimentConfig
 from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
+from ragray.generation.engine_counts import counts_delta, split_counts
 
 __all__ = ["InFlight", "Merges", "TakesTurns", "questions_in_flight"]
 
@@ -37,10 +38,15 @@ Q = TypeVar("Q")
 R = TypeVar("R")
 
 
-def questions_in_flight(config: ExperimentConfig, generator: Generator | type[Generator]) -> int:
+def questions_in_flight(config: ExperimentConfig, generator: Generator | type[Generator], *,
+                        on_gpu: bool = False) -> int:
     """``execution.max_questions_in_flight``, else the backend's own default (an instance's, or a
-    backend class's where none is built yet)."""
-    return config.execution.max_questions_in_flight or generator.default_questions_in_flight
+    backend class's where none is built yet: for workers that hold a GPU when ``on_gpu``)."""
+    if config.execution.max_questions_in_flight:
+        return config.execution.max_questions_in_flight
+    if isinstance(generator, type):
+        return generator.planned_questions_in_flight(config.generation, on_gpu)
+    return generator.default_questions_in_flight
 
 
 class _Turn:
@@ -119,6 +125,7 @@ class _Call:
     result: Any = None
     error: BaseException | None = None
     done: bool = False
+    counts: dict[str, float] | None = None  # this call's share of the merged engine call's counts
 
 
 class Merges(TakesTurns):
@@ -135,6 +142,7 @@ class Merges(TakesTurns):
         self._queue: list[_Call] = []
         self._sending = False
         self._exhausted = False
+        self._local = threading.local()  # each question's (thread's) shares of the engine counts
 
     def started(self) -> None:
         with self._cond:
@@ -170,6 +178,9 @@ class Merges(TakesTurns):
             self._queue.append(call)
             self._cond.notify_all()
         self.turn.waiting(lambda: self._wait(call))
+        if call.counts:
+            mine = self.engine_counts()
+            self._local.counts = {k: mine.get(k, 0) + v for k, v in call.counts.items()}
         if call.error is not None:
             raise call.error
         return call.result
@@ -201,9 +212,25 @@ class Merges(TakesTurns):
             return self.inner.generate(prompts)
         return self.inner.score(prompts, [a for c in calls for a in c.answers])
 
+    def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
+                         ) -> list[tuple[float, float]]:
+        before = self.inner.engine_counts()
+        try:
+            return super().score_divergence(reference, prompts, answer)
+        finally:  # not merged: the question's own call (another question's may overlap it)
+            spent = counts_delta(self.inner.engine_counts(), before)
+            mine = self.engine_counts()
+            self._local.counts = {k: mine.get(k, 0) + v for k, v in spent.items()}
+
+    def engine_counts(self) -> dict[str, float]:
+        """The calling question's shares of the merged calls' engine counts (a merged call's
+        counts are shared out by the prompts each question sent)."""
+        return dict(getattr(self._local, "counts", {}))
+
     def _send_merged(self, calls: list[_Call]) -> None:
         """One engine call for ``calls``; if it raises, each question's call again on its own, so a
         failure stays the failing question's (as it would be one question at a time)."""
+        before = self.inner.engine_counts()
         try:
             out = self._run(calls)
         except Exception as exc:
@@ -213,9 +240,10 @@ class Merges(TakesTurns):
             for c in calls:
                 self._send_merged([c])
             return
+        shares = split_counts(counts_delta(self.inner.engine_counts(), before), [len(c.prompts) for c in calls])
         at = 0
-        for c in calls:
-            c.result, c.done = out[at : at + len(c.prompts)], True
+        for c, share in zip(calls, shares):
+            c.result, c.counts, c.done = out[at : at + len(c.prompts)], share, True
             at += len(c.prompts)
 
 

@@ -86,6 +86,14 @@ class QuestionRow(Row):
                                                "whole words; null without gold answers")] = None
     dtype: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
                                      "where unknown (a remote endpoint)")] = None
+    forward_passes: Annotated[float | None, doc("model forward passes for this question (its share of "
+                                                "calls merged with other questions in flight); null: the "
+                                                "backend does not count (endpoints, vLLM)")] = None
+    host_syncs: Annotated[float | None, doc("times the host waited for a device value (its share)")] = None
+    tokens_computed: Annotated[float | None, doc("prompt tokens run through the model, padding included "
+                                                 "(its share; decoding steps not included)")] = None
+    tokens_minimum: Annotated[float | None, doc("the tokens exact prefix reuse of its calls would run")] = None
+    padding_tokens: Annotated[float | None, doc("padding among tokens_computed")] = None
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,9 @@ class RunSummary(RunFooter, RunMeasures):
     evidence: Mapping[str, Any] | None = omitted_when_none(default=None)
     #: the one validity panel in plain words with its verdict (:func:`ragray.metrics.panel.validity_summary`)
     panel: Mapping[str, Any] | None = omitted_when_none(default=None)
+    #: what the in-process engine did (:func:`ragray.generation.engine_counts.engine_summary`):
+    #: forward passes, host waits, tokens computed against the exact-reuse minimum, padding
+    engine: Mapping[str, Any] | None = omitted_when_none(default=None)
 
 
 # --- ragray interpret ----------------------------------------------------------------------------

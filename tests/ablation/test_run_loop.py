@@ -95,7 +95,10 @@ def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
     assert qs["q1"]["answer_correct"] is True and qs["q3"]["answer_correct"] is False
     assert "precision" not in qs["q1"] and "dtype" in qs["q1"]
-    assert list(read(res.out, "questions")[0])[-2:] == ["answer_correct", "dtype"]  # appended
+    columns = list(read(res.out, "questions")[0])  # appended, in this order
+    assert columns[-7:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",
+                            "tokens_minimum", "padding_tokens"]
+    assert qs["q1"]["forward_passes"] is None  # a scripted generator counts nothing: null, not 0
     assert not (res.out / "checks.csv").exists() and not (res.out / "checks.parquet").exists()
     from ragray.rows.influence import QuestionRow
     assert QuestionRow.from_dict({"question_id": "x", "precision": "float32"}).dtype == "float32"

@@ -20,8 +20,8 @@ from ragray.rows.summaries import (
 def test_footer_fields_follow_the_measures_and_are_absent_until_a_run_fills_them():
     names = RunSummary.names()
     assert names[0] == "n_questions" and names.index("divergence_threshold") < names.index("skipped_rows")
-    assert names[-11:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds",
-                           "backend_settings", "resources", "placement", "uploaded", "evidence", "panel")
+    assert names[-12:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds",
+                           "backend_settings", "resources", "placement", "uploaded", "evidence", "panel", "engine")
     assert FaithfulnessSummary.names()[-8:] == ("skipped_rows", "resumed_questions", "cache", "simulated",
                                                 "wall_seconds", "backend_settings", "resources", "placement")
     bare = RunSummary.from_dict({"n_questions": 2})

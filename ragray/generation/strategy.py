@@ -1,0 +1,103 @@
+"""How the transformers backend batches its work on a device: chosen here, in one place.
+
+Two strategies share the backend's planning (the prefix trie of a call's prompts) and its decoders:
+
+- ``cpu``: packed prefill with per-prompt attention (:mod:`ragray.generation.packed`), cache-sized
+  row blocks, decoding groups of 16 — tuned on 2-core CPUs, where each extra row of a small
+  matrix costs and a forward pass launches nothing;
+- ``gpu``: padded passes of many prompts per wave (:mod:`ragray.generation.batched`), logits only
+  at the wanted positions, one host wait per pass, decoding every prompt of a call in one batch,
+  and many questions in flight so their calls merge into one engine call — the shape a GPU wants.
+
+``generation.transformers.strategy: auto`` picks ``gpu`` on CUDA and ``cpu`` elsewhere. The sizes
+of the ``gpu`` strategy come from the device's free memory when the model opens (:func:`gpu_sizes`);
+the settings that name a size win over them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GPU_PLANNED_IN_FLIGHT", "STRATEGIES", "GpuSizes", "gpu_sizes", "kv_bytes_per_token", "resolve_strategy"]
+
+STRATEGIES = ("auto", "cpu", "gpu")
+
+# shares of the free memory the gpu strategy plans with: a pass's activations, the KV a plan
+# holds between waves, the decoding cache of a call's prompts (the rest is headroom)
+_PASS_SHARE, _PLAN_SHARE, _DECODE_SHARE = 0.15, 0.3, 0.3
+#: questions in flight of the gpu strategy where the model is not loaded yet (a Ray Data batch)
+GPU_PLANNED_IN_FLIGHT = 32
+# tokens a prompt and its answer are planned at when sizing the decode batch and questions in flight
+_PLANNED_PROMPT_TOKENS = 2048
+
+
+def resolve_strategy(setting: str, device: str) -> str:
+    """``cpu`` or ``gpu``: the setting, or for ``auto`` the device's kind."""
+    if setting not in STRATEGIES:
+        raise ValueError(f"generation.transformers.strategy: {setting!r} is not one of {', '.join(STRATEGIES)}")
+    if setting != "auto":
+        return setting
+    return "gpu" if device.startswith("cuda") else "cpu"
+
+
+@dataclass(frozen=True)
+class GpuSizes:
+    """The gpu strategy's sizes: tokens per padded pass, prompt tokens per wave plan (their KV is
+    held between waves), prompts decoded together, questions in flight."""
+
+    tokens_per_pass: int
+    plan_tokens: int
+    decode_rows: int
+    questions_in_flight: int
+    free_bytes: int | None
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of KV cache one token takes in ``model`` (all layers, keys and values)."""
+    cfg = model.config.get_text_config(decoder=True)
+    heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return int(cfg.num_hidden_layers * 2 * heads * dim * model.dtype.itemsize)
+
+
+def _activation_bytes_per_token(model: Any) -> int:
+    """Rough peak activations of one token in a forward pass (the widest layer's tensors)."""
+    cfg = model.config.get_text_config(decoder=True)
+    wide = getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)
+    return int((8 * cfg.hidden_size + 3 * wide) * model.dtype.itemsize)
+
+
+def _free_bytes(torch: Any, device: str) -> int | None:
+    if device.startswith("cuda"):
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return int(max(low, min(high, value)))
+
+
+def gpu_sizes(model: Any, torch: Any, device: str, *, tokens_per_pass: int | None = None,
+              batch_size: int | None = None) -> GpuSizes:
+    """Sizes from the device's free memory now (the model loaded); given values are kept.
+
+    On CPU (the strategy run there for tests) the sizes are small fixed ones: RAM is not what
+    limits a CPU, its cores are."""
+    free = _free_bytes(torch, device)
+    kv = kv_bytes_per_token(model)
+    if not device.startswith("cuda") or not free:
+        return GpuSizes(tokens_per_pass or 4096, 65536, batch_size or 64, 8, free)
+    per_prompt = kv * _PLANNED_PROMPT_TOKENS
+    return GpuSizes(
+        tokens_per_pass=tokens_per_pass or _clamp(_PASS_SHARE * free / _activation_bytes_per_token(model), 1024, 32768),
+        plan_tokens=_clamp(_PLAN_SHARE * free / kv, 8192, 1 << 20),
+        decode_rows=batch_size or _clamp(_DECODE_SHARE * free / per_prompt, 1, 256),
+        questions_in_flight=_clamp(_DECODE_SHARE * free / per_prompt, 4, 64),
+        free_bytes=free,
+    )

@@ -1,0 +1,188 @@
+"""The transformers backend's device strategies: the gpu strategy (padded passes, one decoding batch
+per call) gives the reference path's answers and scores, survives running out of memory unchanged,
+and counts its work; ``auto`` picks by device, in one place."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ragray.config import ExperimentConfig, GenerationConfig
+from ragray.generation.engine_counts import ENGINE_COUNTS, EngineCounts, engine_columns, engine_summary, split_counts
+from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
+from ragray.generation.transformers_backend import TransformersGenerator
+from ragray.pipeline.in_flight import questions_in_flight
+from tests.generation.contract import FACT, NOISE, QUESTION, TEMPLATE, ablation_prompts
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+MAX_TOKENS = 16
+
+
+def test_auto_is_gpu_on_cuda_and_cpu_elsewhere():
+    assert resolve_strategy("auto", "cuda") == resolve_strategy("auto", "cuda:1") == "gpu"
+    assert resolve_strategy("auto", "cpu") == resolve_strategy("auto", "mps") == "cpu"
+    assert resolve_strategy("gpu", "cpu") == "gpu" and resolve_strategy("cpu", "cuda") == "cpu"
+    with pytest.raises(ValueError, match="strategy: 'fast' is not one of auto, cpu, gpu"):
+        resolve_strategy("fast", "cpu")
+
+
+def test_questions_in_flight_before_the_model_loads():
+    """A Ray Data batch is sized before its actor loads the model: many questions for a GPU actor."""
+    plain = ExperimentConfig()
+    assert questions_in_flight(plain, TransformersGenerator) == 1
+    assert questions_in_flight(plain, TransformersGenerator, on_gpu=True) == GPU_PLANNED_IN_FLIGHT
+    pinned = ExperimentConfig.model_validate({"generation": {"transformers": {"strategy": "cpu"}}})
+    assert questions_in_flight(pinned, TransformersGenerator, on_gpu=True) == 1
+    told = ExperimentConfig.model_validate({"execution": {"max_questions_in_flight": 3}})
+    assert questions_in_flight(told, TransformersGenerator, on_gpu=True) == 3
+
+
+def test_pass_mask_by_hand():
+    """Two rows, rests right-aligned in 3 columns after 1 prefix column: row 0 reuses 1 prefix
+    position and runs 2 tokens, row 1 reuses none and runs 3."""
+    from ragray.generation.batched import _pass_mask
+
+    mask = _pass_mask(torch, [2, 3], [1, 0], width=3, prefix=1)[:, 0].int().tolist()
+    assert mask[0] == [[0, 1, 0, 0],   # padding query: itself only
+                       [1, 0, 1, 0],   # prefix + its first token
+                       [1, 0, 1, 1]]
+    assert mask[1] == [[0, 1, 0, 0],
+                       [0, 1, 1, 0],
+                       [0, 1, 1, 1]]
+
+
+def test_counts_are_shared_out_and_summarized():
+    shares = split_counts({"forward_passes": 3, "tokens_computed": 90}, [1, 2])
+    assert shares == [{"forward_passes": 1.0, "tokens_computed": 30.0}, {"forward_passes": 2.0, "tokens_computed": 60.0}]
+    counts = EngineCounts()
+    counts.add(forward_passes=2, tokens_computed=10)
+    with pytest.raises(KeyError, match="unknown engine count 'passes'"):
+        counts.add(passes=1)
+    row = engine_columns(counts.snapshot(), dict.fromkeys(ENGINE_COUNTS, 0))
+    assert row["forward_passes"] == 2 and engine_columns({}, {}) == dict.fromkeys(ENGINE_COUNTS)
+    q = {"forward_passes": 3.0, "host_syncs": 2.0, "tokens_computed": 120.0, "tokens_minimum": 100.0,
+         "padding_tokens": 12.0}
+    out = engine_summary([q, {**q, "forward_passes": 1.0}, dict.fromkeys(ENGINE_COUNTS)])
+    assert out["questions"] == 2 and out["forward_passes_per_question"] == 2.0
+    assert out["computed_over_minimum"] == 1.2 and out["padding_share"] == 0.1
+    assert engine_summary([dict.fromkeys(ENGINE_COUNTS)]) is None  # nothing counted: no block, not zeros
+
+
+def _subset_prompts():
+    """A baseline, its drop-one ablations and random subsets: prompts whose prefix trie has
+    several waves, in one call."""
+    passages = [NOISE[0], FACT, NOISE[1], NOISE[2]]
+    subsets = [[0, 2], [1, 3], [0, 1, 3], [2], [1], [0, 1, 2]]
+    return [*ablation_prompts(), *(TEMPLATE.build(QUESTION, [passages[i] for i in s]) for s in subsets)]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Every prompt prefilled from scratch and decoded alone on the cpu strategy (fp32)."""
+    from ragray.generation import build_generator
+
+    try:
+        g = build_generator(GenerationConfig(max_tokens=MAX_TOKENS, transformers={
+            "prefix_reuse": False, "batch_size": 1, "draft_tokens": 0, "packed_prefill": False}))
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    yield g
+    g.close()
+
+
+def _gpu(reference, **settings):
+    return reference.with_config(GenerationConfig(max_tokens=MAX_TOKENS, transformers={"strategy": "gpu", **settings}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokens_per_pass", [200, 100_000])  # many small passes / one pass per wave
+def test_gpu_strategy_gives_the_reference_answers_and_scores(reference, tokens_per_pass):
+    gen = _gpu(reference, tokens_per_pass=tokens_per_pass)
+    assert gen.strategy == "gpu" and reference.strategy == "cpu"
+    prompts = _subset_prompts()
+    ref = reference.generate(prompts)
+    out = gen.generate(prompts)
+    assert [g.text for g in out] == [g.text for g in ref]
+    assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
+    answer = ref[0].text
+    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(
+        reference.score(prompts, [answer] * len(prompts)), abs=1e-4)
+    mixed = [answer if i % 2 else "" for i in range(len(prompts))]  # empty answers score 0.0
+    assert gen.score(prompts, mixed) == pytest.approx(reference.score(prompts, mixed), abs=1e-4)
+    got, want = gen.score_divergence(prompts[0], prompts[1:], answer), reference.score_divergence(
+        prompts[0], prompts[1:], answer)
+    assert [x for pair in got for x in pair] == pytest.approx([x for pair in want for x in pair], abs=1e-4)
+    counts = gen.engine_counts()
+    assert counts["tokens_computed"] >= counts["tokens_minimum"] > 0
+    assert counts["padding_tokens"] < counts["tokens_computed"]
+
+
+@pytest.mark.slow
+def test_one_call_of_many_prompts_runs_in_few_passes_with_one_wait_each(reference):
+    gen = _gpu(reference, tokens_per_pass=100_000)
+    prompts = _subset_prompts()
+    answer = reference.generate(prompts[:1])[0].text
+    before = gen.engine_counts()
+    gen.score(prompts, [answer] * len(prompts))
+    spent = {k: gen.engine_counts()[k] - before[k] for k in before}
+    assert spent["forward_passes"] <= 4  # one pass per wave of the prefix trie, for 11 prompts
+    assert spent["host_syncs"] == spent["forward_passes"]
+
+
+@pytest.mark.slow
+def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatch):
+    gen = _gpu(reference, tokens_per_pass=100_000)
+    prompts = _subset_prompts()
+    answer = reference.generate(prompts[:1])[0].text
+    want = gen.score(prompts, [answer] * len(prompts))
+    model = gen._batched.model
+    refused = []
+
+    def small_batches_only(*args, **kwargs):
+        if kwargs["input_ids"].shape[0] > 2:
+            refused.append(kwargs["input_ids"].shape[0])
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return model(*args, **kwargs)
+
+    small_batches_only.config = model.config
+    monkeypatch.setattr(gen._batched, "model", small_batches_only)
+    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-5)
+    assert refused and gen._batched.tokens_per_pass < 100_000  # later passes start smaller
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_bf16_scores_match_plain_forward_passes(tmp_path):
+    """On CUDA in bf16: the gpu strategy's scores against one plain forward pass per prompt, within
+    bf16 rounding (0.05 nats + 2% of the score), on a random-weight Llama."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from ragray.generation.packaged import resolve_generator_model
+
+    tok_dir = resolve_generator_model("smollm2")
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                      num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096)
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(tok_dir).save_pretrained(tmp_path)
+    gen = TransformersGenerator.from_config(GenerationConfig(model=str(tmp_path), device="cuda", max_tokens=8))
+    assert gen.strategy == "gpu" and gen.precision == "bfloat16"
+    prompts = _subset_prompts()
+    answer = gen.generate(prompts[:1])[0].text or "4417"
+    got = gen.score(prompts, [answer] * len(prompts))
+    for prompt, value in zip(prompts, got):
+        from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+
+        text = render_chat(gen.tokenizer, prompt)
+        ids = encode_rendered(gen.tokenizer, text)
+        target = answer_token_ids(gen.tokenizer, text, ids, answer)
+        with torch.inference_mode():
+            logits = gen.model(input_ids=torch.tensor([ids + target], device="cuda")).logits[0].float()
+        lp = torch.log_softmax(logits[len(ids) - 1 : -1], -1).gather(1, torch.tensor(target, device="cuda")[:, None])
+        assert value == pytest.approx(float(lp.sum()), abs=0.05 + 0.02 * abs(float(lp.sum())))
+    gen.close()

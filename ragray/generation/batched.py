@@ -13,8 +13,8 @@ over them in attention, right for 2 cores; here the prompts of one wave of the p
 - one boolean mask ``[B, 1, S, R + S]`` gives row ``b``'s queries its reused prefix (the first
   ``reuse_b`` of ``R`` prefix columns) and its own tokens causally; padding queries see only
   themselves (a fully masked row would give NaN, and NaN times a zero weight is NaN);
-- waves are cut into passes of at most ``tokens_per_pass`` tokens (padding included), longest
-  rests first so rows of a pass have similar lengths; a pass that runs out of device memory is
+- waves are cut into passes of at most ``tokens_per_pass`` tokens (padding included), rows of
+  similar rest lengths together (:func:`cut_passes` weighs padding against a pass's fixed cost); a pass that runs out of device memory is
   halved and retried, and later passes use the smaller size: no prompt is lost or changed.
 
 The prefix KV of a row is copied into its pass's cache (``R`` columns per row): on a GPU that copy
@@ -33,7 +33,16 @@ from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.kv_prefix import Piece, cache_layers
 from ragray.generation.packed import Step, plan_groups, truncate, wave_plan
 
-__all__ = ["BatchedPrefill", "PassRow"]
+__all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
+
+#: a pass's fixed cost in tokens, for cutting waves into passes (:func:`cut_passes`): launching every
+#: kernel of every layer and waiting for the result takes about as long as ~1k tokens of an 8B
+#: model's prefill on an H100 (~30 ms; an estimate, not measured per device)
+PASS_OVERHEAD_TOKENS = 1024
+
+#: a prompt that shares fewer tokens than this with the prompt it branches off computes them
+#: itself (:func:`rewave`): a wave saved is worth more than a header's tokens
+MIN_REUSE_TOKENS = 64
 
 #: what a pass hands its consumer: the rows' prompt indices, the logits of the pass's last
 #: ``K`` columns ``[B, K, vocab]`` and, per row, how many of those columns are its own
@@ -75,8 +84,8 @@ class BatchedPrefill:
         for run in plan_groups([seqs[k] for k in keys], self.plan_tokens):
             members = [keys[j] for j in run]
             waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members])
-            steps = [[Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
-                      for s in wave] for wave in waves]
+            steps = rewave([Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
+                            for wave in waves for s in wave])
             parents = {s.parent for wave in steps for s in wave if s.parent is not None}
             kv: dict[int, tuple[Piece, ...]] = {}
             for wave in steps:
@@ -93,12 +102,8 @@ class BatchedPrefill:
               ) -> list[tuple[int, tuple[Piece, ...]]]:
         rows = sorted(rows, key=lambda r: -r.new(seqs))
         out: list[tuple[int, tuple[Piece, ...]]] = []
-        start = 0
-        while start < len(rows):
-            width = rows[start].new(seqs)  # the longest rest of this pass (rows are sorted)
-            count = max(1, min(len(rows) - start, self.tokens_per_pass // max(width, 1)))
-            out += self._pass_or_halve(rows[start : start + count], seqs, keep, consume)
-            start += count
+        for start, end in cut_passes([r.new(seqs) for r in rows], self.tokens_per_pass):
+            out += self._pass_or_halve(rows[start:end], seqs, keep, consume)
         return out
 
     def _pass_or_halve(self, rows: list[PassRow], seqs: dict[int, list[int]], keep: dict[int, int],
@@ -177,6 +182,47 @@ class BatchedPrefill:
                     at += end - begin
             layers.append(layer_class(k, v, prefix))
         return Cache(layers=layers)
+
+
+def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[Step]]:
+    """``steps`` (parents first) as waves, a step that would reuse fewer than ``min_reuse`` tokens
+    (different questions share only the prompt's header) computing them itself instead: it then
+    joins wave 0, not a wave of its own after its parent's."""
+    wave: dict[int, int] = {}
+    waves: list[list[Step]] = []
+    for step in steps:
+        if step.parent is not None and step.reuse < min_reuse:
+            step = Step(step.index, None, 0)
+        wave[step.index] = 0 if step.parent is None else wave[step.parent] + 1
+        if wave[step.index] == len(waves):
+            waves.append([])
+        waves[wave[step.index]].append(step)
+    return waves
+
+
+def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TOKENS) -> list[tuple[int, int]]:
+    """Cut rows of ``lengths`` (sorted longest first) into passes ``[start, end)`` of at most
+    ``budget`` tokens each (a longer row alone), at the least cost: a pass costs its rows times
+    its longest row (padding included) plus ``overhead``. Dynamic programming over the cuts; where
+    rest lengths spread (drop-one rests run from a few to ~1,000 tokens) this keeps padding low
+    without a pass per row."""
+    n = len(lengths)
+    best = [0.0] + [float("inf")] * n
+    cut = [0] * (n + 1)
+    for end in range(1, n + 1):
+        for start in range(end - 1, -1, -1):
+            size = (end - start) * lengths[start]
+            if size > budget and end - start > 1:
+                break
+            cost = best[start] + overhead + size
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    out = []
+    end = n
+    while end:
+        out.append((cut[end], end))
+        end = cut[end]
+    return out[::-1]
 
 
 def _pass_mask(torch: Any, news: list[int], reuses: list[int], width: int, prefix: int) -> Any:

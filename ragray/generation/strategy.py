@@ -92,7 +92,8 @@ def gpu_sizes(model: Any, torch: Any, device: str, *, tokens_per_pass: int | Non
     free = _free_bytes(torch, device)
     kv = kv_bytes_per_token(model)
     if not device.startswith("cuda") or not free:
-        return GpuSizes(tokens_per_pass or 4096, 65536, batch_size or 64, 8, free)
+        per_pass = tokens_per_pass or 4096
+        return GpuSizes(per_pass, 8 * per_pass, batch_size or 64, 8, free)
     per_prompt = kv * _PLANNED_PROMPT_TOKENS
     return GpuSizes(
         tokens_per_pass=tokens_per_pass or _clamp(_PASS_SHARE * free / _activation_bytes_per_token(model), 1024, 32768),

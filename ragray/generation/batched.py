@@ -134,7 +134,7 @@ class BatchedPrefill:
         for b, (row, n) in enumerate(zip(rows, news)):
             ids[b, width - n :] = torch.tensor(seqs[row.index][row.reuse :])
             positions[b, width - n :] = torch.arange(row.reuse, row.reuse + n)
-        mask = _pass_mask(torch, news, reuses, width, prefix).to(dev)
+        mask = _pass_mask(torch, news, reuses, width, prefix, device=dev)
         n_keep = max(keep[r.index] for r in rows)
         kwargs: dict[str, Any] = {self.keep_arg: n_keep} if self.keep_arg else {}
         self.counts.add(forward_passes=1, tokens_computed=batch * width, padding_tokens=batch * width - sum(news))
@@ -225,14 +225,15 @@ def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TO
     return out[::-1]
 
 
-def _pass_mask(torch: Any, news: list[int], reuses: list[int], width: int, prefix: int) -> Any:
-    """``[B, 1, width, prefix + width]`` booleans: row ``b``'s query at column ``t`` (its rest
-    right-aligned: real from ``width - news[b]``) sees the first ``reuses[b]`` prefix columns and
-    its own real columns up to ``t``; a padding query sees only itself."""
-    start = torch.tensor([width - n for n in news])[:, None, None]
-    t = torch.arange(width)[None, :, None]
-    u = torch.arange(width)[None, None, :]
+def _pass_mask(torch: Any, news: list[int], reuses: list[int], width: int, prefix: int, device: str = "cpu") -> Any:
+    """``[B, 1, width, prefix + width]`` booleans (built on ``device``): row ``b``'s query at column
+    ``t`` (its rest right-aligned: real from ``width - news[b]``) sees the first ``reuses[b]``
+    prefix columns and its own real columns up to ``t``; a padding query sees only itself."""
+    start = torch.tensor([width - n for n in news], device=device)[:, None, None]
+    t = torch.arange(width, device=device)[None, :, None]
+    u = torch.arange(width, device=device)[None, None, :]
     padding_query = t < start
     own = ((u <= t) & (u >= start)) | (padding_query & (u == t))
-    seen = (torch.arange(prefix)[None, None, :] < torch.tensor(reuses)[:, None, None]) & ~padding_query
+    seen = (torch.arange(prefix, device=device)[None, None, :]
+            < torch.tensor(reuses, device=device)[:, None, None]) & ~padding_query
     return torch.cat([seen, own], dim=2)[:, None]

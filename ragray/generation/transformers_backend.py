@@ -160,6 +160,14 @@ class TransformersGenerator(Generator):
                 f"generation.model: could not load '{config.model}' (resolved to {path}) with "
                 f"transformers: {exc}"
             ) from exc
+        log.info("transformers generator %s on %s (%s)", path, device, dtype)
+        return cls.from_model(model, tokenizer, config, path=path, device=device)
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str,
+                   device: str) -> TransformersGenerator:
+        """A generator on a model already built: moved to ``device``, in eval mode, and set up for
+        its strategy (the cpu strategy swaps in ragray's attention and row-blocked layers)."""
         model.to(device).eval()
         cpu_strategy = device == "cpu" and resolve_strategy(config.transformers.strategy, device) == "cpu"
         if cpu_strategy and getattr(model.config, "_attn_implementation", None) == "sdpa":
@@ -169,7 +177,6 @@ class TransformersGenerator(Generator):
                 log.info("keeping sdpa attention: %s", exc)
         if cpu_strategy:  # norms and MLPs on cache-sized row blocks (row_chunks)
             chunk_rows(model)
-        log.info("transformers generator %s on %s (%s)", path, device, dtype)
         return cls(model, tokenizer, config, path=path, device=device)
 
     @property

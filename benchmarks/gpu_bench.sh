@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# benchmarks/bench_gpu.py on a lent GPU machine (the `device` tool's `run`) in ONE call of under
+# 8 minutes: the 1B shape, then the 8B shape, each against the naive loops and the bound.
+#
+# That machine has torch and transformers but not all of ragray's needs, and no network; a call
+# carries the working tree plus up to 8 ignored paths (64 MiB in all). So:
+#   here:   bash benchmarks/gpu_bench.sh pack     # -> .gpu/bench (git-ignored, ~15 MB): wheels, SmolLM2's
+#                                                 #    tokenizer, the commit
+#   there:  bash benchmarks/gpu_bench.sh run      # carry=[".gpu/bench"], timeout_s ~ 540
+#           writes $OUT/gpu_1b.json and $OUT/gpu_8b.json; copy them to benchmarks/results/
+# GPU_BENCH_PLAN="shape:questions:deadline_s ..." overrides the plan (default "1b:24:150 8b:24:280");
+# `run` also works on a CPU machine with ragray installed (e.g. GPU_BENCH_PLAN="tiny:4:120").
+set -uo pipefail
+mode=${1:?pack or run}
+here=.gpu/bench
+if [ "$mode" = pack ]; then  # in the repo root, with ragray's venv active
+  set -e
+  rm -rf "$here" && mkdir -p "$here/whl" "$here/tokenizer"
+  # ragray's needs the GPU image lacks (measured on an H200, 2026-11-26: ENV.md)
+  for w in pydantic==2.13.4 pydantic_core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2 \
+           typing_extensions==4.16.0 SQLAlchemy==2.1.9 greenlet==3.5.6 nltk==3.10.4; do
+    python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$here/whl" "$w"
+  done
+  python -m pip wheel -q --no-deps rouge_score==0.1.2 -w "$here/whl"  # sdist only on PyPI
+  tok=$(python -c "from ragray.generation.packaged import resolve_generator_model as r; print(r('smollm2'))")
+  for f in tokenizer.json tokenizer_config.json chat_template.jinja special_tokens_map.json; do
+    [ -f "$tok/$f" ] && cp "$tok/$f" "$here/tokenizer/"
+  done
+  git rev-parse --short HEAD >"$here/commit"
+  (cd "$here" && tar cf whl.tar whl && rm -rf whl)
+  du -sh "$here"
+  exit 0
+fi
+[ "$mode" = run ] || { echo "unknown mode $mode (pack or run)"; exit 2; }
+[ -d "$here" ] || { echo "$here is missing: run 'bash benchmarks/gpu_bench.sh pack' here first and carry it"; exit 2; }
+t0=$(date +%s)
+out=${OUT:-/tmp/gpu-bench-out}
+mkdir -p "$out"
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+site=/tmp/ragray-site
+if ! python3 -c "import pydantic, sqlalchemy, rouge_score" 2>/dev/null; then
+  rm -rf /tmp/ragray-whl "$site" && mkdir -p /tmp/ragray-whl "$site"
+  tar xf "$here/whl.tar" -C /tmp/ragray-whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/ragray-whl/whl/*.whl 2>&1 | tail -2
+  export PYTHONPATH="$site:$PWD"
+else
+  export PYTHONPATH="$PWD"
+fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 RAGRAY_COMMIT=$(cat "$here/commit")
+export RAY_USAGE_STATS_ENABLED=0
+echo "setup $(( $(date +%s) - t0 )) s"
+for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
+  IFS=: read -r shape questions deadline <<<"$item"
+  python3 -m benchmarks.bench_gpu --shape "$shape" --questions "$questions" --deadline "$deadline" \
+    --tokenizer "$here/tokenizer" --in-flight 1,8,32 --out "$out/gpu_$shape.json" 2>&1 \
+    | grep -v -E "Loading weights|Writing model|it/s\]" | cut -c1-600
+  echo "$shape done at $(( $(date +%s) - t0 )) s"
+done
+ls -la "$out"

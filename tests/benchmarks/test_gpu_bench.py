@@ -1,0 +1,40 @@
+"""benchmarks/bench_gpu.py on the tiny shape on CPU (the GPU run is one call of a lent machine: the
+script must not rot between them): every phase writes its numbers, and the gpu strategy's forward
+passes per question fall with questions in flight."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+pytest.importorskip("torch")
+
+
+def test_the_wrapper_parses():
+    assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "gpu_bench.sh")]).returncode == 0
+
+
+@pytest.mark.slow
+def test_tiny_shape_on_cpu_writes_every_phase(tmp_path):
+    from benchmarks.bench_gpu import main
+
+    out = tmp_path / "gpu_tiny.json"
+    assert main(["--shape", "tiny", "--questions", "3", "--in-flight", "1,4", "--deadline", "300",
+                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["machine"]["commit"]
+    assert result["ragray"]["questions"] == 3 and result["ragray"]["calls"] == 33
+    assert result["ragray"]["backend_settings"]["strategy"] == "cpu"  # auto on a CPU
+    assert result["ragray_gpu_strategy"]["backend_settings"]["strategy"] == "gpu"
+    for loop in ("naive_logprob", "naive_lean", "seed_loop"):
+        assert result[loop]["calls_per_s"] > 0
+    assert result["bound"]["prefill"]["tokens_per_s"] > 0 and result["x_naive_logprob"] > 0
+    flight = result["in_flight"]
+    assert flight["4"]["engine"]["forward_passes_per_question"] < flight["1"]["engine"]["forward_passes_per_question"]

@@ -160,9 +160,21 @@ def _details(s: RunSummary, mode_text: str) -> list[tuple[str, str]]:
         ("noise ratio: labels / causal", f"{_fmt(s.quality.label_noise_ratio)} / {_fmt(s.quality.causal_noise_ratio)}"),
         ("flags", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.flag_counts.items() if v) or "none"),
         ("calls", _calls_line(s)),
+        *([("engine (per question)", _engine_line(s.engine))] if s.engine else []),
         ("errors", str(s.errors)),
     ]
     return rows
+
+
+def _engine_line(e: Mapping[str, Any]) -> str:
+    """What the in-process engine did per question: the speed proxies that need no GPU to read."""
+    over = e.get("computed_over_minimum")
+    line = (f"{_fmt(e.get('forward_passes_per_question'), '.1f')} forward passes, "
+            f"{_fmt(e.get('host_syncs_per_question'), '.1f')} host waits, "
+            f"{_fmt(e.get('tokens_computed_per_question'), '.0f')} tokens computed")
+    if over is not None:
+        line += f" ({over:.2f}x the exact-reuse minimum, {100 * (e.get('padding_share') or 0):.0f}% padding)"
+    return line
 
 
 def _calls_line(s: RunSummary) -> str:

@@ -84,6 +84,11 @@ def gqa_sdpa_attention(
     on torch 2.13 CPU, fp32 and bf16, tested). Splitting masked prefills into query chunks gained
     nothing measurable here.
 
+    On CUDA a masked decoding step (1 to 16 queries per row) is folded too, so each cached
+    key/value is read once instead of being repeated ``groups`` times first (transformers'
+    path with a mask); masked calls of more queries there take transformers' path (SDPA's GQA
+    with a mask would run the math kernel).
+
     Masked calls of 2 to 16 queries per row (decoding steps that verify drafted tokens) fold the
     ``groups`` query heads of each KV head into ``groups x queries`` rows of a plain call: the
     kernel then reads each cached key/value once per KV head instead of once per query head
@@ -117,7 +122,12 @@ def gqa_sdpa_attention(
     mask = attention_mask[:, :, :, : key.shape[-2]]
     batch, heads, n_query, dim = query.shape
     groups = heads // key.shape[1]
-    if 1 < n_query <= _FOLD_MAX_QUERIES and mask.shape[1] == 1:
+    cuda = _on_cuda(query)
+    if cuda and n_query > _FOLD_MAX_QUERIES:
+        # a padded prefill pass on CUDA: SDPA's GQA with a mask would fall back to the math kernel
+        # (the whole score matrix in memory); transformers' path repeats K/V for the efficient one
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if (1 < n_query or cuda) and n_query <= _FOLD_MAX_QUERIES and mask.shape[1] == 1:
         # a few queries per row (decoding with drafts): the query heads of one KV head become rows
         # of one call, so each cached key/value is read once instead of once per query head
         folded = query.reshape(batch, key.shape[1], groups * n_query, dim)
@@ -130,6 +140,11 @@ def gqa_sdpa_attention(
             query, key, value, attn_mask=mask, scale=kwargs.get("scaling"), enable_gqa=True
         )
     return out.transpose(1, 2).contiguous(), None
+
+
+def _on_cuda(query: Any) -> bool:
+    """Whether the call runs on a GPU (its own function: tests run the CUDA choices on CPU)."""
+    return bool(query.is_cuda)
 
 
 def register_gqa_attention() -> str:

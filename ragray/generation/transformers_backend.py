@@ -57,6 +57,7 @@ from ragray.generation.cpu import native_bf16
 from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.kv_prefix import prefill_token_count
 from ragray.generation.row_chunks import chunk_rows
+from ragray.generation.static_decode import StaticDecoder
 from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, GpuSizes, gpu_sizes, resolve_strategy
 
 __all__ = ["TransformersGenerator"]
@@ -120,6 +121,7 @@ class TransformersGenerator(Generator):
         self.strategy = resolve_strategy(config.transformers.strategy, device)
         self.sizes: GpuSizes | None = None
         self._batched: BatchedPrefill | None = None
+        self._static: StaticDecoder | None = None
         if self.strategy == "gpu" and self._global_attention:
             self._use_gpu_strategy(config)
 
@@ -133,6 +135,9 @@ class TransformersGenerator(Generator):
         self.batch_size = self.sizes.decode_rows
         self.default_questions_in_flight = self.sizes.questions_in_flight
         self._packing = False
+        if config.transformers.static_decode:
+            self._static = StaticDecoder(self._decoder, graphs=True)
+            self._drafting = False
         pad = getattr(self._tok, "pad_token_id", None)
         self._batched = BatchedPrefill(
             self._model, self._torch, self.device, keep_arg=self._keep_arg,
@@ -169,8 +174,11 @@ class TransformersGenerator(Generator):
         """A generator on a model already built: moved to ``device``, in eval mode, and set up for
         its strategy (the cpu strategy swaps in ragray's attention and row-blocked layers)."""
         model.to(device).eval()
-        cpu_strategy = device == "cpu" and resolve_strategy(config.transformers.strategy, device) == "cpu"
-        if cpu_strategy and getattr(model.config, "_attn_implementation", None) == "sdpa":
+        strategy = resolve_strategy(config.transformers.strategy, device)
+        cpu_strategy = device == "cpu" and strategy == "cpu"
+        # CPU: every masked call; CUDA (gpu strategy): decoding steps read the KV once (attention)
+        ours = cpu_strategy or (device.startswith("cuda") and strategy == "gpu")
+        if ours and getattr(model.config, "_attn_implementation", None) == "sdpa":
             try:  # same numbers, no per-step copy of the cache in batched decoding (kv_prefix)
                 model.set_attn_implementation(register_gqa_attention())
             except (ImportError, AttributeError, ValueError) as exc:
@@ -436,6 +444,11 @@ class TransformersGenerator(Generator):
         # a drafted step appends 1 + draft_tokens columns to every row, and there are at most
         # max(room) steps: cache room for all of them (growing would copy the whole cache)
         columns = max(room) * (1 + self.config.transformers.draft_tokens if self._drafting else 1)
+        if self._static is not None and single is None:
+            outputs = self._static.run(rows, lengths, self._torch.cat(firsts), room,
+                                       [self._generator(i) for i in indices])
+            self._finish(indices, lengths, outputs, results, began, prefilled, computed)
+            return
         if single is not None:  # sliding-window / recurrent caches: one prompt, the model's own cache
             cache = single
             mask = self._torch.ones((1, lengths[0]), dtype=self._torch.long, device=self.device)
@@ -450,6 +463,11 @@ class TransformersGenerator(Generator):
             outputs = self._decoder.one_token(cache, mask, lengths, first, room,
                                               [self._generator(i) for i in indices])
         del cache
+        self._finish(indices, lengths, outputs, results, began, prefilled, computed)
+
+    def _finish(self, indices: list[int], lengths: list[int], outputs: list[list[int]],
+                results: dict[int, Generation], began: float, prefilled: float, computed: int) -> None:
+        """The decoded tokens as :class:`Generation` s in ``results``; the group's time shared out."""
         self.decode_stats["tokens"] += sum(map(len, outputs))
         done = time.perf_counter()
         log.debug(

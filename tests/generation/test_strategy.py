@@ -57,6 +57,30 @@ def test_pass_mask_by_hand():
                        [0, 1, 1, 1]]
 
 
+def test_passes_are_cut_where_padding_costs_more_than_a_pass():
+    from ragray.generation.batched import cut_passes
+
+    # equal rests: one pass; the budget splits it
+    assert cut_passes([100] * 8, budget=10_000, overhead=50) == [(0, 8)]
+    assert cut_passes([100] * 8, budget=400, overhead=50) == [(0, 4), (4, 8)]
+    # long and short rests: one pass would pad 6 x 900 tokens; two passes cost one overhead more
+    assert cut_passes([1000, 1000, 100, 100, 100, 100, 100, 100], budget=10_000, overhead=1024) == [(0, 2), (2, 8)]
+    # a tiny spread is not worth a pass
+    assert cut_passes([105, 100, 100], budget=10_000, overhead=1024) == [(0, 3)]
+    assert cut_passes([5000], budget=100, overhead=10) == [(0, 1)]  # one row over the budget runs alone
+    assert cut_passes([], budget=100) == []
+
+
+def test_a_header_is_not_worth_a_wave():
+    from ragray.generation.batched import rewave
+    from ragray.generation.packed import Step
+
+    steps = [Step(0, None, 0), Step(1, 0, 500), Step(2, 0, 20), Step(3, 2, 300)]
+    waves = rewave(steps, min_reuse=64)
+    assert [[s.index for s in w] for w in waves] == [[0, 2], [1, 3]]
+    assert waves[0][1] == Step(2, None, 0) and waves[1][1] == Step(3, 2, 300)
+
+
 def test_counts_are_shared_out_and_summarized():
     shares = split_counts({"forward_passes": 3, "tokens_computed": 90}, [1, 2])
     assert shares == [{"forward_passes": 1.0, "tokens_computed": 30.0}, {"forward_passes": 2.0, "tokens_computed": 60.0}]
@@ -154,6 +178,42 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
     monkeypatch.setattr(gen._batched, "model", small_batches_only)
     assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-5)
     assert refused and gen._batched.tokens_per_pass < 100_000  # later passes start smaller
+
+
+@pytest.mark.slow
+def test_fixed_shape_decoding_gives_the_reference_answers(reference, monkeypatch):
+    """static_decode (CUDA graphs on a GPU): the same tokens as the reference, eagerly on CPU, with
+    rows finishing at different steps; with CUDA's attention choices too."""
+    from ragray.generation import attention
+
+    prompts = _subset_prompts()
+    long = 48  # room for answers to end at their own end-of-turn token
+    plain = reference.with_config(GenerationConfig(max_tokens=long, transformers=reference.config.transformers))
+    ref = plain.generate(prompts)
+    gen = reference.with_config(GenerationConfig(max_tokens=long, transformers={"strategy": "gpu", "static_decode": True}))
+    assert gen._static is not None and not gen._drafting
+    out = gen.generate(prompts)
+    assert [g.text for g in out] == [g.text for g in ref]
+    assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
+    assert len({g.completion_tokens for g in ref}) > 1  # rows did finish at different steps
+    monkeypatch.setattr(attention, "_on_cuda", lambda query: True)
+    assert [g.text for g in gen.generate(prompts)] == [g.text for g in ref]
+
+
+@pytest.mark.slow
+def test_the_cuda_attention_choices_give_the_same_numbers(reference, monkeypatch):
+    """On CUDA ragray's attention folds single-query decoding steps (each cached key/value read once)
+    and leaves padded passes to transformers' path: run those choices here, against the reference."""
+    from ragray.generation import attention
+
+    monkeypatch.setattr(attention, "_on_cuda", lambda query: True)
+    gen = _gpu(reference, tokens_per_pass=100_000, draft_tokens=0)  # one-token decoding steps
+    prompts = _subset_prompts()
+    ref = reference.generate(prompts)
+    assert [g.text for g in gen.generate(prompts)] == [g.text for g in ref]
+    answer = ref[0].text
+    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(
+        reference.score(prompts, [answer] * len(prompts)), abs=1e-4)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -203,3 +203,46 @@ def test_jsd_mode_on_an_endpoint_reads_its_top_logprobs(tmp_path):
     assert all(q["influence_mode"] == "jsd" and q["error"] is None for q in qs)
     assert all(p["jsd"] is not None and p["jsd"] >= 0 and p["logprob_drop"] is not None for p in ps)
     assert top > 2  # the baselines and the scored arms went to the server
+
+
+def test_engine_counts_of_a_merged_call_are_shared_by_its_questions(tmp_path):
+    """An engine that counts its work: with questions in flight each question's row holds its share
+    of the merged calls (by prompts sent), the shares add up to what the engine did, and the
+    summary's per-question passes fall with questions in flight."""
+    from ragray.generation.engine_counts import EngineCounts
+    from ragray.generation.scripted import ScriptedGenerator
+
+    class Counting(ScriptedGenerator):
+        def __init__(self):
+            super().__init__()
+            self.counts = EngineCounts()
+
+        def engine_counts(self):
+            return self.counts.snapshot()
+
+        def generate(self, prompts):
+            self.counts.add(forward_passes=1, tokens_computed=len(prompts))
+            return super().generate(prompts)
+
+        def score(self, prompts, answers):
+            self.counts.add(forward_passes=1, tokens_computed=len(prompts))
+            return super().score(prompts, answers)
+
+    data = scripted_dataset(tmp_path)
+
+    def run(n):
+        gen = Counting()
+        cfg = load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false",
+                                 "influence.mode=logprob", f"execution.max_questions_in_flight={n}"])
+        res = run_influence(cfg, tmp_path / f"r{n}", generator=gen, progress=False)
+        rows = pq.read_table(res.out / "questions.parquet").to_pylist()
+        return gen.counts.snapshot(), rows, res.summary.engine
+
+    total1, rows1, engine1 = run(1)
+    total4, rows4, engine4 = run(4)
+    for total, rows in ((total1, rows1), (total4, rows4)):
+        assert sum(r["forward_passes"] for r in rows) == pytest.approx(total["forward_passes"])
+        assert sum(r["tokens_computed"] for r in rows) == pytest.approx(total["tokens_computed"])
+    assert total4["tokens_computed"] == total1["tokens_computed"]  # the same prompts
+    assert engine4["forward_passes_per_question"] < engine1["forward_passes_per_question"]
+    assert all(float(r["forward_passes"]).is_integer() for r in rows1)  # alone: whole calls

@@ -99,6 +99,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("throughput", "bench_throughput.py", lambda a, _: [] if a.full else ["--repeat", "3"]),
     Section("vllm_in_flight", "bench_vllm_in_flight.py",
             lambda a, _: [] if a.full else ["--questions", "8", "--one-questions", "2"]),
+    # the packaged SmolLM2 at defaults against the naive loops and the bound (a GPU: gpu_bench.sh)
+    Section("engine", "bench_gpu.py", lambda a, _: ["--packaged", "--questions", "8", "--deadline", "1100"]),
 )
 NAMES = tuple(s.name for s in SECTIONS)
 

@@ -73,6 +73,9 @@ class Run:
     tables: dict[str, Any]
     files: dict[str, bytes] = field(repr=False)
     path: Path | None = None
+    #: the pipeline's own typed result (summary record and question records): what the CLI and the
+    #: HTTP API print and serve from, so they take this same path
+    result: Any = field(default=None, repr=False)
 
     def __getattr__(self, name: str) -> Any:
         tables = self.__dict__.get("tables", {})
@@ -176,6 +179,8 @@ def _config(config: Any, settings: Mapping[str, Any] | None, keywords: Mapping[s
     values = {known[k]: v for k, v in keywords.items() if v is not None}
     values.update(settings or {})
     if isinstance(config, ExperimentConfig):
+        if not values:
+            return config  # as given (the CLI's and the HTTP API's validated config)
         base = config.model_dump(mode="json")
         from ragray.config import apply_overrides, validate_config
 
@@ -230,9 +235,13 @@ def load_run(path: str | Path) -> Run:
 
 
 def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history: bool | None, progress: bool,
-             model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any]) -> Run:
+             model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any],
+             resume: bool = False) -> Run:
     """Build the config, write ``data`` as records (in a temporary folder), run the pipeline's
-    ``kind`` in ``out`` or in a temporary folder, and read the result."""
+    ``kind`` in ``out`` or in a temporary folder (``resume``: continue the run ``out`` holds), and
+    read the result."""
+    if resume and out is None:
+        raise InputError("resume: needs out, the run directory to continue")
     with tempfile.TemporaryDirectory(prefix="ragray-") as tmp:
         extra: dict[str, Any] = dict(settings or {})
         if isinstance(model, (str, Path)):
@@ -261,50 +270,54 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
         cfg = _config(config, extra, keywords)
         generator = _generator(model, tokenizer, cfg)
         target = Path(out) if out is not None else Path(tmp) / "run"
-        _dispatch(kind, cfg, target, records_path, progress, generator)
+        done = _dispatch(kind, cfg, target, records_path, progress, generator, resume)
         result = _read_run(target, kind)
+        result.result = done
         if out is not None:
             result.path = target
         return result
 
 
-def _dispatch(kind: str, cfg: Any, target: Path, records: Path | None, progress: bool, generator: Any) -> None:
+def _dispatch(kind: str, cfg: Any, target: Path, records: Path | None, progress: bool, generator: Any,
+              resume: bool) -> Any:
     from ragray import pipeline
 
     if kind == "run":
-        pipeline.run_influence(cfg, target, progress=progress, generator=generator)
-    elif kind == "interpret":
-        pipeline.run_interpret(cfg, target, progress=progress, generator=generator)
-    elif kind == "audit":
-        pipeline.run_audit(cfg, target, progress=progress, generator=generator)
-    elif kind == "score":
-        if records is None:
-            raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
-        pipeline.run_score(cfg, records, target)
+        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
+    if kind == "interpret":
+        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
+    if kind == "audit":
+        return pipeline.run_audit(cfg, target, progress=progress, generator=generator)
+    if records is None:
+        raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
+    return pipeline.run_score(cfg, records, target)
 
 
 def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
         progress: bool = True, model: Any = None, tokenizer: Any = None, settings: Mapping[str, Any] | None = None,
-        **keywords: Any) -> Run:
+        resume: bool = False, **keywords: Any) -> Run:
     """Which passages each answer used (``ragray run``). ``data``: a DataFrame or list of dicts
     (``question``; optional ``id``, ``answers``, ``passages`` — then those passages, in that order,
-    are what is measured — and ``gold_passage_ids``), a dataset path or name, or None for the demo."""
-    return _execute("run", data, config, out, history, progress, model, tokenizer, settings, keywords)
+    are what is measured — and ``gold_passage_ids``), a dataset path or name, or None for the demo.
+    ``resume=True`` continues the run in ``out`` (its finished questions are kept, not rerun)."""
+    return _execute("run", data, config, out, history, progress, model, tokenizer, settings, keywords, resume)
 
 
 def interpret(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
               progress: bool = True, model: Any = None, tokenizer: Any = None,
-              settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
+              settings: Mapping[str, Any] | None = None, resume: bool = False, **keywords: Any) -> Run:
     """Are the explanations faithful (``ragray interpret``); arguments as :func:`run`."""
-    return _execute("interpret", data, config, out, history, progress, model, tokenizer, settings, keywords)
+    return _execute("interpret", data, config, out, history, progress, model, tokenizer, settings, keywords,
+                    resume)
 
 
 def audit_retrieval(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
-          progress: bool = True, settings: Mapping[str, Any] | None = None, **keywords: Any) -> Run:
+          progress: bool = True, model: Any = None, settings: Mapping[str, Any] | None = None,
+          **keywords: Any) -> Run:
     """Is retrieval trustworthy (``ragray audit``; not ``ragray.audit``, the package of the audit
     itself): coverage, noise and PASS/FAIL per query;
     ``data`` as :func:`run` (rows with ``question`` and ``gold_passage_ids``, or a dataset)."""
-    return _execute("audit", data, config, out, history, progress, None, None, settings, keywords)
+    return _execute("audit", data, config, out, history, progress, model, None, settings, keywords)
 
 
 def score(data: Any, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,

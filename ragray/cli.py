@@ -86,9 +86,10 @@ def _resumable_run(args: argparse.Namespace, command: str) -> tuple[Any, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ragray.pipeline import run_influence
+    from ragray import api
+
     config, out = _resumable_run(args, "run")
-    result = run_influence(config, out, resume=args.resume, progress=not args.no_progress)
+    result = api.run(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
     s = result.summary
     print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
           f"{s.model} via {s.backend}, {s.retriever} top-{s.top_k} -> {result.out}")
@@ -156,9 +157,10 @@ def _p(value: object) -> str:
 
 
 def _cmd_interpret(args: argparse.Namespace) -> int:
-    from ragray.pipeline import run_interpret
+    from ragray import api
+
     config, out = _resumable_run(args, "interpret")
-    result = run_interpret(config, out, resume=args.resume, progress=not args.no_progress)
+    result = api.interpret(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
     s = result.summary
     print(f"ragray interpret: {s.n_questions} questions ({result.n_resumed} resumed, {s.n_failed} failed), "
           f"{s.model}, {s.level} level{' (hierarchical)' if s.hierarchical else ''}, "
@@ -186,7 +188,7 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from ragray.pipeline import run_audit
+    from ragray import api
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
@@ -197,7 +199,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         values.update({"data.path": args.pdfs, "data.format": "pdf"})
     config = load_config(args.config, args.overrides, values)
     out = args.out or default_run_dir("audit", config.name)
-    result = run_audit(config, out, progress=not args.no_progress)
+    result = api.audit_retrieval(config=config, out=out, progress=not args.no_progress).result
     s, queries = result.summary, result.entries
     print("=== RETRIEVAL INTEGRITY AUDIT ===")
     for e in queries if len(queries) <= 10 else [e for e in queries if e.status != "PASS"][:20]:

@@ -6,14 +6,33 @@ table as plain aligned columns, one line per row (never wrapped), trailing blank
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "print_pairs", "print_table"]
+__all__ = ["console", "print_pairs", "print_table", "progress_bar"]
+
+
+def progress_bar(*args: Any, **kwargs: Any) -> Any:
+    """A tqdm bar: the notebook widget where Jupyter's widgets are installed, else text (``tqdm.auto``
+    would warn in a notebook without them, and fall back to text anyway)."""
+    return _bar_class()(*args, **kwargs)
+
+
+@functools.lru_cache(maxsize=1)
+def _bar_class() -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
 
 
 def console() -> Console:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from tqdm.auto import tqdm
+from ragray.console import progress_bar
 
 from ragray.config import ExperimentConfig, read_yaml, validate_config
 from ragray.data import load_dataset
@@ -135,7 +135,7 @@ class QuestionRun:
     ) -> None:
         """Log records as they arrive (in any order) with a progress bar; ``on_record`` sees every
         record of the run once it is logged: the resumed ones first, then each new one."""
-        bar = tqdm(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
+        bar = progress_bar(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
                    disable=not progress)
         try:
             if on_record is not None:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from ragray.console import progress_bar
 
 from ragray.cache import CacheStats, RetrievalCache
 from ragray.cache.keys import hits_key, index_key, rerank_identity, setup_key
@@ -226,7 +226,7 @@ class RetrievalStage:
             )
         setup = self._setup_key()
         expand = bool(self.config.retrieval.expand.window)
-        bar = tqdm(dataset.questions, desc="retrieve", unit="q", disable=not progress)
+        bar = progress_bar(dataset.questions, desc="retrieve", unit="q", disable=not progress)
         for q in bar:
             own = self.cache.chunks_key(q.passages, self.config.chunking, dataset.documents) if setup else None
             key = hits_key(setup, own, q.question) if setup and own else None
@@ -254,7 +254,7 @@ class RetrievalStage:
         documents: dict[str, DocumentChunks] | None = None
         expand = bool(self.config.retrieval.expand.window)
         questions = dataset.questions
-        bar = tqdm(total=len(questions), desc="retrieve", unit="q", disable=not progress)
+        bar = progress_bar(total=len(questions), desc="retrieve", unit="q", disable=not progress)
         for start in range(0, len(questions), _GLOBAL_BATCH):
             batch = questions[start : start + _GLOBAL_BATCH]
             keys = [hits_key(setup, chunks_key, q.question) if setup and chunks_key else None

@@ -159,14 +159,15 @@ class RunManager:
 
     def _work(self, run_id: str, command: str, config: ExperimentConfig, out: Path,
               generator: Generator | None) -> None:
-        from ragray.pipeline import QUESTION_COMMANDS, run_audit
+        from ragray import api
 
         try:
             with recording(self.history, run_id, out):  # the command's own recording joins this record
                 if command == "audit":
-                    run_audit(config, out, progress=False, generator=generator)
-                else:
-                    QUESTION_COMMANDS[command](config, out, resume=True, progress=False, generator=generator)
+                    api.audit_retrieval(config=config, out=out, progress=False, model=generator)
+                else:  # the same functions a notebook calls (ragray.run / ragray.interpret)
+                    {"run": api.run, "interpret": api.interpret}[command](
+                        config=config, out=out, resume=True, progress=False, model=generator)
         except Exception:  # recorded as failed for GET /runs/{id}; the thread must not die silently
             log.warning("run %s failed", run_id, exc_info=True)
 

@@ -38,6 +38,12 @@ def _errors(nb: dict) -> list[str]:
             for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
+def _warnings(nb: dict) -> list[str]:
+    """stderr text of the cells (warnings a reader would see, with the machine's paths in them)."""
+    return ["".join(o.get("text", "")) for cell in _code_cells(nb) for o in cell.get("outputs", [])
+            if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+
+
 def _statements(code: str) -> list[str]:
     """Code lines without comments or blank lines, whitespace-normalized."""
     lines = (re.sub(r"\s+#.*$|^\s*#.*$", "", line).strip() for line in code.splitlines())
@@ -50,6 +56,7 @@ def test_the_committed_notebook_has_its_outputs_in_order_and_no_error():
     assert 8 <= len(cells) <= 12  # a quickstart, not a tutorial
     assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1))  # run top to bottom, once
     assert _errors(nb) == []
+    assert [w for w in _warnings(nb) if "site-packages" in w or "Warning" in w] == []
     html = _html_outputs(nb)
     assert any("<article class=qcard" in h for h in html)  # attribute's card
     assert any("<h2>Questions</h2>" in h for h in html)  # run.report()
@@ -106,6 +113,7 @@ def test_the_notebook_runs_end_to_end(tmp_path, monkeypatch):
 
     executed = json.loads(nbformat.writes(nb))
     assert _errors(executed) == []
+    assert [w for w in _warnings(executed) if "site-packages" in w or "Warning" in w] == []
     html = _html_outputs(executed)
     assert any("<article class=qcard" in h for h in html)
     assert any("<h2>Questions</h2>" in h for h in html)

@@ -176,3 +176,42 @@ def test_audit_and_score_follow_the_same_pattern(in_empty_folder):
                           settings={"metrics.embedding": False})
     assert os.listdir(in_empty_folder) == [] and scored.kind == "score"
     assert scored.tables["scores"]["em"].tolist() == [1.0]
+
+
+def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, monkeypatch):
+    """One code path: `ragray run`/`interpret`/`audit` and a run started over HTTP call ragray.run /
+    interpret / audit_retrieval (the notebook's functions), not the pipeline beside them."""
+    from ragray import api
+    from ragray.cli import main
+    from ragray.serving.runs import RunManager
+
+    called = []
+    for name in ("run", "interpret", "audit_retrieval"):
+        real = getattr(api, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            called.append((_name, kwargs.get("resume")))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(api, name, spy)
+    path = in_empty_folder / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in FILE_ROWS), encoding="utf-8")
+    common = ["--dataset", str(path), "--backend", "scripted", "--retriever", "given", "--no-progress"]
+    assert main(["run", *common, "--out", str(in_empty_folder / "r")]) == 0
+    assert main(["run", *common, "--out", str(in_empty_folder / "r"), "--resume"]) == 0
+    main(["audit", "--dataset", str(path), "--out", str(in_empty_folder / "a"), "--no-progress"])  # 1: unscored
+    assert called == [("run", False), ("run", True), ("audit_retrieval", None)]
+    # a run started over HTTP (POST /runs hands it to RunManager._work in a thread)
+    from ragray.config import load_config
+    from ragray.generation.scripted import ScriptedGenerator
+
+    config = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
+                                f"history.url=sqlite:///{in_empty_folder / 'h.sqlite'}"])
+    manager = RunManager.__new__(RunManager)  # its presets and Serve app are not what is tested here
+    manager.history = SimpleNamespace(finish_run=lambda *a, **k: None)
+    monkeypatch.setattr("ragray.serving.runs.recording", lambda *a: __import__("contextlib").nullcontext())
+    called.clear()
+    manager._work("r1", "run", config, in_empty_folder / "http", ScriptedGenerator())
+    manager._work("r2", "interpret", config, in_empty_folder / "http2", ScriptedGenerator())
+    assert called == [("run", True), ("interpret", True)]
+    assert (in_empty_folder / "http" / "summary.json").is_file()

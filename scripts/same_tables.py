@@ -46,6 +46,8 @@ VOLATILE = frozenset({
     "node", "node_id", "placement", "gpu_ids",
     # cache hits depend on what ran before on the machine (the caches are shared), not on the code
     "cache",
+    # the engine's work (forward passes, tokens ...): a call answered from the call cache costs none
+    "forward_passes", "host_syncs", "tokens_computed", "tokens_minimum", "padding_tokens", "engine",
 })
 VOLATILE_PREFIXES = ("cache_",)
 

@@ -7,7 +7,8 @@
 #   here:   bash benchmarks/gpu_bench.sh pack     # -> .gpu/bench (git-ignored, ~15 MB): wheels, SmolLM2's
 #                                                 #    tokenizer, the commit
 #   there:  bash benchmarks/gpu_bench.sh run      # carry=[".gpu/bench"], timeout_s ~ 540
-#           writes $OUT/gpu_1b.json and $OUT/gpu_8b.json; copy them to benchmarks/results/
+#           writes $OUT/gpu_1b.json, $OUT/gpu_8b.json (copy them to benchmarks/results/) and the CUDA
+#           exactness test's $OUT/cuda_exactness.xml
 # GPU_BENCH_PLAN="shape:questions:deadline_s ..." overrides the plan (default "1b:24:150 8b:24:280");
 # `run` also works on a CPU machine with ragray installed (e.g. GPU_BENCH_PLAN="tiny:4:120").
 set -uo pipefail
@@ -57,4 +58,7 @@ for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
     | grep -v -E "Loading weights|Writing model|it/s\]" | cut -c1-600
   echo "$shape done at $(( $(date +%s) - t0 )) s"
 done
+# the bf16 exactness check on CUDA (gpu strategy vs plain forward passes), JUnit XML beside the JSONs
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda \
+  --junitxml "$out/cuda_exactness.xml" 2>&1 | tail -3
 ls -la "$out"

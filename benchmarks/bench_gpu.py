@@ -293,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", default=None, help="SmolLM2's tokenizer folder (default: the packaged model's)")
     ap.add_argument("--in-flight", default="", help="e.g. 1,8,32: the gpu strategy's engine counts at those")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: variants,naive,bound")
+    ap.add_argument("--naive-seconds", type=float, default=90.0,
+                    help="time for the three naive loops together (each stops after its share)")
     args = ap.parse_args(argv)
     import torch
     import transformers
@@ -337,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
         if "naive" not in skip and clock.left() > 60:
             result.update(naive_loops(gen, prompts, clock, GenerationConfig().max_tokens,
-                                      budget_s=min(90.0, clock.left() / 2)))
+                                      budget_s=min(args.naive_seconds, clock.left() / 2)))
             save()
         if "bound" not in skip and clock.left() > 20:
             engine = main_run["engine"] or {}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.engine_counts import EngineCounts
-from ragray.generation.kv_prefix import Piece, cache_layers
+from ragray.generation.kv_prefix import Piece, cache_layers, stack_pieces
 from ragray.generation.packed import Step, plan_groups, truncate, wave_plan
 
 __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
@@ -164,24 +164,7 @@ class BatchedPrefill:
             from transformers import DynamicCache
 
             return DynamicCache(config=self.model.config)
-        from transformers.cache_utils import Cache
-
-        from ragray.generation.kv_prefix import _preallocated_layer
-
-        source = next(r.prefix[0][0] for r in rows if r.prefix)
-        layer_class = _preallocated_layer()
-        layers = []
-        for layer, (k0, v0) in enumerate(source):
-            k = k0.new_zeros((len(rows), k0.shape[1], prefix + width, k0.shape[3]))
-            v = v0.new_zeros((len(rows), v0.shape[1], prefix + width, v0.shape[3]))
-            for b, row in enumerate(rows):
-                at = 0
-                for pieces, begin, end in row.prefix:
-                    k[b, :, at : at + end - begin] = pieces[layer][0][0, :, begin:end]
-                    v[b, :, at : at + end - begin] = pieces[layer][1][0, :, begin:end]
-                    at += end - begin
-            layers.append(layer_class(k, v, prefix))
-        return Cache(layers=layers)
+        return stack_pieces([r.prefix for r in rows], width, left=True)[0]
 
 
 def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[Step]]:

@@ -185,10 +185,11 @@ def make_cache(layers: KVLayers, length: int, capacity: int) -> Any:
     return Cache(layers=out)
 
 
-def stack_pieces(rows: Sequence[Sequence[Piece]], room: int) -> tuple[Any, Any]:
-    """Stack rows of KV into one batch, right-aligned (left padding); a row is a sequence of
-    pieces of layer lists: one prompt's own cache, or the pieces of earlier packed waves it reuses
-    followed by its span of a packed prefill (:mod:`ragray.generation.packed`).
+def stack_pieces(rows: Sequence[Sequence[Piece]], room: int, *, left: bool = False) -> tuple[Any, Any]:
+    """Stack rows of KV into one batch, right-aligned (left padding; ``left``: left-aligned, the
+    padding after each row); a row is a sequence of pieces of layer lists: one prompt's own
+    cache, or the pieces of earlier packed waves it reuses followed by its span of a packed
+    prefill (:mod:`ragray.generation.packed`). A row may be empty (all padding), not every row.
 
     Returns ``(cache, attention_mask)``: a cache of ``[B, H, width, D]`` per layer (``width`` the
     longest row, with room for ``room`` more positions) and a ``[B, width]`` long mask with 0 on
@@ -201,18 +202,19 @@ def stack_pieces(rows: Sequence[Sequence[Piece]], room: int) -> tuple[Any, Any]:
 
     lengths = [sum(end - start for _, start, end in row) for row in rows]
     width, batch = max(lengths), len(rows)
-    first = rows[0][0][0]
+    first = next(row for row in rows if row)[0][0]
     mask = torch.zeros((batch, width), dtype=torch.long, device=first[0][0].device)
     for b, n in enumerate(lengths):
-        mask[b, width - n :] = 1
+        mask[b, slice(0, n) if left else slice(width - n, width)] = 1
     layer_class = _preallocated_layer()
     layers = []
     for layer in range(len(first)):
         k, v = _buffer(first[layer][0], batch, width + room), _buffer(first[layer][1], batch, width + room)
         for b, (row, n) in enumerate(zip(rows, lengths)):
-            k[b, :, : width - n] = 0
-            v[b, :, : width - n] = 0
-            at = width - n
+            pad = slice(n, width) if left else slice(0, width - n)
+            k[b, :, pad] = 0
+            v[b, :, pad] = 0
+            at = 0 if left else width - n
             for source, start, end in row:
                 k[b, :, at : at + end - start] = source[layer][0][0, :, start:end]
                 v[b, :, at : at + end - start] = source[layer][1][0, :, start:end]

@@ -80,6 +80,9 @@ class StaticDecoder:
         width = pad_mask.shape[1]
         column = torch.tensor([width], device=dev)
         layer = _static_layer()
+        for lay in stacked.layers:  # attention reads the unwritten columns too (masked): they must be
+            lay._k[:, :, width:].zero_()  # finite, since a zero weight times NaN is NaN
+            lay._v[:, :, width:].zero_()
         cache = Cache(layers=[layer(lay._k, lay._v, column) for lay in stacked.layers])
         del stacked
         batch = len(rows)

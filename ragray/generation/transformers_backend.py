@@ -195,9 +195,9 @@ class TransformersGenerator(Generator):
         out: dict[str, Any] = {"device": self.device, "dtype": self.precision, "strategy": self.strategy}
         if self.device == "cpu":
             out["threads"] = self._torch.get_num_threads()
-        if self.sizes is not None:
-            out.update(tokens_per_pass=self._batched.tokens_per_pass if self._batched else self.sizes.tokens_per_pass,
-                       decode_rows=self.sizes.decode_rows, questions_in_flight=self.sizes.questions_in_flight)
+        if self._batched is not None:  # the pass size now (an out-of-memory retry shrinks it)
+            out.update(tokens_per_pass=self._batched.tokens_per_pass, decode_rows=self.sizes.decode_rows,
+                       questions_in_flight=self.sizes.questions_in_flight)
         return out
 
     def engine_counts(self) -> dict[str, float]:

@@ -179,8 +179,7 @@ class Merges(TakesTurns):
             self._cond.notify_all()
         self.turn.waiting(lambda: self._wait(call))
         if call.counts:
-            mine = self.engine_counts()
-            self._local.counts = {k: mine.get(k, 0) + v for k, v in call.counts.items()}
+            self._count_mine(call.counts)
         if call.error is not None:
             raise call.error
         return call.result
@@ -218,9 +217,12 @@ class Merges(TakesTurns):
         try:
             return super().score_divergence(reference, prompts, answer)
         finally:  # not merged: the question's own call (another question's may overlap it)
-            spent = counts_delta(self.inner.engine_counts(), before)
-            mine = self.engine_counts()
-            self._local.counts = {k: mine.get(k, 0) + v for k, v in spent.items()}
+            self._count_mine(counts_delta(self.inner.engine_counts(), before))
+
+    def _count_mine(self, counts: dict[str, float]) -> None:
+        """Add ``counts`` to the calling question's (thread's) shares."""
+        mine = self.engine_counts()
+        self._local.counts = {k: mine.get(k, 0) + v for k, v in counts.items()}
 
     def engine_counts(self) -> dict[str, float]:
         """The calling question's shares of the merged calls' engine counts (a merged call's

@@ -246,3 +246,18 @@ def test_engine_counts_of_a_merged_call_are_shared_by_its_questions(tmp_path):
     assert total4["tokens_computed"] == total1["tokens_computed"]  # the same prompts
     assert engine4["forward_passes_per_question"] < engine1["forward_passes_per_question"]
     assert all(float(r["forward_passes"]).is_integer() for r in rows1)  # alone: whole calls
+
+
+def test_calls_per_second_counts_overlapping_questions_once():
+    """Known truth: 352 calls made by 32 questions in flight over a 390 s loop whose question
+    seconds add up to ~11,700 s is 0.90 calls/s, not 0.03; one question at a time (summed seconds
+    under the loop's wall time) and a resumed run keep the summed-seconds rate."""
+    from ragray.pipeline.executors import _overlap_aware_rate
+    from ragray.rows.summaries import RunSummary
+
+    overlapped = RunSummary.from_dict({"n_questions": 32, "n_calls": 352, "calls_per_second": 352 / 11_700})
+    assert _overlap_aware_rate(overlapped, 390.0, resumed=0).calls_per_second == pytest.approx(0.9026, abs=1e-4)
+    assert _overlap_aware_rate(overlapped, 390.0, resumed=3) is overlapped
+    alone = RunSummary.from_dict({"n_questions": 4, "n_calls": 44, "calls_per_second": 44 / 30.0})
+    assert _overlap_aware_rate(alone, 35.0, resumed=0) is alone  # load time in the loop: summed rate kept
+    assert _overlap_aware_rate(RunSummary.from_dict({"n_questions": 0}), 1.0, resumed=0).calls_per_second is None

@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -108,18 +108,52 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+@contextmanager
+def timed_methods(gen: Any, names: tuple[str, ...] = ("generate", "score", "score_divergence")) -> Iterator[dict]:
+    """Seconds and calls spent in ``gen``'s model methods while the block runs (the device synced
+    at each method's end, so the time is the GPU's too): where a run's time goes."""
+    spent: dict[str, dict[str, float]] = {}
+    device = getattr(gen, "device", "cpu")
+
+    def wrap(name: str, method: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                sync(device)
+                row = spent.setdefault(name, {"calls": 0, "prompts": 0, "seconds": 0.0})
+                row["calls"] += 1
+                row["prompts"] += len(args[0]) if args and hasattr(args[0], "__len__") else 0
+                row["seconds"] = round(row["seconds"] + time.perf_counter() - began, 3)
+        return timed
+
+    originals = {n: getattr(gen, n) for n in names if hasattr(gen, n)}
+    for name, method in originals.items():
+        setattr(gen, name, wrap(name, method))
+    try:
+        yield spent
+    finally:
+        for name in originals:
+            delattr(gen, name)
+
+
 def ragray_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """``ragray.run`` on the demo set with a loaded generator: a warm-up, then the measured run."""
+    """``ragray.run`` on the demo set with a loaded generator: a warm-up, then the measured run
+    (with the seconds spent in the model's methods, and the device's peak memory)."""
     import ragray
 
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
         base = {"metrics.embedding": False, "cache.dir": tmp, **settings}
         ragray.run(progress=False, model=gen, settings={**base, "data.limit": WARMUP_QUESTIONS})
         base["cache.dir"] = str(Path(tmp) / "measured")  # nothing answered from the warm-up's cache
-        sync(getattr(gen, "device", "cpu"))
+        device = getattr(gen, "device", "cpu")
+        sync(device)
+        peak = _reset_peak(device)
         began = time.perf_counter()
-        run = ragray.run(progress=False, model=gen, settings={**base, "data.limit": questions})
-        sync(getattr(gen, "device", "cpu"))
+        with timed_methods(gen) as spent:
+            run = ragray.run(progress=False, model=gen, settings={**base, "data.limit": questions})
+        sync(device)
         wall = time.perf_counter() - began
     calls = run.calls
     summary = run.summary
@@ -133,10 +167,22 @@ def ragray_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, 
         "precision": summary.get("precision"),
         "backend_settings": summary.get("backend_settings"),
         "engine": summary.get("engine"),
+        "model_seconds": spent,
+        "peak_memory_gb": peak(),
         "mean_prompt_tokens": float(calls["prompt_tokens"].mean()),
         "_passages": run.passages[["question_id", "retrieval_rank", "title", "text"]].to_dict("records"),
         "_questions": run.questions[["question_id", "question", "baseline_answer"]].to_dict("records"),
     }
+
+
+def _reset_peak(device: str) -> Callable[[], float | None]:
+    """Reset the device's peak-memory counter; the returned function reads it (GB; None on CPU)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return lambda: None
+    torch.cuda.reset_peak_memory_stats()
+    return lambda: round(torch.cuda.max_memory_allocated() / 1e9, 2)
 
 
 def demo_prompts(result: dict[str, Any]) -> list[tuple[list[Any], str]]:
@@ -267,6 +313,23 @@ def bounds(gen: Any, prompt_tokens: float, minimum_per_call: float | None, devic
     return out
 
 
+def failed(result: dict[str, Any], phase: str, save: Callable[[], None]) -> None:
+    """Record the exception being handled under ``<phase>_error`` (the JSON keeps what ran)."""
+    import traceback
+
+    text = traceback.format_exc()
+    print(f"{phase} FAILED:\n{text}", flush=True)
+    result[f"{phase}_error"] = text[-6000:]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+    save()
+
+
 def derive(result: dict[str, Any]) -> None:
     """The ratios the acceptance reads: ragray against each naive loop and each bound."""
     if "ragray" not in result:
@@ -332,7 +395,13 @@ def main(argv: list[str] | None = None) -> int:
                                                    device=device)
         print("model", result["model"], flush=True)
         save()
-        main_run = ragray_run(gen, args.questions, {})
+        try:
+            main_run = ragray_run(gen, args.questions, {})
+        except Exception:  # noqa: BLE001 - recorded: the naive loops and the bound still run
+            failed(result, "ragray", save)
+            gen = gen.with_config(GenerationConfig(model=folder, transformers={"strategy": "cpu"}))
+            main_run = ragray_run(gen, args.questions, {})
+            result["ragray_fallback"] = "the cpu strategy (the default one failed: see ragray_error)"
         prompts = demo_prompts(main_run)
         result["ragray"] = {k: v for k, v in main_run.items() if not k.startswith("_")}
         print("ragray", result["ragray"], flush=True)
@@ -344,21 +413,29 @@ def main(argv: list[str] | None = None) -> int:
         if "bound" not in skip and clock.left() > 20:
             engine = main_run["engine"] or {}
             minimum = engine.get("tokens_minimum_total")
-            result["bound"] = bounds(gen, main_run["mean_prompt_tokens"],
-                                     minimum / main_run["calls"] if minimum else None, device_name)
-            print("bound", result["bound"], flush=True)
+            try:
+                result["bound"] = bounds(gen, main_run["mean_prompt_tokens"],
+                                         minimum / main_run["calls"] if minimum else None, device_name)
+                print("bound", result["bound"], flush=True)
+            except Exception:  # noqa: BLE001
+                failed(result, "bound", save)
+            save()
         other = "cpu" if gen.strategy == "gpu" else "gpu"
         variants = {f"{other}_strategy": {"generation.transformers.strategy": other},
                     "no_drafts": {"generation.transformers.draft_tokens": 0},
                     "static_decode": {"generation.transformers.static_decode": True}}
         for name, settings in variants.items():
-            if "variants" in skip or clock.left() < 120:
+            if "variants" in skip or clock.left() < 75:
                 break
             n = max(WARMUP_QUESTIONS + 1, args.questions // 3)
             if name == "static_decode":  # last: a failed graph capture must not cost the other numbers
                 n = args.questions
-            v = ragray_run(gen.with_config(GenerationConfig(model=folder, transformers={
-                k.rsplit(".", 1)[1]: x for k, x in settings.items()})), n, {})
+            try:
+                v = ragray_run(gen.with_config(GenerationConfig(model=folder, transformers={
+                    k.rsplit(".", 1)[1]: x for k, x in settings.items()})), n, {})
+            except Exception:  # noqa: BLE001 - recorded; the other phases still run
+                failed(result, f"ragray_{name}", save)
+                continue
             result[f"ragray_{name}"] = {k: x for k, x in v.items() if not k.startswith("_")}
             print(name, result[f"ragray_{name}"], flush=True)
             save()

@@ -10,6 +10,7 @@
 #           writes $OUT/gpu_1b.json, $OUT/gpu_8b.json (copy them to benchmarks/results/) and the CUDA
 #           exactness test's $OUT/cuda_exactness.xml
 # GPU_BENCH_PLAN="shape:questions:deadline_s ..." overrides the plan (default "1b:24:150 8b:24:280");
+# GPU_BENCH_ARGS adds bench_gpu.py arguments (e.g. "--naive-seconds 45"), GPU_BENCH_IN_FLIGHT its --in-flight;
 # `run` also works on a CPU machine with ragray installed (e.g. GPU_BENCH_PLAN="tiny:4:120").
 set -uo pipefail
 mode=${1:?pack or run}
@@ -53,8 +54,10 @@ export RAY_USAGE_STATS_ENABLED=0
 echo "setup $(( $(date +%s) - t0 )) s"
 for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
   IFS=: read -r shape questions deadline <<<"$item"
-  python3 -m benchmarks.bench_gpu --shape "$shape" --questions "$questions" --deadline "$deadline" \
-    --tokenizer "$here/tokenizer" --in-flight 1,8,32 --out "$out/gpu_$shape.json" 2>&1 \
+  # shell deadline a minute past the script's own: a hung phase must not cost the rest of the call
+  timeout $(( deadline + 60 )) python3 -m benchmarks.bench_gpu --shape "$shape" --questions "$questions" \
+    --deadline "$deadline" --tokenizer "$here/tokenizer" --in-flight "${GPU_BENCH_IN_FLIGHT-1,8,32}" \
+    ${GPU_BENCH_ARGS:-} --out "$out/gpu_$shape.json" 2>&1 \
     | grep -v -E "Loading weights|Writing model|it/s\]" | cut -c1-600
   echo "$shape done at $(( $(date +%s) - t0 )) s"
 done

@@ -138,6 +138,44 @@ def timed_methods(gen: Any, names: tuple[str, ...] = ("generate", "score", "scor
             delattr(gen, name)
 
 
+# kernel families by name (CUDA kernel names of cuBLAS/CUTLASS, SDPA's kernels, copies)
+KERNEL_FAMILIES = (("gemm", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "sm90_")),
+                   ("attention", ("fmha", "flash", "attention", "efficient")),
+                   ("copy", ("copy", "memcpy", "memset", "cat", "index", "gather", "scatter")))
+
+
+def profiled_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """One ``ragray.run`` under torch's profiler: the device's busy share of the wall time, kernel
+    time by family, the top kernels and the host's top operators (where a run's time goes)."""
+    import ragray
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-prof-") as tmp:
+        base = {"metrics.embedding": False, "cache.dir": tmp, "data.limit": questions, **settings}
+        sync(gen.device)
+        began = time.perf_counter()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gen.device.startswith("cuda") else [])
+        with profile(activities=activities) as prof:
+            run = ragray.run(progress=False, model=gen, settings=base)
+            sync(gen.device)
+        wall = time.perf_counter() - began
+    events = prof.key_averages()
+    kernels = [(e.key, e.device_time_total / 1e6, e.count) for e in events
+               if getattr(e, "device_time_total", 0) and e.device_type == torch.autograd.DeviceType.CUDA]
+    families: dict[str, float] = {}
+    for name, seconds, _count in kernels:
+        low = name.lower()
+        family = next((f for f, words in KERNEL_FAMILIES if any(w in low for w in words)), "other")
+        families[family] = round(families.get(family, 0.0) + seconds, 3)
+    busy = sum(seconds for _n, seconds, _c in kernels)
+    host = sorted(((e.key, e.self_cpu_time_total / 1e6, e.count) for e in events), key=lambda x: -x[1])[:15]
+    return {"questions": questions, "calls": int(len(run.calls)), "wall_s": round(wall, 2),
+            "kernel_s": round(busy, 3), "device_busy_share": round(busy / wall, 3), "kernel_families_s": families,
+            "top_kernels": [(n[:120], round(s, 3), c) for n, s, c in sorted(kernels, key=lambda x: -x[1])[:20]],
+            "top_host_ops": [(n[:80], round(s, 3), c) for n, s, c in host]}
+
+
 def ragray_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, Any]:
     """``ragray.run`` on the demo set with a loaded generator: a warm-up, then the measured run
     (with the seconds spent in the model's methods, and the device's peak memory)."""
@@ -356,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", default=None, help="SmolLM2's tokenizer folder (default: the packaged model's)")
     ap.add_argument("--in-flight", default="", help="e.g. 1,8,32: the gpu strategy's engine counts at those")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: variants,naive,bound")
+    ap.add_argument("--profile", type=int, default=0, help="questions of one extra run under torch's profiler")
+    ap.add_argument("--variants", default="", help="comma list of variants to run (default: all): "
+                    "other_strategy,no_drafts,static_decode,eager_decode,pass_16k,pass_64k")
     ap.add_argument("--naive-seconds", type=float, default=90.0,
                     help="time for the three naive loops together (each stops after its share)")
     args = ap.parse_args(argv)
@@ -421,23 +462,32 @@ def main(argv: list[str] | None = None) -> int:
                 failed(result, "bound", save)
             save()
         other = "cpu" if gen.strategy == "gpu" else "gpu"
-        variants = {f"{other}_strategy": {"generation.transformers.strategy": other},
-                    "no_drafts": {"generation.transformers.draft_tokens": 0},
-                    "static_decode": {"generation.transformers.static_decode": True}}
-        for name, settings in variants.items():
+        variants = {"other_strategy": {"strategy": other},
+                    "eager_decode": {"static_decode": False},
+                    "eager_no_drafts": {"static_decode": False, "draft_tokens": 0},
+                    "static_decode": {"static_decode": True},
+                    "pass_16k": {"tokens_per_pass": 16384},
+                    "pass_64k": {"tokens_per_pass": 65536}}
+        chosen = [v for v in args.variants.split(",") if v] or list(variants)
+        for name in chosen:
+            settings = variants[name]
             if "variants" in skip or clock.left() < 75:
                 break
-            n = max(WARMUP_QUESTIONS + 1, args.questions // 3)
-            if name == "static_decode":  # last: a failed graph capture must not cost the other numbers
-                n = args.questions
+            n = max(WARMUP_QUESTIONS + 1, args.questions // 3) if name == "other_strategy" else args.questions
             try:
-                v = ragray_run(gen.with_config(GenerationConfig(model=folder, transformers={
-                    k.rsplit(".", 1)[1]: x for k, x in settings.items()})), n, {})
+                v = ragray_run(gen.with_config(GenerationConfig(model=folder, transformers=settings)), n, {})
             except Exception:  # noqa: BLE001 - recorded; the other phases still run
                 failed(result, f"ragray_{name}", save)
                 continue
-            result[f"ragray_{name}"] = {k: x for k, x in v.items() if not k.startswith("_")}
+            result[f"ragray_{name}"] = {"settings": settings, **{k: x for k, x in v.items() if not k.startswith("_")}}
             print(name, result[f"ragray_{name}"], flush=True)
+            save()
+        if args.profile and clock.left() > 45:
+            try:
+                result["profile"] = profiled_run(gen, args.profile, {})
+                print("profile", result["profile"], flush=True)
+            except Exception:  # noqa: BLE001
+                failed(result, "profile", save)
             save()
         counted = gen if gen.strategy == "gpu" else gen.with_config(GenerationConfig(
             model=folder, transformers={"strategy": "gpu", "tokens_per_pass": GPU_TOKENS_PER_PASS}))

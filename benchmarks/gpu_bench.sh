@@ -61,7 +61,9 @@ for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
     | grep -v -E "Loading weights|Writing model|it/s\]" | cut -c1-600
   echo "$shape done at $(( $(date +%s) - t0 )) s"
 done
-# the bf16 exactness check on CUDA (gpu strategy vs plain forward passes), JUnit XML beside the JSONs
-timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda \
+# attention kernels of one scoring pass (masked SDPA, FlashAttention varlen), then the bf16
+# exactness check on CUDA (gpu strategy vs plain forward passes), JUnit XML beside the JSONs
+timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | tail -12
+[ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda \
   --junitxml "$out/cuda_exactness.xml" 2>&1 | tail -3
 ls -la "$out"

@@ -251,9 +251,10 @@ class TransformersConfig(Section):
         None, ge=1, description="gpu strategy: tokens of one padded forward pass, padding included; null: from "
                                 "free device memory",
     )
-    static_decode: bool = Field(
-        False, description="gpu strategy: decode with fixed shapes, each step a captured CUDA graph on CUDA (eager "
-                           "elsewhere); one token per step (no drafts). Off until measured on a GPU",
+    static_decode: bool | None = Field(
+        None, description="gpu strategy: decode with fixed shapes, each step a captured CUDA graph on CUDA (eager "
+                          "elsewhere); one token per step (no drafts). null: on CUDA (8B shape on an H200: 26.9 "
+                          "against 19.8 calls/s with eager drafted decoding), off elsewhere",
     )
     prefix_reuse: bool = Field(
         True, description="reuse the KV cache of a shared prompt prefix (the ablations of a question)"

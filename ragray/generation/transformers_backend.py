@@ -135,7 +135,8 @@ class TransformersGenerator(Generator):
         self.batch_size = self.sizes.decode_rows
         self.default_questions_in_flight = self.sizes.questions_in_flight
         self._packing = False
-        if config.transformers.static_decode:
+        static = config.transformers.static_decode
+        if static if static is not None else self.device.startswith("cuda"):
             self._static = StaticDecoder(self._decoder, graphs=True)
             self._drafting = False
         pad = getattr(self._tok, "pad_token_id", None)

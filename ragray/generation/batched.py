@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.engine_counts import EngineCounts
-from ragray.generation.kv_prefix import Piece, cache_layers, stack_pieces
+from ragray.generation.kv_prefix import BatchRow, Piece, cache_layers, stack_pieces
 from ragray.generation.packed import Step, plan_groups, truncate, wave_plan
 
 __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
@@ -151,11 +151,8 @@ class BatchedPrefill:
         consume([r.index for r in rows], logits, [keep[r.index] for r in rows])
         layers = cache_layers(out.past_key_values)
         del out, logits
-        result = []
-        for b, (row, n) in enumerate(zip(rows, news)):
-            own = [(k[b : b + 1], v[b : b + 1]) for k, v in layers]
-            result.append((row.index, (*row.prefix, (own, prefix + width - n, prefix + width))))
-        return result
+        return [(row.index, (*row.prefix, (BatchRow(layers, b), prefix + width - n, prefix + width)))
+                for b, (row, n) in enumerate(zip(rows, news))]
 
     def _cache(self, rows: list[PassRow], prefix: int, width: int) -> Any:
         """The pass's cache: row ``b``'s reused prefix in its first ``reuse_b`` of ``prefix``

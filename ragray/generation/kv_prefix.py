@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
+    "BatchRow",
     "PrefillStep",
     "cache_layers",
     "common_prefix_len",
@@ -36,6 +37,29 @@ __all__ = [
 
 KVLayers = list[tuple[Any, Any]]  # [(keys, values)] per layer, torch tensors
 Piece = tuple[KVLayers, int, int]  # positions [start, end) of a layer list
+
+
+class BatchRow(Sequence):
+    """Row ``row`` of a batched layer list, as the batch-1 layer list a :data:`Piece` holds.
+
+    Indexing gives ``(keys[row:row+1], values[row:row+1])`` of a layer, so it reads as any layer
+    list; :func:`stack_pieces` copies the pieces of many rows of one batch with a few indexed
+    copies per layer instead of a copy per row and layer (a padded pass of the gpu strategy hands
+    its rows' KV on this way: no per-row slices of every layer made up front)."""
+
+    __slots__ = ("layers", "row")
+
+    def __init__(self, layers: KVLayers, row: int) -> None:
+        self.layers, self.row = layers, row
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, layer: Any) -> Any:
+        if isinstance(layer, slice):
+            return [self[i] for i in range(len(self))[layer]]
+        keys, values = self.layers[layer]
+        return keys[self.row : self.row + 1], values[self.row : self.row + 1]
 
 
 @dataclass(frozen=True)
@@ -207,17 +231,47 @@ def stack_pieces(rows: Sequence[Sequence[Piece]], room: int, *, left: bool = Fal
     for b, n in enumerate(lengths):
         mask[b, slice(0, n) if left else slice(width - n, width)] = 1
     layer_class = _preallocated_layer()
-    layers = []
-    for layer in range(len(first)):
-        k, v = _buffer(first[layer][0], batch, width + room), _buffer(first[layer][1], batch, width + room)
-        for b, (row, n) in enumerate(zip(rows, lengths)):
-            pad = slice(n, width) if left else slice(0, width - n)
-            k[b, :, pad] = 0
-            v[b, :, pad] = 0
-            at = 0 if left else width - n
-            for source, start, end in row:
-                k[b, :, at : at + end - start] = source[layer][0][0, :, start:end]
-                v[b, :, at : at + end - start] = source[layer][1][0, :, start:end]
-                at += end - start
-        layers.append(layer_class(k, v, width))
+    keys = [_buffer(first[layer][0], batch, width + room) for layer in range(len(first))]
+    values = [_buffer(first[layer][1], batch, width + room) for layer in range(len(first))]
+    # padding zeroed whole (one fill per layer); pieces that are rows of one batch (BatchRow)
+    # copied with one indexed copy per layer and batch, the others in one foreach call: a loop of
+    # copies was ~8k launches per padded pass of an 8B model, ~50 ms of host time, the GPU idle
+    torch._foreach_zero_([buf[:, :, :width] for buf in keys + values])
+    targets, sources = [], []
+    batched: dict[int, tuple[KVLayers, list[tuple[int, int, int, int, int]]]] = {}
+    for b, (row, n) in enumerate(zip(rows, lengths)):
+        at = 0 if left else width - n
+        for source, start, end in row:
+            if isinstance(source, BatchRow):
+                batched.setdefault(id(source.layers), (source.layers, []))[1].append(
+                    (b, at, source.row, start, end - start))
+            else:
+                span = slice(at, at + end - start)
+                for layer, (k, v) in enumerate(source):
+                    targets += (keys[layer][b, :, span], values[layer][b, :, span])
+                    sources += (k[0, :, start:end], v[0, :, start:end])
+            at += end - start
+    if targets:
+        torch._foreach_copy_(targets, sources)
+    for layer_list, spans in batched.values():
+        _copy_rows(torch, keys, values, layer_list, spans)
+    layers = [layer_class(k, v, width) for k, v in zip(keys, values)]
     return Cache(layers=layers), mask
+
+
+def _copy_rows(torch: Any, keys: list[Any], values: list[Any], source: KVLayers,
+               spans: list[tuple[int, int, int, int, int]]) -> None:
+    """Copy ``(b, at, row, start, length)`` spans: positions ``[start, start + length)`` of row
+    ``row`` of ``source`` into positions ``[at, at + length)`` of row ``b`` of ``keys``/``values``,
+    two indexed copies per layer (gather, scatter) whatever the number of spans."""
+    device = keys[0].device
+    b, at, row, start, length = torch.tensor(spans, dtype=torch.long).unbind(1)
+    total = int(length.sum())
+    offset = torch.arange(total) - torch.repeat_interleave(length.cumsum(0) - length, length)
+    index = torch.stack([torch.repeat_interleave(b, length), torch.repeat_interleave(at, length) + offset,
+                         torch.repeat_interleave(row, length), torch.repeat_interleave(start, length) + offset])
+    tb, tc, sb, sc = index.to(device, non_blocking=True).unbind(0)
+    for layer, (k, v) in enumerate(source):
+        # [B, H, S, D] seen as [B, S, H, D]: one (row, position) pair indexes a [H, D] block
+        keys[layer].transpose(1, 2)[tb, tc] = k.transpose(1, 2)[sb, sc]
+        values[layer].transpose(1, 2)[tb, tc] = v.transpose(1, 2)[sb, sc]

@@ -128,3 +128,48 @@ def test_continuation_falls_back_to_the_mask_where_it_does_not_pay() -> None:
     assert continuation_attention(*shapes(1, 1000, 100)) is None  # the zero rows would cost more
     assert continuation_attention(*shapes(1, 100, 100)) is not None  # 200 < 2.5 x 100 (bf16)
     assert continuation_attention(*shapes(1, 100, 100, torch.float32)) is None  # fp32: 200 >= 2 x 100
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_batch_rows_stack_like_their_per_row_slices(left) -> None:
+    """Pieces that are rows of a batch (BatchRow: a padded pass's output) stack exactly as the
+    same rows sliced out one by one, mixed with ordinary pieces in one row, either alignment."""
+    import torch
+
+    from ragray.generation.kv_prefix import BatchRow, stack_pieces
+
+    g = torch.Generator().manual_seed(3)
+    layers = [(torch.randn(4, 2, 9, 3, generator=g), torch.randn(4, 2, 9, 3, generator=g)) for _ in range(3)]
+    other = [(torch.randn(1, 2, 5, 3, generator=g), torch.randn(1, 2, 5, 3, generator=g)) for _ in range(3)]
+
+    def sliced(b: int) -> list:
+        return [(k[b : b + 1], v[b : b + 1]) for k, v in layers]
+
+    spans = [((2, 1, 7),), ((0, 0, 9),), ((3, 4, 6), "other"), ()]
+    rows_fast, rows_slow = [], []
+    for row in spans:
+        fast, slow = [], []
+        for piece in row:
+            if piece == "other":
+                fast.append((other, 1, 4))
+                slow.append((other, 1, 4))
+            else:
+                b, start, end = piece
+                fast.append((BatchRow(layers, b), start, end))
+                slow.append((sliced(b), start, end))
+        rows_fast.append(tuple(fast))
+        rows_slow.append(tuple(slow))
+    assert BatchRow(layers, 2)[1][0].shape == (1, 2, 9, 3) and len(BatchRow(layers, 2)) == 3
+    fast_cache, fast_mask = stack_pieces(rows_fast, 2, left=left)
+    slow_cache, slow_mask = stack_pieces(rows_slow, 2, left=left)
+    assert torch.equal(fast_mask, slow_mask)
+    width = fast_mask.shape[1]
+    for a, b in zip(fast_cache.layers, slow_cache.layers):
+        assert torch.equal(a.keys[:, :, :width], b.keys[:, :, :width])
+        assert torch.equal(a.values[:, :, :width], b.values[:, :, :width])
+    # the row of 6 + 3 positions: its batch piece then the other piece, padding zero
+    k = fast_cache.layers[1].keys
+    at = 0 if left else width - 5
+    assert torch.equal(k[2, :, at : at + 2], layers[1][0][3, :, 4:6])
+    assert torch.equal(k[2, :, at + 2 : at + 5], other[1][0][0, :, 1:4])
+    assert not k[3, :, :width].any()  # the empty row: all padding

@@ -28,7 +28,7 @@ from ragray.config import GenerationConfig
 from ragray.encoders import resolve_device
 from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
-from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.decoding import BatchDecoder
 from ragray.generation.drafts import DraftSource
 from ragray.generation.attention import CONTINUATION, GQA_ATTENTION, PACKED, register_gqa_attention
@@ -245,7 +245,7 @@ class TransformersGenerator(Generator):
     def prompt_token_ids(self, prompts: Sequence[ChatPrompt]) -> list[list[int]]:
         """The token ids each prompt is run with: its messages rendered by the model's chat
         template (generation prompt added), encoded without a second BOS (:mod:`chat_tokens`)."""
-        return [encode_rendered(self._tok, render_chat(self._tok, p)) for p in prompts]
+        return encode_many(self._tok, [render_chat(self._tok, p) for p in prompts])
 
     # -- model calls ----------------------------------------------------------------------------
 
@@ -550,8 +550,7 @@ class TransformersGenerator(Generator):
         if not answer:
             return 0
         text = render_chat(self._tok, prompt)
-        ids = encode_rendered(self._tok, text)
-        return len(answer_token_ids(self._tok, text, ids, answer))
+        return len(encode_scored(self._tok, [text], [answer])[0][1])
 
     def _answer_logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str], store: Any,
                          sums: list[float] | None = None) -> None:
@@ -564,12 +563,10 @@ class TransformersGenerator(Generator):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
         fulls: dict[int, list[int]] = {}
         prompt_lens: dict[int, int] = {}
-        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
-            if not answer:
-                continue  # no answer tokens: log-probability 0
-            text = render_chat(self._tok, prompt)
-            ids = encode_rendered(self._tok, text)
-            fulls[i] = ids + answer_token_ids(self._tok, text, ids, answer)
+        scored = [i for i, answer in enumerate(answers) if answer]  # no answer tokens: log-probability 0
+        texts = [render_chat(self._tok, prompts[i]) for i in scored]
+        for i, (ids, answer_ids) in zip(scored, encode_scored(self._tok, texts, [answers[i] for i in scored])):
+            fulls[i] = ids + answer_ids
             prompt_lens[i] = len(ids)
             if self.max_positions is not None and len(fulls[i]) > self.max_positions:
                 raise BackendError(

@@ -251,3 +251,19 @@ def test_cuda_bf16_scores_match_plain_forward_passes(tmp_path):
         lp = torch.log_softmax(logits[len(ids) - 1 : -1], -1).gather(1, torch.tensor(target, device="cuda")[:, None])
         assert value == pytest.approx(float(lp.sum()), abs=0.05 + 0.02 * abs(float(lp.sum())))
     gen.close()
+
+
+def test_a_call_tokenizes_in_one_batch_as_one_by_one(reference):
+    """encode_scored / encode_many (one batch per engine call) give the ids the one-prompt helpers
+    give, for prompts with and without passages and answers that merge or not across the seam."""
+    from ragray.generation.chat_tokens import answer_token_ids, encode_many, encode_rendered, encode_scored, render_chat
+
+    tok = reference.tokenizer
+    texts = [render_chat(tok, p) for p in ablation_prompts()]
+    answers = ["Paris", " Paris.", "42", "x" * 3, "\n- a list"][: len(texts)] + ["Paris"] * max(0, len(texts) - 5)
+    one_by_one = []
+    for text, answer in zip(texts, answers):
+        ids = encode_rendered(tok, text)
+        one_by_one.append((ids, answer_token_ids(tok, text, ids, answer)))
+    assert encode_scored(tok, texts, answers) == one_by_one
+    assert encode_many(tok, texts) == [ids for ids, _ in one_by_one]

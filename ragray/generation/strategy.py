@@ -6,7 +6,8 @@ Two strategies share the backend's planning (the prefix trie of a call's prompts
   row blocks, decoding groups of 16 — tuned on 2-core CPUs, where each extra row of a small
   matrix costs and a forward pass launches nothing;
 - ``gpu``: padded passes of many prompts per wave (:mod:`ragray.generation.batched`), logits only
-  at the wanted positions, one host wait per pass, decoding every prompt of a call in one batch,
+  at the wanted positions, one host wait per scoring call (the device runs a pass while the host
+  prepares the next), decoding every prompt of a call in one batch (fixed shapes, CUDA graphs),
   and many questions in flight so their calls merge into one engine call — the shape a GPU wants.
 
 ``generation.transformers.strategy: auto`` picks ``gpu`` on CUDA and ``cpu`` elsewhere. The sizes

@@ -503,7 +503,7 @@ class TransformersGenerator(Generator):
         """Summed natural-log probability of each answer's tokens after its rendered prompt
         (the assistant turn, without an end-of-turn token); an empty answer scores 0.0."""
         scores = [0.0] * len(prompts)
-        if self._batched is not None:  # sums on the device, one host wait per pass
+        if self._batched is not None:  # sums on the device, one host wait per call
             self._answer_logprobs(prompts, answers, None, scores)
             return scores
 
@@ -557,7 +557,7 @@ class TransformersGenerator(Generator):
         """Teacher-force each answer after its prompt; call ``store(i, logprobs, target)`` with the
         log-softmax over the vocabulary at each answer position (``[n, vocab]``, float32) and the
         answer's token ids (empty answers are skipped). With ``sums`` (the gpu strategy only) and
-        no ``store``, write each answer's summed log-probability there instead, one host wait per pass."""
+        no ``store``, write each answer's summed log-probability there instead, one host wait per call."""
         self._check_open()
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
@@ -579,8 +579,14 @@ class TransformersGenerator(Generator):
         if self._batched is not None:
             if not self.prefix_reuse:
                 caps = dict.fromkeys(caps, 0)
+            pending: list[tuple[list[int], Any]] = []
             with self._torch.inference_mode():
-                self._batched.run(fulls, caps, keep, self._consumer(fulls, prompt_lens, store, sums))
+                self._batched.run(fulls, caps, keep, self._consumer(fulls, prompt_lens, store, pending))
+            if pending:  # the sums of every pass, read in one host wait at the end of the call
+                self.counts.add(host_syncs=1)
+                values = self._torch.cat([total for _, total in pending]).tolist()
+                for i, value in zip((i for indices, _ in pending for i in indices), values):
+                    sums[i] = value
             return
 
         def consume(i: int, logits: Any) -> None:
@@ -602,9 +608,11 @@ class TransformersGenerator(Generator):
                 consume(step.index, logits)
 
     def _consumer(self, fulls: dict[int, list[int]], prompt_lens: dict[int, int], store: Any,
-                  sums: list[float] | None) -> Any:
+                  pending: list[tuple[list[int], Any]]) -> Any:
         """What a padded pass hands its logits to: per row ``store`` (full log-softmax rows), or
-        the rows' summed answer log-probabilities gathered on the device and read in one wait."""
+        the rows' summed answer log-probabilities gathered on the device and appended to ``pending``
+        as ``(indices, sums)``: no host wait, so the host prepares the next pass while the device
+        runs this one (the caller reads every pass's sums at once)."""
         torch = self._torch
 
         def consume(indices: list[int], logits: Any, keeps: list[int]) -> None:
@@ -621,13 +629,11 @@ class TransformersGenerator(Generator):
                 cols += range(width - keeps[b], width - 1)
                 targets += answer
             dev = logits.device
-            picked = logits[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)].float()
-            lp = torch.log_softmax(picked, dim=-1).gather(1, torch.tensor(targets, device=dev)[:, None])[:, 0]
-            total = torch.zeros(len(indices), dtype=lp.dtype, device=dev).index_add_(
-                0, torch.tensor(rows, device=dev), lp)
-            self.counts.add(host_syncs=1)
-            for i, value in zip(indices, total.tolist()):
-                sums[i] = value
+            index = torch.tensor([rows, cols, targets]).to(dev, non_blocking=True)
+            picked = logits[index[0], index[1]].float()
+            lp = torch.log_softmax(picked, dim=-1).gather(1, index[2][:, None])[:, 0]
+            pending.append((list(indices), torch.zeros(len(indices), dtype=lp.dtype, device=dev).index_add_(
+                0, index[0], lp)))
 
         return consume
 

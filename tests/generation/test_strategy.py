@@ -149,7 +149,7 @@ def test_gpu_strategy_gives_the_reference_answers_and_scores(reference, tokens_p
 
 
 @pytest.mark.slow
-def test_one_call_of_many_prompts_runs_in_few_passes_with_one_wait_each(reference):
+def test_one_call_of_many_prompts_runs_in_few_passes_and_waits_once(reference):
     gen = _gpu(reference, tokens_per_pass=100_000)
     prompts = _subset_prompts()
     answer = reference.generate(prompts[:1])[0].text
@@ -157,7 +157,7 @@ def test_one_call_of_many_prompts_runs_in_few_passes_with_one_wait_each(referenc
     gen.score(prompts, [answer] * len(prompts))
     spent = {k: gen.engine_counts()[k] - before[k] for k in before}
     assert spent["forward_passes"] <= 4  # one pass per wave of the prefix trie, for 11 prompts
-    assert spent["host_syncs"] == spent["forward_passes"]
+    assert spent["host_syncs"] == 1  # every pass's sums read at the end of the call
 
 
 @pytest.mark.slow

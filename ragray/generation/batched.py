@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.engine_counts import EngineCounts
-from ragray.generation.kv_prefix import BatchRow, Piece, cache_layers, stack_pieces
+from ragray.generation.kv_prefix import BatchRow, Piece, cache_layers, common_prefix_len, stack_pieces
 from ragray.generation.packed import Step, plan_groups, truncate, wave_plan
 
 __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
@@ -73,6 +73,9 @@ class BatchedPrefill:
         self.plan_tokens = plan_tokens
         self.counts = counts
         self.pad_id = pad_id
+        # the last generate call's prompts and their KV pieces (carried into the next calls: their
+        # scoring prompts are those prompts plus an answer, and the ablations share their prefixes)
+        self._carried: list[tuple[list[int], tuple[Piece, ...]]] = []
 
     def run(self, seqs: dict[int, list[int]], caps: dict[int, int], keep: dict[int, int], consume: Consume,
             *, hold: bool = False) -> dict[int, tuple[Piece, ...]]:
@@ -81,13 +84,15 @@ class BatchedPrefill:
         when ``hold`` (to decode from), else nothing (a prompt's KV lives while a later wave needs it)."""
         keys = list(seqs)
         held: dict[int, tuple[Piece, ...]] = {}
+        carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
         for run in plan_groups([seqs[k] for k in keys], self.plan_tokens):
             members = [keys[j] for j in run]
             waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members])
-            steps = rewave([Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
-                            for wave in waves for s in wave])
+            steps = rewave(self._reuse_carried(
+                [Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
+                 for wave in waves for s in wave], seqs, caps))
             parents = {s.parent for wave in steps for s in wave if s.parent is not None}
-            kv: dict[int, tuple[Piece, ...]] = {}
+            kv: dict[int, tuple[Piece, ...]] = dict(carried)
             for wave in steps:
                 rows = [PassRow(s.index, () if s.parent is None else truncate(kv[s.parent], s.reuse), s.reuse)
                         for s in wave]
@@ -95,8 +100,37 @@ class BatchedPrefill:
                     if hold or index in parents:
                         kv[index] = pieces
             if hold:
-                held.update(kv)
+                held.update((k, v) for k, v in kv.items() if k >= 0)
+        if hold and sum(len(seqs[k]) for k in held) <= self.plan_tokens:
+            self._carried = [(seqs[k], held[k]) for k in held]
         return held
+
+    def _reuse_carried(self, steps: list[Step], seqs: dict[int, list[int]], caps: dict[int, int]) -> list[Step]:
+        """``steps`` with each prompt's parent replaced by a carried prompt (key ``-1 - j``) where
+        that gives at least as long a reuse (of at least :data:`MIN_REUSE_TOKENS`): a scoring call
+        then starts from the KV its generate call computed, and its prompts need no wave of their
+        own parents. Exact: a prompt's KV cut to a shared prefix is that prefix's KV."""
+        if not self._carried:
+            return steps
+        entries = sorted([(seqs[s.index], 0, t) for t, s in enumerate(steps)]
+                         + [(ids, 1, j) for j, (ids, _) in enumerate(self._carried)],
+                         key=lambda e: (e[0], e[1], e[2]))
+        best: dict[int, tuple[int, int]] = {}  # step position -> (shared tokens, carried key)
+        for direction in (entries, entries[::-1]):
+            last: tuple[list[int], int] | None = None  # the nearest carried prompt so far
+            for ids, carried, t in direction:
+                if carried:
+                    last = (ids, t)
+                elif last is not None:
+                    shared = common_prefix_len(ids, last[0])
+                    if shared > best.get(t, (0, 0))[0]:
+                        best[t] = (shared, -1 - last[1])
+        out = []
+        for t, step in enumerate(steps):
+            shared, key = best.get(t, (0, 0))
+            reuse = min(shared, caps[step.index])
+            out.append(Step(step.index, key, reuse) if reuse >= max(step.reuse, MIN_REUSE_TOKENS) else step)
+        return out
 
     def _wave(self, rows: list[PassRow], seqs: dict[int, list[int]], keep: dict[int, int], consume: Consume
               ) -> list[tuple[int, tuple[Piece, ...]]]:
@@ -167,13 +201,15 @@ class BatchedPrefill:
 def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[Step]]:
     """``steps`` (parents first) as waves, a step that would reuse fewer than ``min_reuse`` tokens
     (different questions share only the prompt's header) computing them itself instead: it then
-    joins wave 0, not a wave of its own after its parent's."""
+    joins wave 0, not a wave of its own after its parent's. A step whose parent is carried from
+    an earlier call (a negative key) is in wave 0."""
     wave: dict[int, int] = {}
     waves: list[list[Step]] = []
     for step in steps:
         if step.parent is not None and step.reuse < min_reuse:
             step = Step(step.index, None, 0)
-        wave[step.index] = 0 if step.parent is None else wave[step.parent] + 1
+        # a carried parent (a negative key: computed by an earlier call) is before every wave
+        wave[step.index] = 0 if step.parent is None else wave.get(step.parent, -1) + 1
         if wave[step.index] == len(waves):
             waves.append([])
         waves[wave[step.index]].append(step)

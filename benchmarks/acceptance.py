@@ -138,6 +138,26 @@ def _engine(engine: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _gpu_engine(results: Path) -> dict[str, Any]:
+    """The engine on one GPU (``gpu_8b.json`` of ``benchmarks/gpu_bench.sh``, measured on a GPU
+    machine, never by the suite): 30 calls/s and 3x the naive log-prob loop of the same call at
+    the 8B shape; the exact-reuse bound's share (stretch: 0.8)."""
+    path = results / "gpu_8b.json"
+    if not path.is_file():
+        return {}
+    gpu = json.loads(path.read_text(encoding="utf-8"))
+    if "ragray" not in gpu:
+        return {}
+    where = {"device": gpu.get("device"), "commit": gpu.get("machine", {}).get("commit")}
+    return {
+        "gpu_8b_calls_per_s": _figure(gpu["ragray"]["calls_per_s"], 30.0, "gpu_8b.json", **where),
+        "gpu_8b_speedup_vs_naive_logprob": _figure(gpu.get("x_naive_logprob"), 3.0, "gpu_8b.json",
+                                                   vs_logits_at_answer_only=gpu.get("x_naive_lean"), **where),
+        "gpu_8b_share_of_exact_reuse_bound": _figure(gpu.get("share_of_exact_reuse_bound"), 0.8, "gpu_8b.json",
+                                                     no_reuse=gpu.get("share_of_no_reuse_bound"), **where),
+    }
+
+
 def acceptance(results: Path, sections: list[str]) -> dict[str, Any]:
     """Every acceptance figure the finished sections in ``results`` allow."""
     out: dict[str, Any] = {}
@@ -147,4 +167,5 @@ def acceptance(results: Path, sections: list[str]) -> dict[str, Any]:
         data = _load(results, name, sections)
         if data is not None:
             out.update(fn(data))
+    out.update(_gpu_engine(results))
     return out

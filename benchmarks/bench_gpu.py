@@ -297,8 +297,10 @@ def _naive_loops(gen: Any, prompts: list[tuple[list[Any], str]], clock: Clock, m
                             logits = model(input_ids=full, logits_to_keep=len(target) + 1).logits[0, :-1]
                         else:
                             logits = model(input_ids=full).logits[0, len(p_ids) - 1 : -1]
-                        float(torch.log_softmax(logits.float(), -1).gather(
-                            1, torch.tensor(target, device=device)[:, None]).sum())
+                        # the answer's log-probability stays on the device: the loop waits once
+                        # per question (as the GPU probe's loop did), not after every forward
+                        torch.log_softmax(logits.float(), -1).gather(
+                            1, torch.tensor(target, device=device)[:, None]).sum()
                     calls += 1
             sync(device)
             done += 1
@@ -337,9 +339,12 @@ def bounds(gen: Any, prompt_tokens: float, minimum_per_call: float | None, devic
         prompt = torch.randint(10, 49000, (rows, length), device=device)
         cache = model(input_ids=prompt, use_cache=True).past_key_values
         step = torch.randint(10, 49000, (rows, 1), device=device)
+        for i in range(2):  # warm-up: the first steps at a new shape pick kernels and grow the cache
+            model(input_ids=step, past_key_values=cache, use_cache=True,
+                  cache_position=torch.tensor([length + i], device=device))
         sync(device)
         began = time.perf_counter()
-        for i in range(8):
+        for i in range(2, 10):
             model(input_ids=step, past_key_values=cache, use_cache=True,
                   cache_position=torch.tensor([length + i], device=device))
         sync(device)

@@ -13,6 +13,10 @@ over them in attention, right for 2 cores; here the prompts of one wave of the p
 - one boolean mask ``[B, 1, S, R + S]`` gives row ``b``'s queries its reused prefix (the first
   ``reuse_b`` of ``R`` prefix columns) and its own tokens causally; padding queries see only
   themselves (a fully masked row would give NaN, and NaN times a zero weight is NaN);
+- the prompts of a generate call and their KV are carried into the next calls: a prompt that
+  shares at least as long a prefix with a carried prompt as with its parent in the trie starts
+  from the carried KV instead (a question's scoring prompts are its baseline prompt plus the
+  answer, and its ablations: they then run in one wave, none of them computing the baseline again);
 - waves are cut into passes of at most ``tokens_per_pass`` tokens (padding included), rows of
   similar rest lengths together (:func:`cut_passes` weighs padding against a pass's fixed cost); a pass that runs out of device memory is
   halved and retried, and later passes use the smaller size: no prompt is lost or changed.
@@ -84,6 +88,8 @@ class BatchedPrefill:
         when ``hold`` (to decode from), else nothing (a prompt's KV lives while a later wave needs it)."""
         keys = list(seqs)
         held: dict[int, tuple[Piece, ...]] = {}
+        if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
+            self._carried = []
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
         for run in plan_groups([seqs[k] for k in keys], self.plan_tokens):
             members = [keys[j] for j in run]

@@ -95,3 +95,9 @@ def test_acceptance_reads_each_target_from_the_section_results(tmp_path) -> None
     assert cc["met"] is False and cc["speedup_same_dtype"] == {"float32": 1.2, "bfloat16": 1.3}
     assert "ablation_calls_speedup_vs_naive" not in out  # no generation.json
     assert acceptance(tmp_path, ["retrieval"]).keys() == {"bm25_speedup_vs_rank_bm25"}
+    (tmp_path / "gpu_8b.json").write_text(json.dumps({  # measured on a GPU machine, read whatever ran
+        "device": "NVIDIA H200", "ragray": {"calls_per_s": 34.6}, "x_naive_logprob": 10.4,
+        "x_naive_lean": 5.4, "share_of_exact_reuse_bound": 0.585, "share_of_no_reuse_bound": 0.975}))
+    gpu = acceptance(tmp_path, ["retrieval"])
+    assert gpu["gpu_8b_calls_per_s"]["met"] and gpu["gpu_8b_speedup_vs_naive_logprob"]["met"]
+    assert gpu["gpu_8b_share_of_exact_reuse_bound"]["met"] is False

@@ -27,12 +27,15 @@ def test_tiny_shape_on_cpu_writes_every_phase(tmp_path):
 
     out = tmp_path / "gpu_tiny.json"
     assert main(["--shape", "tiny", "--questions", "3", "--in-flight", "1,4", "--deadline", "300",
-                 "--out", str(out)]) == 0
+                 "--variants", "other_strategy,eager_decode", "--profile", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["machine"]["commit"]
     assert result["ragray"]["questions"] == 3 and result["ragray"]["calls"] == 33
     assert result["ragray"]["backend_settings"]["strategy"] == "cpu"  # auto on a CPU
-    assert result["ragray_gpu_strategy"]["backend_settings"]["strategy"] == "gpu"
+    assert result["ragray_other_strategy"]["backend_settings"]["strategy"] == "gpu"
+    assert result["ragray_eager_decode"]["settings"] == {"static_decode": False}
+    assert result["ragray"]["model_seconds"]["score"]["calls"] >= 1  # where the time went
+    assert result["profile"]["calls"] == 22 and result["profile"]["top_host_ops"]
     for loop in ("naive_logprob", "naive_lean", "seed_loop"):
         assert result[loop]["calls_per_s"] > 0
     assert result["bound"]["prefill"]["tokens_per_s"] > 0 and result["x_naive_logprob"] > 0

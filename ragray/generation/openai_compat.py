@@ -42,7 +42,7 @@ from ragray.config import GenerationConfig
 from ragray.errors import BackendError, ConfigError, MissingDependencyError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
 from ragray.generation.concurrency import AdaptiveLimit
-from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+from ragray.generation.chat_tokens import encode_scored, render_chat
 from ragray.generation.packaged import resolve_generator_model
 
 __all__ = ["MAX_RETRY_AFTER_S", "AdaptiveLimit", "OpenAIGenerator", "parse_retry_after"]
@@ -275,16 +275,16 @@ class OpenAIGenerator(Generator):
         """
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
+        scored = [i for i, answer in enumerate(answers) if answer]
         jobs: dict[int, tuple[list[int], int]] = {}
-        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
-            if answer:
-                tok = self._scoring_tokenizer()
-                try:
-                    text = render_chat(tok, prompt)
-                except ValueError as exc:  # the tokenizer has no chat template
-                    raise BackendError(f"{_CANNOT_SCORE}: cannot render the prompt ({exc})") from exc
-                ids = encode_rendered(tok, text)
-                jobs[i] = (ids + answer_token_ids(tok, text, ids, answer), len(ids))
+        if scored:
+            tok = self._scoring_tokenizer()
+            try:
+                texts = [render_chat(tok, prompts[i]) for i in scored]
+            except ValueError as exc:  # the tokenizer has no chat template
+                raise BackendError(f"{_CANNOT_SCORE}: cannot render the prompt ({exc})") from exc
+            for i, (ids, answer_ids) in zip(scored, encode_scored(tok, texts, [answers[i] for i in scored])):
+                jobs[i] = (ids + answer_ids, len(ids))
         scores = [0.0] * len(prompts)
         if jobs:
             values = self._pool.map(lambda job: self._score_one(*job), jobs.values())
@@ -324,11 +324,8 @@ class OpenAIGenerator(Generator):
         if not answer:
             return [(0.0, 0.0)] * len(prompts)
         tok = self._scoring_tokenizer()
-        jobs = []
-        for prompt in (reference, *prompts):
-            text = render_chat(tok, prompt)
-            ids = encode_rendered(tok, text)
-            jobs.append((ids + answer_token_ids(tok, text, ids, answer), len(ids)))
+        texts = [render_chat(tok, prompt) for prompt in (reference, *prompts)]
+        jobs = [(ids + answer_ids, len(ids)) for ids, answer_ids in encode_scored(tok, texts, [answer] * len(texts))]
         got = list(self._pool.map(lambda job: self._score_rows(*job, top_n=self.jsd_top_n), jobs))
         ref = got[0][1]
         nan = float("nan")

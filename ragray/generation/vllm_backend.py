@@ -42,7 +42,7 @@ from ragray._imports import require
 from ragray.config import GenerationConfig, VLLMConfig
 from ragray.errors import BackendError, ConfigError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
-from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
+from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.packaged import resolve_generator_model
 from ragray.generation.vllm_options import VLLMEngineOptions, resolve_vllm_options, weights_bytes
 
@@ -167,9 +167,21 @@ class VLLMGenerator(Generator):
             raise BackendError("the vllm generator is closed")
         return self._llm
 
-    def _encode(self, prompt: ChatPrompt) -> tuple[str, list[int]]:
-        text = render_chat(self._tok, prompt)
-        return text, encode_rendered(self._tok, text)
+    def _scored_ids(self, prompts: Sequence[ChatPrompt], answers: Sequence[str], indices: Sequence[int]
+                    ) -> list[tuple[list[int], int]]:
+        """``(prompt + answer ids, answer start)`` of each prompt, tokenized in one batch; a pair
+        that does not fit ``max_model_len`` is an error naming its index (``indices``)."""
+        texts = [render_chat(self._tok, p) for p in prompts]
+        out = []
+        for i, (ids, answer_ids) in zip(indices, encode_scored(self._tok, texts, list(answers))):
+            full = ids + answer_ids
+            if len(full) >= self.max_model_len:
+                raise BackendError(
+                    f"score: prompt {i} and its answer have {len(full)} tokens; "
+                    f"generation.vllm.max_model_len is {self.max_model_len}"
+                )
+            out.append((full, len(ids)))
+        return out
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         """Generations in input order, from one engine call (see the module docstring).
@@ -181,8 +193,7 @@ class VLLMGenerator(Generator):
         llm = self._check_open()
         results: dict[int, Generation] = {}
         requests: list[tuple[int, list[int]]] = []
-        for i, prompt in enumerate(prompts):
-            _, ids = self._encode(prompt)
+        for i, ids in enumerate(encode_many(self._tok, [render_chat(self._tok, p) for p in prompts])):
             if len(ids) >= self.max_model_len:
                 msg = (f"prompt has {len(ids)} tokens; generation.vllm.max_model_len is "
                        f"{self.max_model_len}")
@@ -218,18 +229,10 @@ class VLLMGenerator(Generator):
         llm = self._check_open()
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
-        spans: list[tuple[int, list[int], int]] = []  # (index, prompt + answer ids, answer start)
-        for i, (prompt, answer) in enumerate(zip(prompts, answers)):
-            if not answer:
-                continue
-            text, ids = self._encode(prompt)
-            full = ids + answer_token_ids(self._tok, text, ids, answer)
-            if len(full) >= self.max_model_len:
-                raise BackendError(
-                    f"score: prompt {i} and its answer have {len(full)} tokens; "
-                    f"generation.vllm.max_model_len is {self.max_model_len}"
-                )
-            spans.append((i, full, len(ids)))
+        scored = [i for i, answer in enumerate(answers) if answer]
+        # (index, prompt + answer ids, answer start)
+        spans = [(i, full, start) for i, (full, start) in zip(scored, self._scored_ids(
+            [prompts[i] for i in scored], [answers[i] for i in scored], scored))]
         scores = [0.0] * len(prompts)
         if not spans:
             return scores
@@ -261,14 +264,7 @@ class VLLMGenerator(Generator):
         llm = self._check_open()
         if not answer:
             return [(0.0, 0.0)] * len(prompts)
-        fulls = []
-        for i, prompt in enumerate([reference, *prompts]):
-            text, ids = self._encode(prompt)
-            full = ids + answer_token_ids(self._tok, text, ids, answer)
-            if len(full) >= self.max_model_len:
-                raise BackendError(f"score: prompt {i} and its answer have {len(full)} tokens; "
-                                   f"generation.vllm.max_model_len is {self.max_model_len}")
-            fulls.append((full, len(ids)))
+        fulls = self._scored_ids([reference, *prompts], [answer] * (len(prompts) + 1), range(len(prompts) + 1))
         params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=self.jsd_top_n,
                                            detokenize=False)
         outputs = llm.generate([{"prompt_token_ids": full} for full, _ in fulls], params, use_tqdm=False)

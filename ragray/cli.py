@@ -250,6 +250,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides, _flag_values(args))
     sc = config.serve
+    from ragray.serving.exposure import check_exposure
+
+    warning = check_exposure(sc)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     auth = "on" if os.environ.get(sc.api_key_env) else f"off (set ${sc.api_key_env} to require a bearer token)"
     print(f"ragray serve: http://{sc.host}:{sc.port}  corpus {config.data.path}, "
           f"{config.generation.backend}:{config.generation.model}, auth {auth}; docs at /docs", flush=True)

@@ -682,6 +682,19 @@ class ServeConfig(Section):
     max_request_bytes: int = Field(1_048_576, ge=1024, description="larger request bodies get 413")
     max_top_k: int = Field(100, ge=1, description="largest top_k_docs a request may ask for")
     timeout_s: float = Field(600.0, gt=0, description="longest wait for a deployment call")
+    insecure: bool = Field(
+        False, description="serve on a host other than loopback without an API key (a warning at every start); "
+        "off: such a server refuses to start until $<api_key_env> is set"
+    )
+    client_settings: tuple[str, ...] | None = Field(
+        None, description="the settings an HTTP client may choose per request (POST /runs overrides, presets "
+        "saved over HTTP); none: ragray.config_access.CLIENT_SETTINGS (no model, backend, endpoint, key, "
+        "device or path)"
+    )
+    datasets: dict[str, str] = Field(
+        default_factory=dict, description="datasets a client may pick by name (data.path=<name>): name -> "
+        "file or folder; the built-in names (demo, squad, ...) are always offered"
+    )
     runs_dir: str = Field("runs", description="where POST /runs writes run directories")
     presets_dir: str = Field("configs", description="YAML configs offered as presets")
     ingress: IngressOptions = Field(default_factory=IngressOptions)

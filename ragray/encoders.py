@@ -23,6 +23,7 @@ import numpy as np
 
 from ragray._imports import require
 from ragray.errors import BackendError
+from ragray.model_loads import MODEL_LOADS
 from ragray.paths import cache_root
 from ragray.types import Passage, passage_text
 
@@ -168,7 +169,8 @@ def _load_sentence_transformer(path: str, device: str) -> Any:
     """One SentenceTransformer per (model, device) per process."""
     st = require("sentence_transformers", extra="dense", feature="dense embeddings")
     try:
-        return st.SentenceTransformer(path, device=device)
+        with MODEL_LOADS:
+            return st.SentenceTransformer(path, device=device)
     except Exception as exc:  # any loader failure (missing folder, hub offline, bad weights)
         raise BackendError(f"could not load sentence-transformers model '{path}': {exc}") from exc
 

@@ -2,6 +2,7 @@
 
     RagrayError                 base of everything ragray raises on purpose
     ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
+    │   └── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
     ├── InputError              a dataset file, a row or a CLI argument is invalid
     ├── MissingDependencyError  an optional extra is not installed (names the pip command)
     └── BackendError            a model, index or remote endpoint failed while running
@@ -15,6 +16,7 @@ from __future__ import annotations
 __all__ = [
     "RagrayError",
     "ConfigError",
+    "NotAllowedError",
     "InputError",
     "MissingDependencyError",
     "BackendError",
@@ -27,6 +29,11 @@ class RagrayError(Exception):
 
 class ConfigError(RagrayError, ValueError):
     """A configuration value is invalid; the message names the dotted key."""
+
+
+class NotAllowedError(ConfigError):
+    """A client asked for a setting that only the server's operator may set (a model, a backend,
+    an endpoint or its key, a path); the message names the key and lists what a client may set."""
 
 
 class InputError(RagrayError, ValueError):

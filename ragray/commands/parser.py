@@ -232,7 +232,9 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--dataset", help="corpus to serve: a dataset file or folder, or a name such as "
                                      "'demo' or 'scifact' (data.path)")
     _add_columns(p)
-    p.add_argument("--host", help="bind address (serve.host)")
+    p.add_argument("--host", help="bind address (serve.host; beyond loopback it needs $RAGRAY_API_KEY or --insecure)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="serve on a non-loopback --host without an API key, with a warning (serve.insecure)")
     p.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
     p.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
     p.add_argument("--no-ray", action="store_true",
@@ -334,7 +336,7 @@ FLAG_SETTINGS = {
     "faithfulness_mode": "faithfulness.mode",
     "executor": "execution.executor", "address": "execution.address",
     "diversity": "metrics.diversity", "chunk_metrics": "metrics.chunking",
-    "host": "serve.host", "port": "serve.port",
+    "host": "serve.host", "port": "serve.port", "insecure": "serve.insecure",
     "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm", "audit_k": "audit.k",
 }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ragray._imports import require
 from ragray.errors import BackendError, MissingDependencyError
+from ragray.model_loads import MODEL_LOADS
 from ragray.paths import cache_root
 
 __all__ = ["PACKAGED_GENERATORS", "resolve_generator_model", "packaged_model_dir"]
@@ -72,6 +73,13 @@ def _convert(name: str, target: Path) -> Path:
     transformers = require("transformers", extra="generate", feature="model conversion")
     torch = require("torch", extra="generate", feature="model conversion")
     require("gguf", extra="generate", feature="reading the packaged GGUF model")
+    with MODEL_LOADS:  # two threads converting at once would also race on the folder
+        if _converted(target):
+            return target
+        return _convert_locked(name, gguf, target, transformers, torch)
+
+
+def _convert_locked(name: str, gguf: Path, target: Path, transformers: Any, torch: Any) -> Path:
     tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:

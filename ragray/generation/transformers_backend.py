@@ -59,6 +59,7 @@ from ragray.generation.kv_prefix import prefill_token_count
 from ragray.generation.row_chunks import chunk_rows
 from ragray.generation.static_decode import StaticDecoder
 from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, GpuSizes, gpu_sizes, resolve_strategy
+from ragray.model_loads import MODEL_LOADS, check_materialized
 
 __all__ = ["TransformersGenerator"]
 
@@ -153,6 +154,13 @@ class TransformersGenerator(Generator):
 
     @classmethod
     def from_config(cls, config: GenerationConfig) -> TransformersGenerator:
+        """Load ``config.model`` and build the generator on its device, one load at a time in this
+        process (:mod:`ragray.model_loads`)."""
+        with MODEL_LOADS:
+            return cls._load(config)
+
+    @classmethod
+    def _load(cls, config: GenerationConfig) -> TransformersGenerator:
         torch = require("torch", extra="generate", feature="the transformers generator")
         transformers = require("transformers", extra="generate", feature="the transformers generator")
         device = resolve_device(config.device)
@@ -167,7 +175,9 @@ class TransformersGenerator(Generator):
                 f"transformers: {exc}"
             ) from exc
         log.info("transformers generator %s on %s (%s)", path, device, dtype)
-        return cls.from_model(model, tokenizer, config, path=path, device=device)
+        generator = cls.from_model(model, tokenizer, config, path=path, device=device)
+        check_materialized(model, f"generation.model '{config.model}'")
+        return generator
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str,

@@ -45,6 +45,7 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.packaged import resolve_generator_model
 from ragray.generation.vllm_options import VLLMEngineOptions, resolve_vllm_options, weights_bytes
+from ragray.model_loads import MODEL_LOADS
 
 __all__ = ["PrefixCacheStats", "VLLMGenerator", "resolve_vllm_dtype"]
 
@@ -132,15 +133,16 @@ class VLLMGenerator(Generator):
         engine = _engine_options(options, device, path)
         began = time.perf_counter()
         try:
-            llm = vllm.LLM(
-                model=path,
-                dtype=dtype,
-                max_model_len=options.max_model_len,
-                enable_prefix_caching=options.enable_prefix_caching,
-                gpu_memory_utilization=options.gpu_memory_utilization,
-                seed=config.seed,
-                **engine.engine_kwargs(),
-            )
+            with MODEL_LOADS:
+                llm = vllm.LLM(
+                    model=path,
+                    dtype=dtype,
+                    max_model_len=options.max_model_len,
+                    enable_prefix_caching=options.enable_prefix_caching,
+                    gpu_memory_utilization=options.gpu_memory_utilization,
+                    seed=config.seed,
+                    **engine.engine_kwargs(),
+                )
         except (OSError, ValueError, RuntimeError) as exc:
             raise BackendError(
                 f"generation.model: vLLM could not start '{config.model}' (resolved to {path}, "

@@ -12,6 +12,7 @@ import numpy as np
 from ragray.config import RerankConfig
 from ragray.encoders import resolve_device, resolve_model_path
 from ragray.errors import BackendError, RagrayError
+from ragray.model_loads import MODEL_LOADS
 from ragray.rerank.base import Reranker
 from ragray.types import Passage, passage_text
 
@@ -35,7 +36,8 @@ class PairwiseReranker(Reranker):
         self.max_length = max_length
         logger.info("loading %s reranker %s on %s", self.name, self.model_name, self.device)
         try:
-            self._model = self._load(resolve_model_path(self.model_name))
+            with MODEL_LOADS:
+                self._model = self._load(resolve_model_path(self.model_name))
         except RagrayError:
             raise  # e.g. the missing extra: already says what to install
         except Exception as exc:  # any loader failure (missing folder, hub offline, bad weights)

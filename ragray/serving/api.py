@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragray import __version__
-from ragray.errors import BackendError, ConfigError, InputError
+from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError
 from ragray.serving import schemas as s
 from ragray.serving.runs import Presets, RunManager
 from ragray.serving.service import RagService
@@ -98,7 +98,8 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         description="Influence-aware RAG diagnostics: retrieval, generation, influence, faithfulness "
                     "(deletion experiments, Case A/B/C) and retrieval integrity for one question at a time, "
                     "plus whole runs over presets.",
-        responses={400: {"model": s.ErrorBody}, 401: {"model": s.ErrorBody}, 413: {"model": s.ErrorBody},
+        responses={400: {"model": s.ErrorBody}, 401: {"model": s.ErrorBody}, 403: {"model": s.ErrorBody},
+                   413: {"model": s.ErrorBody},
                    500: {"model": s.ErrorBody}, 503: {"model": s.ErrorBody}},
     )
 
@@ -120,6 +121,10 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
 
     def rid(request: Request) -> str:
         return getattr(request.state, "request_id", None) or uuid.uuid4().hex
+
+    @app.exception_handler(NotAllowedError)
+    async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        return _error(403, str(exc), rid(request))
 
     @app.exception_handler(InputError)
     @app.exception_handler(ConfigError)

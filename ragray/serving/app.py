@@ -33,6 +33,7 @@ from ragray.config import DeploymentOptions, ExperimentConfig, load_config, vali
 from ragray.errors import ConfigError
 from ragray.execution.placement import ClusterView, cluster_view, local_view, serve_gpus
 from ragray.execution.ray_runtime import apply_defaults, connect
+from ragray.serving.exposure import check_exposure
 
 __all__ = ["build_app", "deployment_options", "app_from_config"]
 
@@ -201,17 +202,30 @@ class RagrayAPI:
         from ragray.serving.service import RagService
 
         config = _config(config_yaml)
+        check_exposure(config.serve, _proxy_host() or config.serve.host)
         timeout = config.serve.timeout_s
         gen = RemoteGenerator(generator, timeout)
         self.service = RagService(config, RemoteSearch(retriever, timeout),
                                   RemoteRerank(reranker, timeout, config.rerank.strategy), gen)
-        self.presets = Presets(config.serve.presets_dir)
+        self.presets = Presets.for_server(config)
         self.runs = RunManager(config, self.presets, gen)
 
     def __serve_build_asgi_app__(self) -> Any:
         from ragray.serving.api import make_app
 
         return make_app(self.service, self.runs, self.presets)
+
+
+def _proxy_host() -> str | None:
+    """The host Serve's HTTP proxies bind (a Serve config file's ``http_options.host``), asked of the
+    Serve controller; None where it cannot be read."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        return str(_get_global_client().http_config.host)
+    except Exception as exc:  # a private API of Ray Serve: fall back to serve.host
+        log.info("could not read Serve's HTTP host (%s); checking serve.host", exc)
+        return None
 
 
 def _build_view() -> ClusterView:
@@ -272,6 +286,7 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     """
     from ragray.execution.placement import placement_lines
 
+    check_exposure(config.serve)
     connect(config.execution.address, feature="ragray serve")
     serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
     handle = serve.run(app_from_config(config), name=name, route_prefix="/", blocking=False)

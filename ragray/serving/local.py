@@ -22,5 +22,5 @@ def local_app(config: ExperimentConfig, generator: Generator | None = None, *, a
     """A FastAPI app serving ``config`` in this process (``generator`` overrides the backend)."""
     gen = LockedGenerator(generator or open_generator(config))
     service = RagService(config, CorpusSearch(config), RerankStep(config), gen)
-    presets = Presets(config.serve.presets_dir)
+    presets = Presets.for_server(config)
     return make_app(service, RunManager(config, presets, gen), presets, api_key=api_key)

@@ -17,12 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragray.config import (
-    ExperimentConfig,
-    apply_overrides,
-    load_config,
-    validate_config,
-)
+from ragray.config import ExperimentConfig, load_config
+from ragray.config_access import ClientPolicy, changed_settings, flatten
 from ragray.errors import InputError, RagrayError
 from ragray.generation import Generator
 from ragray.rows.summaries import read_summary
@@ -59,11 +55,24 @@ def _db_fields(record: PresetRecord) -> dict[str, Any]:
 
 class Presets:
     """Named configs: the presets of the history database (when one is attached) and every
-    ``*.yaml`` under a folder, addressed by file stem; on a name clash the database wins."""
+    ``*.yaml`` under a folder, addressed by file stem; on a name clash the database wins.
 
-    def __init__(self, folder: str | Path, history: History | None = None) -> None:
+    The folder's files are the operator's: a run over one takes its whole config. A database
+    preset is a client's choice of settings (``PUT /presets/{name}``): it is saved, and used, as
+    the served config with those settings, under the server's :class:`ClientPolicy`.
+    """
+
+    def __init__(self, folder: str | Path, history: History | None = None, *,
+                 served: ExperimentConfig | None = None, policy: ClientPolicy | None = None) -> None:
         self.folder = Path(folder)
         self.history = history
+        self.served = served if served is not None else ExperimentConfig()
+        self.policy = policy or ClientPolicy.for_server(self.served)
+
+    @classmethod
+    def for_server(cls, config: ExperimentConfig, history: History | None = None) -> Presets:
+        """The presets of a server started with ``config`` (its ``serve.presets_dir`` and policy)."""
+        return cls(config.serve.presets_dir, history, served=config)
 
     def use_history(self, history: History) -> None:
         """Attach the history database (kept if one is attached already)."""
@@ -91,12 +100,24 @@ class Presets:
         except KeyError:
             return None
 
-    def load(self, name: str, overrides: Sequence[str] = ()) -> ExperimentConfig:
-        """The preset ``name`` with ``a.b=value`` overrides (:class:`KeyError` if there is none)."""
+    def load(self, name: str) -> ExperimentConfig:
+        """The preset ``name`` as saved (:class:`KeyError` if there is none)."""
         record = self._record(name)
-        if record is not None:
-            return _with_overrides(record.config(), list(overrides))
-        return load_config(self.path(name), list(overrides))
+        return record.config() if record is not None else load_config(self.path(name))
+
+    def for_client(self, name: str, overrides: Sequence[str] = ()) -> ExperimentConfig:
+        """The config a client's run over preset ``name`` uses, with its ``a.b=value`` overrides,
+        both under the policy (:class:`KeyError` if there is no such preset). A file preset is
+        the operator's whole config; a database preset is the served config with its settings."""
+        record = self._record(name)
+        if record is None:
+            base = load_config(self.path(name))
+        else:
+            saved = record.config()
+            values = flatten(saved)
+            base = self.policy.apply(self.served, {k: values[k] for k in changed_settings(self.served, saved)},
+                                     where=f"preset {name}")
+        return self.policy.apply_overrides(base, overrides)
 
     def describe(self, name: str, record: PresetRecord | None = None) -> s.Preset:
         record = record or self._record(name)
@@ -112,11 +133,12 @@ class Presets:
         return [self.describe(n, saved.get(n)) for n in names]
 
     def save(self, name: str, raw: Mapping[str, Any], description: str | None = None) -> s.Preset:
-        """Validate ``raw`` (a config mapping) and save it as ``name`` in the database."""
+        """Save a client's settings ``raw`` (a config mapping; unset keys keep the served config's
+        values) as ``name`` in the database, under the policy (:class:`NotAllowedError` otherwise)."""
         if self.history is None:
             raise InputError("presets cannot be saved: this server has no history database")
         check_preset_name(name)
-        config = validate_config(raw, where=f"preset {name}")
+        config = self.policy.apply(self.served, raw, where=f"preset {name}")
         return self.describe(name, self.history.save_preset(name, config, description))
 
     def delete(self, name: str) -> bool:
@@ -139,9 +161,9 @@ class RunManager:
     def _resolve(self, req: s.RunRequest) -> ExperimentConfig:
         overrides = list(req.overrides) + ([f"data.limit={req.limit}"] if req.limit else [])
         if req.preset is None:
-            return _with_overrides(self.config, overrides)
+            return self.presets.policy.apply_overrides(self.config, overrides)
         try:
-            return self.presets.load(req.preset, overrides)
+            return self.presets.for_client(req.preset, overrides)
         except KeyError:
             valid = ", ".join(self.presets.names()) or "(none)"
             raise InputError(f"preset: unknown '{req.preset}'; valid: {valid}") from None
@@ -193,9 +215,3 @@ class RunManager:
         """Recorded runs, newest first."""
         return [self._status(r) for r in self.history.list_runs(limit, offset, kind=kind, status=status)]
 
-
-def _with_overrides(config: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
-    """The config with ``a.b=value`` overrides, validated like a file."""
-    if not overrides:
-        return config
-    return validate_config(apply_overrides(config.model_dump(mode="json"), overrides))

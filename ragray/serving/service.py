@@ -13,11 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from ragray.ablation.loop import InfluenceLoop
 from ragray.audit.explain import explain_audits
-from ragray.config import ExperimentConfig, format_validation_error
+from ragray.config import ExperimentConfig
+from ragray.config_access import ClientPolicy
 from ragray.errors import ConfigError, InputError
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
@@ -62,7 +61,13 @@ class RagService:
         self.reranker = reranker
         self.generator = generator
         self.template = get_template(config.generation.template)
+        self.policy = ClientPolicy.for_server(config)
         self._cache = _Cache()
+
+    def _settings(self, values: dict[str, Any]) -> ExperimentConfig:
+        """The served config with a request's settings (dotted key -> value, None: unset), under
+        the same :class:`ClientPolicy` as ``POST /runs`` and the presets."""
+        return self.policy.apply(self.config, {k: v for k, v in values.items() if v is not None}, where="request")
 
     # ----------------------------------------------------------------------------- retrieval
 
@@ -112,9 +117,8 @@ class RagService:
     # ----------------------------------------------------------------------------- influence
 
     def influence(self, req: s.InfluenceRequest, qid: str) -> s.InfluenceResponse:
-        cfg = self.config
-        update = {k: v for k, v in (("mode", req.mode), ("position_control", req.position_control)) if v is not None}
-        icfg = cfg.influence.model_copy(update=update)
+        cfg = self._settings({"influence.mode": req.mode, "influence.position_control": req.position_control})
+        icfg = cfg.influence
         qh = self._question_hits(req, qid, req.answers)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
@@ -128,17 +132,12 @@ class RagService:
     # ------------------------------------------------------------------------ interpretation
 
     def _faithfulness_config(self, req: s.InterpretationRequest) -> Any:
-        fc = self.config.faithfulness
-        update = {
-            "level": req.explanation_level, "hierarchical": req.hierarchical, "explainer": req.explainer,
-            "mode": req.mode, "k_values": tuple(req.k_values) if req.k_values else None,
-            "random_repeats": req.random_repeats, "threshold_t": req.semantic_threshold_t,
-        }
-        raw = fc.model_dump() | {k: v for k, v in update.items() if v is not None}
-        try:
-            return type(fc).model_validate(raw)
-        except ValidationError as exc:
-            raise InputError(format_validation_error(exc, "faithfulness options")) from None
+        return self._settings({
+            "faithfulness.level": req.explanation_level, "faithfulness.hierarchical": req.hierarchical,
+            "faithfulness.explainer": req.explainer, "faithfulness.mode": req.mode,
+            "faithfulness.k_values": list(req.k_values) if req.k_values else None,
+            "faithfulness.random_repeats": req.random_repeats, "faithfulness.threshold_t": req.semantic_threshold_t,
+        }).faithfulness
 
     def interpretation(self, req: s.InterpretationRequest, qid: str) -> s.InterpretationResponse:
         fc = self._faithfulness_config(req)

@@ -200,9 +200,17 @@ def test_the_dashboard_is_mounted_and_shows_runs_started_over_http(client):
     assert client.get("/dashboard/runs/nope").status_code == 404
 
 
-def test_a_run_failing_in_the_background_is_recorded_failed(client, tmp_path):
-    r = client.post("/runs", json={"command": "audit", "overrides": [f"data.path={tmp_path / 'missing.jsonl'}"]})
-    assert r.status_code == 202, r.text
+def test_a_run_failing_in_the_background_is_recorded_failed(served_config, tmp_path):
+    # a dataset the operator offers by name, whose file is gone by the time a client picks it
+    config = served_config.model_copy(update={"serve": served_config.serve.model_copy(
+        update={"datasets": {"gone": str(tmp_path / "missing.jsonl")}})})
+    with TestClient(local_app(config), raise_server_exceptions=False) as client:
+        r = client.post("/runs", json={"command": "audit", "overrides": ["data.path=gone"]})
+        assert r.status_code == 202, r.text
+        _recorded_failed(client, r)
+
+
+def _recorded_failed(client, r):
     status = wait(client, r.json()["run_id"])
     assert status["status"] == "failed" and "missing.jsonl" in status["error"], status
     assert [s["run_id"] for s in client.get("/runs", params={"status": "failed"}).json()] == [r.json()["run_id"]]
@@ -246,7 +254,8 @@ def test_presets_put_get_list_delete(client):
 
 
 def test_a_saved_preset_shadows_the_file_of_the_same_name_and_runs(client):
-    assert client.put("/presets/small", json={"config": {**SMALL, "name": "saved"}}).status_code == 200
+    saved = {**SMALL, "name": "saved", "data": {"path": "demo"}}  # a served dataset, by name
+    assert client.put("/presets/small", json={"config": saved}).status_code == 200
     listed = [p for p in client.get("/presets").json() if p["name"] == "small"]
     assert len(listed) == 1 and listed[0]["source"] == "db"
     assert client.get("/presets/small").json()["name"] == "saved"

@@ -4,6 +4,7 @@
     ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
     │   └── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
     ├── InputError              a dataset file, a row or a CLI argument is invalid
+    │   └── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
     ├── MissingDependencyError  an optional extra is not installed (names the pip command)
     └── BackendError            a model, index or remote endpoint failed while running
 
@@ -18,6 +19,7 @@ __all__ = [
     "ConfigError",
     "NotAllowedError",
     "InputError",
+    "PromptTooLongError",
     "MissingDependencyError",
     "BackendError",
 ]
@@ -38,6 +40,15 @@ class NotAllowedError(ConfigError):
 
 class InputError(RagrayError, ValueError):
     """User input (dataset file, row, CLI argument) is invalid; the message names file and line."""
+
+
+class PromptTooLongError(InputError):
+    """A prompt (question and passages) has more tokens than the model takes."""
+
+    def __init__(self, prompt_tokens: int, limit: int, what: str = "the prompt") -> None:
+        self.prompt_tokens, self.limit = prompt_tokens, limit
+        super().__init__(f"{what} has {prompt_tokens} tokens; the model takes at most {limit}: send fewer or "
+                         "shorter passages, or ask for a smaller top_k_docs")
 
 
 class MissingDependencyError(RagrayError, ImportError):

@@ -8,6 +8,7 @@ caused by the ablation, not by sampling noise.
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from ragray.registry import Component, Registry
 R = TypeVar("R")
 
 
-__all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GeneratorProxy", "GENERATORS"]
+__all__ = ["Message", "ChatPrompt", "Generation", "Generator", "GeneratorProxy", "GENERATORS", "too_long",
+           "too_long_message"]
 
 
 class Message(NamedTuple):
@@ -27,6 +29,23 @@ class Message(NamedTuple):
 
 
 ChatPrompt = tuple[Message, ...]
+
+
+#: how a backend says a prompt does not fit the model's context (:func:`too_long_message`)
+_TOO_LONG = re.compile(r"prompt has (\d+) tokens; the model takes at most (\d+)")
+
+
+def too_long_message(prompt_tokens: int, limit: int, setting: str | None = None) -> str:
+    """The error of a prompt over the model's context, in the one wording :func:`too_long` reads
+    (``setting``: the config key that sets the limit, when there is one)."""
+    why = f" ({setting})" if setting else ""
+    return f"prompt has {prompt_tokens} tokens; the model takes at most {limit}{why}"
+
+
+def too_long(error: str | None) -> tuple[int, int] | None:
+    """``(prompt_tokens, limit)`` when ``error`` says a prompt did not fit the context, else None."""
+    m = _TOO_LONG.search(error or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)

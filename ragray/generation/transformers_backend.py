@@ -27,7 +27,7 @@ from ragray._imports import require
 from ragray.config import GenerationConfig
 from ragray.encoders import resolve_device
 from ragray.errors import BackendError
-from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, too_long_message
 from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.decoding import BatchDecoder
 from ragray.generation.drafts import DraftSource
@@ -368,7 +368,7 @@ class TransformersGenerator(Generator):
         for i, ids in enumerate(token_ids):
             room = self.config.max_tokens if self.max_positions is None else self.max_positions - len(ids)
             if room < 1:
-                msg = f"prompt has {len(ids)} tokens; the model takes at most {self.max_positions}"
+                msg = too_long_message(len(ids), self.max_positions)
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)
             budgets[i] = min(self.config.max_tokens, room)
         live = {i: ids for i, ids in enumerate(token_ids) if i not in results}

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 from ragray._imports import require
 from ragray.config import GenerationConfig, VLLMConfig
 from ragray.errors import BackendError, ConfigError
-from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
+from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, too_long_message
 from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.packaged import resolve_generator_model
 from ragray.generation.vllm_options import VLLMEngineOptions, resolve_vllm_options, weights_bytes
@@ -197,8 +197,7 @@ class VLLMGenerator(Generator):
         requests: list[tuple[int, list[int]]] = []
         for i, ids in enumerate(encode_many(self._tok, [render_chat(self._tok, p) for p in prompts])):
             if len(ids) >= self.max_model_len:
-                msg = (f"prompt has {len(ids)} tokens; generation.vllm.max_model_len is "
-                       f"{self.max_model_len}")
+                msg = too_long_message(len(ids), self.max_model_len, "generation.vllm.max_model_len")
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)
             else:
                 requests.append((i, ids))

@@ -12,6 +12,7 @@ Serve's proxy answers 503 the same way for the ingress), 504 when a deployment c
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import uuid
@@ -19,12 +20,14 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragray import __version__
-from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError
+from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError, PromptTooLongError
 from ragray.serving import schemas as s
+from ragray.serving.admission import Admission
 from ragray.serving.runs import Presets, RunManager
 from ragray.serving.service import RagService
 
@@ -39,9 +42,29 @@ Offset = Annotated[int, Query(ge=0, le=1_000_000_000, description="items to skip
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 
-def _error(status: int, message: str, request_id: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"error": message, "request_id": request_id}, status_code=status,
-                        headers={"X-Request-ID": request_id, **headers})
+class _AsciiJSON(JSONResponse):
+    """JSON with every non-ASCII character escaped: an error may quote a client's invalid text
+    (a lone surrogate has no UTF-8 encoding), and its answer must still be sent."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _error(status: int, message: str, request_id: str, detail: Any = None, **headers: str) -> JSONResponse:
+    body = {"error": message, "request_id": request_id} | ({"detail": detail} if detail is not None else {})
+    return _AsciiJSON(body, status_code=status, headers={"X-Request-ID": request_id, **headers})
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """FastAPI's list of body problems without the inputs they quote (which may be invalid text)."""
+    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")).removeprefix("Value error, "),
+             "type": str(e.get("type", ""))} for e in exc.errors()]
+
+
+def _field_message(detail: list[dict[str, Any]]) -> str:
+    """``field: problem; ...`` (a check of the whole body names its field in the problem)."""
+    return "; ".join(f"{'.'.join(map(str, d['loc'][1:]))}: {d['msg']}" if d["loc"][1:] else d["msg"]
+                     for d in detail)
 
 
 class BodyLimit:
@@ -89,8 +112,27 @@ def _unexpected(exc: Exception, rid: str, timeout_s: float) -> JSONResponse:
     return _error(500, f"internal error ({name}); see the server log for request {rid}", rid)
 
 
-def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key: str | None = None) -> FastAPI:
-    """The HTTP API over ``service``; ``api_key`` defaults to ``$serve.api_key_env`` (unset: no auth)."""
+class _NoRequestIdHeader:
+    """ASGI middleware behind Ray Serve: the proxy stamps ``X-Request-ID`` (the id the app read
+    from the request) on every response, so the app's own copy would be a second header."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        async def without(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [(k, v) for k, v in message.get("headers", [])
+                                                   if k.lower() != b"x-request-id"]}
+            await send(message)
+
+        await self.app(scope, receive, without if scope["type"] == "http" else send)
+
+
+def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key: str | None = None,
+             behind_serve: bool = False) -> FastAPI:
+    """The HTTP API over ``service``; ``api_key`` defaults to ``$serve.api_key_env`` (unset: no auth).
+    ``behind_serve``: Ray Serve's proxy in front stamps the request ids."""
     config = service.config
     key = api_key if api_key is not None else os.environ.get(config.serve.api_key_env) or None
     app = FastAPI(
@@ -121,6 +163,15 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
 
     def rid(request: Request) -> str:
         return getattr(request.state, "request_id", None) or uuid.uuid4().hex
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = _field_errors(exc)
+        return _error(422, _field_message(detail) or "invalid request", rid(request), detail=detail)
+
+    @app.exception_handler(PromptTooLongError)
+    async def too_long(request: Request, exc: Exception) -> JSONResponse:
+        return _error(422, str(exc), rid(request))
 
     @app.exception_handler(NotAllowedError)
     async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
@@ -217,4 +268,8 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     app.include_router(dashboard_router(config.serve.runs_dir, config.history.url, prefix="/dashboard"),
                        include_in_schema=False)
     app.add_middleware(BodyLimit, limit=config.serve.max_request_bytes)
+    ingress = config.serve.ingress
+    app.add_middleware(Admission, ongoing=ingress.max_ongoing_requests, queued=ingress.max_queued_requests)
+    if behind_serve:
+        app.add_middleware(_NoRequestIdHeader)
     return app

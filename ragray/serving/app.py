@@ -60,6 +60,10 @@ def deployment_options(opts: DeploymentOptions, num_gpus: float | None = None) -
     return out
 
 
+#: requests a Serve ingress replica takes in (they wait in the app, holding no thread)
+INGRESS_ADMITS = 10_000
+
+
 def _config(config_yaml: str) -> ExperimentConfig:
     return validate_config(yaml.safe_load(config_yaml))
 
@@ -213,7 +217,7 @@ class RagrayAPI:
     def __serve_build_asgi_app__(self) -> Any:
         from ragray.serving.api import make_app
 
-        return make_app(self.service, self.runs, self.presets)
+        return make_app(self.service, self.runs, self.presets, behind_serve=True)
 
 
 def _proxy_host() -> str | None:
@@ -248,8 +252,11 @@ def app_from_config(config: ExperimentConfig, view: ClusterView | None = None) -
     retriever = RetrieverDeployment.options(**deployment_options(sc.retriever, gpus["retriever"])).bind(text)
     reranker = RerankerDeployment.options(**deployment_options(sc.reranker, gpus["reranker"])).bind(text)
     generator = GeneratorDeployment.options(**deployment_options(sc.generator, gpus["generator"])).bind(text)
-    return RagrayAPI.options(**deployment_options(sc.ingress, gpus["ingress"])).bind(text, retriever, reranker,
-                                                                                      generator)
+    # the app enforces serve.ingress itself (ragray.serving.admission: a JSON 503 with Retry-After);
+    # Serve admits every request, or its proxy would answer a full queue in plain text
+    ingress = deployment_options(sc.ingress, gpus["ingress"]) | {"max_ongoing_requests": INGRESS_ADMITS,
+                                                                 "max_queued_requests": -1}
+    return RagrayAPI.options(**ingress).bind(text, retriever, reranker, generator)
 
 
 def build_app(args: dict[str, Any]) -> Any:

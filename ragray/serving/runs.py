@@ -32,7 +32,7 @@ from ragray.store.history import (
 )
 from ragray.store.recording import recording
 
-__all__ = ["Presets", "RunManager"]
+__all__ = ["Presets", "RunFailedError", "RunManager", "nothing_measured"]
 
 log = logging.getLogger("ragray.serve")
 
@@ -186,10 +186,13 @@ class RunManager:
         try:
             with recording(self.history, run_id, out):  # the command's own recording joins this record
                 if command == "audit":
-                    api.audit_retrieval(config=config, out=out, progress=False, model=generator)
+                    done = api.audit_retrieval(config=config, out=out, progress=False, model=generator)
                 else:  # the same functions a notebook calls (ragray.run / ragray.interpret)
-                    {"run": api.run, "interpret": api.interpret}[command](
+                    done = {"run": api.run, "interpret": api.interpret}[command](
                         config=config, out=out, resume=True, progress=False, model=generator)
+                reason = nothing_measured(command, done.summary)
+                if reason is not None:  # the tables are written; the run is still no result
+                    raise RunFailedError(reason)
         except Exception:  # recorded as failed for GET /runs/{id}; the thread must not die silently
             log.warning("run %s failed", run_id, exc_info=True)
 
@@ -214,4 +217,24 @@ class RunManager:
              status: str | None = None) -> list[s.RunStatus]:
         """Recorded runs, newest first."""
         return [self._status(r) for r in self.history.list_runs(limit, offset, kind=kind, status=status)]
+
+
+class RunFailedError(RagrayError):
+    """A run that finished without measuring anything (recorded ``failed`` with the reason)."""
+
+
+def nothing_measured(command: str, summary: Mapping[str, Any]) -> str | None:
+    """Why a finished run of ``command`` measured nothing (its ``summary.json``), else None."""
+    n = int(summary.get("n_questions") or 0)
+    if command == "run" and n and not summary.get("n_measured"):
+        errors = summary.get("error_questions") or ()
+        if errors:
+            first = errors[0]
+            return (f"nothing measured: {len(errors)} of {n} questions failed (first, {first.get('question_id')}: "
+                    f"{first.get('error')})")
+        states = ", ".join(f"{k}: {v}" for k, v in (summary.get("states") or {}).items() if v)
+        return f"nothing measured: none of the {n} questions could be measured ({states or 'no state'})"
+    if command == "interpret" and n and int(summary.get("n_failed") or 0) >= n:
+        return f"nothing measured: all {n} questions failed (their errors are in questions.parquet)"
+    return None
 

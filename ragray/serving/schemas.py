@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragray.rows.audit import AuditEntry
 from ragray.rows.faithfulness import ArmRow, CaseRow, CurveRow, FaithfulnessQuestionRow, UnitRow
@@ -32,8 +32,34 @@ Question = Field(min_length=1, max_length=4000, description="the user question")
 RunSummaryBody = RunSummary | FaithfulnessSummary | AuditSummary | ScoreSummary | dict[str, Any]
 
 
+def _lone_surrogate(value: Any, where: str) -> str | None:
+    """The path of the first string in ``value`` (keys included) holding a lone UTF-16 surrogate
+    (JSON's ``"\\ud800"``: no character, and no UTF-8 encoding), else None."""
+    if isinstance(value, str):
+        return where if any("\ud800" <= c <= "\udfff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _lone_surrogate(k, f"{where} (a key)") or _lone_surrogate(v, f"{where}.{k}")
+            if found:
+                return found
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> _Request:
+        for name in type(self).model_fields:
+            where = _lone_surrogate(getattr(self, name), name)
+            if where:
+                raise ValueError(f"{where}: invalid Unicode (a lone surrogate such as \\ud800 is no character)")
+        return self
 
 
 class RetrieveRequest(_Request):

@@ -17,9 +17,10 @@ from ragray.ablation.loop import InfluenceLoop
 from ragray.audit.explain import explain_audits
 from ragray.config import ExperimentConfig
 from ragray.config_access import ClientPolicy
-from ragray.errors import ConfigError, InputError
+from ragray.errors import BackendError, ConfigError, InputError, PromptTooLongError
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
+from ragray.generation.base import too_long
 from ragray.generation.prompts import get_template
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import Similarity, all_measures, get_similarity
@@ -36,6 +37,13 @@ __all__ = ["RagService"]
 def _hit_out(h: Hit) -> s.HitOut:
     p = h.passage
     return s.HitOut(rank=h.rank, score=h.score, passage_id=p.id, doc_id=p.doc_id or p.id, title=p.title, text=p.text)
+
+
+def _raise_too_long(error: str | None) -> None:
+    """A question whose prompt did not fit the model is the request's fault: 422 with the counts."""
+    counts = too_long(error)
+    if counts is not None:
+        raise PromptTooLongError(*counts, what="the prompt (question and passages)")
 
 
 class _Cache:
@@ -108,6 +116,9 @@ class RagService:
             passages = [h.passage for h in self._retrieve(req)[2]]
         prompt = self.template.build(req.question, passages, self.config.generation.system_prompt)
         (g,) = self.generator.generate([prompt])
+        if g.error is not None:
+            _raise_too_long(g.error)
+            raise BackendError(f"the generator failed: {g.error}")
         return s.GenerateResponse(
             question=req.question, answer=g.text, model=self.generator.model_id, passages=[p.text for p in passages],
             prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, latency_s=g.latency_s,
@@ -126,6 +137,7 @@ class RagService:
                              quality=quality, model=cfg.generation.model,
                              retrieval_k=req.top_k_docs or cfg.retrieval.top_k)
         record = loop.run(qh)
+        _raise_too_long(record.question.error)
         return s.InfluenceResponse(question=record.question, passages=list(record.passages),
                                    calls=list(record.calls) if req.debug else None, model=self.generator.model_id)
 
@@ -150,6 +162,7 @@ class RagService:
         experiment = FaithfulnessExperiment(self.generator, self.template, measures, fc, seed=self.config.seed,
                                             system_prompt=self.config.generation.system_prompt)
         record = experiment.run(qh)
+        _raise_too_long(record.question.error)
         arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]
         return s.InterpretationResponse(question=record.question, importances=list(record.units),
                                         cases=list(record.cases), deletions=arms, curves=list(record.curves),

@@ -146,7 +146,7 @@ def test_too_long_prompt_is_recorded_not_raised(gen):
     huge = Passage("big", "The tide tables of Kell harbour repeat every fortnight. " * 250)
     long_prompt = TEMPLATE.build(QUESTION, [huge])
     out = gen.generate([long_prompt, ablation_prompts()[0]])
-    assert out[0].error and "max_model_len is 2048" in out[0].error and out[0].text == ""
+    assert out[0].error and "at most 2048 (generation.vllm.max_model_len)" in out[0].error and out[0].text == ""
     assert out[1].ok and "4417" in out[1].text
     with pytest.raises(BackendError, match="max_model_len is 2048"):
         gen.score([long_prompt], ["4417"])

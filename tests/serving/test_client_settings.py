@@ -236,3 +236,41 @@ def test_an_operator_may_offer_datasets_by_name_and_narrow_the_list(tmp_path):
     assert policy.apply_overrides(base, ["data.limit=2"]).data.limit == 2
     with pytest.raises(ConfigError, match="valid: .*data.limit|unknown key"):
         ClientPolicy.for_server(load_config(None, ["serve.client_settings=[nope.x]"]))
+
+
+# ------------------------------------------------------------------- every setting, fuzzed
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SERVED_KEYS = sorted(flatten(load_config(None)))
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(-1, 2, allow_nan=False),
+                   st.text(max_size=12), st.sampled_from(["/tmp", "demo", "http://127.0.0.1:9/v1", "HOME", "cuda"]))
+
+
+def _nested(key, value):
+    out = value
+    for part in reversed(key.split(".")):
+        out = {part: out}
+    return out
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(SERVED_KEYS), value=VALUES, how=st.sampled_from(["preset", "run"]))
+def test_any_setting_with_any_value_is_allowed_refused_or_invalid_never_a_500(client, served_config, key, value,
+                                                                              how):
+    served = flatten(served_config)
+    if how == "preset":
+        r = client.put("/presets/fuzz", json={"config": _nested(key, value)})
+    else:  # a run that would start is not started: only refusals are sent as runs
+        if is_allowed(key) or served[key] == value:
+            return
+        r = client.post("/runs", json={"command": "run", "overrides": [f"{key}={json.dumps(value)}"]})
+    assert r.status_code in (200, 400, 403), (key, value, r.status_code, r.text)
+    changes = value != served[key]
+    if not is_allowed(key) and changes and r.status_code != 400:
+        assert r.status_code == 403 and key in r.json()["error"], (key, value, r.text)
+    if r.status_code == 200:
+        saved = load_config(None, []).model_validate(client.get("/presets/fuzz").json())
+        assert all(is_allowed(k) for k in changed_settings(served_config, saved)), (key, value)

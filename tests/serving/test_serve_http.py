@@ -5,6 +5,7 @@ payloads, with and without the API key), sends a bounded concurrent burst, then 
 with a one-slot queue to show backpressure answered by 503 instead of a hang.
 """
 
+import json
 import os
 import socket
 import statistics
@@ -37,7 +38,7 @@ def _config(port, runs, *extra):
     return load_config(ROOT / "configs" / "serve_demo.yaml", [
         f"serve.port={port}", f"serve.runs_dir={runs}", f"serve.presets_dir={ROOT / 'configs'}",
         "retrieval.top_k=3", "faithfulness.random_repeats=3", "faithfulness.k_values=[top-1]",
-        "generation.max_tokens=12", *extra,
+        "generation.max_tokens=12", "cache.calls=false", *extra,  # runs compared below compute every call
     ])
 
 
@@ -118,13 +119,96 @@ def test_errors_over_http(server):
     assert client.get("/runs/none-such", headers=AUTH).status_code == 404
 
 
+def _wait(client, run_id, timeout=600):
+    deadline = time.time() + timeout
+    while (status := client.get(f"/runs/{run_id}", headers=AUTH).json())["status"] == "running":
+        assert time.time() < deadline, status
+        time.sleep(1)
+    return status
+
+
+@pytest.mark.timeout(600)
+def test_the_attacks_of_issue_42_get_4xx_and_leave_no_trace(server, tmp_path):
+    from tests.serving.test_client_settings import Listener, attacks
+
+    client, _, runs = server
+    listener = Listener()
+    secret = tmp_path / "private.jsonl"
+    secret.write_text(json.dumps({"id": "leak", "question": "SECRET-7731?", "answers": ["x"],
+                                  "passages": [{"id": "p", "text": "SECRET-7731"}]}) + "\n")
+    target, model_dir = tmp_path / "written-here", tmp_path / "not-a-model"
+    model_dir.mkdir()
+    before = sorted(p.name for p in Path(runs).iterdir())
+    listed = [r["run_id"] for r in client.get("/runs", headers=AUTH).json()]
+    try:
+        for key, overrides in attacks(listener.port, str(secret), str(target), str(model_dir)).items():
+            r = client.post("/runs", headers=AUTH, json={"command": "run", "limit": 1, "overrides": overrides})
+            assert r.status_code == 403, (key, r.text)
+            p = client.put("/presets/evil", headers=AUTH, json={"config": {"data": {"path": str(secret)}}})
+            assert p.status_code == 403, p.text
+        time.sleep(1)
+        assert listener.received == [] and not target.exists()
+    finally:
+        listener.close()
+    assert sorted(p.name for p in Path(runs).iterdir()) == before
+    assert [r["run_id"] for r in client.get("/runs", headers=AUTH).json()] == listed
+    # bad text and an over-long prompt are the client's fault, said plainly
+    surrogate = client.post("/retrieve", headers={**AUTH, "content-type": "application/json"},
+                            content=b'{"question": "ok", "top_k_docs": 2, "rerank": false, "retriever": "bm25\\ud800"}')
+    assert surrogate.status_code == 422 and "retriever" in surrogate.json()["error"], surrogate.text
+    given = client.post("/generate", headers={**AUTH, "content-type": "application/json"},
+                        content=b'{"question": "q", "passages": ["\\ud800"]}')
+    assert given.status_code == 422 and "passages[0]: invalid Unicode" in given.json()["error"], given.text
+    long = client.post("/generate", headers=AUTH, json={"question": Q, "passages": ["tide tables " * 5000]})
+    assert long.status_code == 422 and "the model takes at most 8192" in long.json()["error"], long.text
+    for r in (surrogate, given, long, client.get("/health", headers=AUTH), client.get("/health")):
+        assert len(r.headers.get_list("x-request-id")) == 1, r.headers
+
+
+@pytest.mark.timeout(900)
+def test_three_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_another(server):
+    """Each run's generation differs from the served one (its seed), so each loads SmolLM2 in the
+    ingress: at once, those loads raced (meta tensors, float != BFloat16); now one at a time."""
+    same_tables = _same_tables()
+    client, _, _ = server
+
+    def start(seed):
+        r = client.post("/runs", headers=AUTH, json={"command": "run", "limit": 1,
+                                                     "overrides": [f"generation.seed={seed}"]})
+        assert r.status_code == 202, r.text
+        return r.json()["run_id"]
+
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(start, (1, 2, 3)))
+    together = [_wait(client, run_id) for run_id in together]
+    assert [s["status"] for s in together] == ["done"] * 3, together
+    alone = [_wait(client, start(seed)) for seed in (1, 2, 3)]
+    assert [s["status"] for s in alone] == ["done"] * 3, alone
+    for a, b in zip(together, alone):
+        assert a["summary"]["n_measured"] == 1
+        assert same_tables.compare(Path(a["out"]), Path(b["out"])) == {}
+
+
+def _same_tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("same_tables", ROOT / "scripts" / "same_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.timeout(900)
 def test_concurrent_burst_then_backpressure(server, capsys):
     client, port, runs = server
 
+    refused = []
+
     def call(i):
         start = time.perf_counter()
         r = client.post("/generate", headers=AUTH, json={"question": f"{Q} ({i})", "top_k_docs": 2})
+        if r.status_code == 503:
+            refused.append(r)
         return r.status_code, time.perf_counter() - start
 
     with ThreadPoolExecutor(8) as pool:
@@ -145,3 +229,5 @@ def test_concurrent_burst_then_backpressure(server, capsys):
     with ThreadPoolExecutor(12) as pool:
         codes = list(pool.map(lambda i: call(i)[0], range(12)))
     assert set(codes) <= {200, 503} and codes.count(503) >= 1 and codes.count(200) >= 1, codes
+    # the documented JSON error with Retry-After, not Serve's plain text
+    assert all(r.headers["retry-after"] and r.json()["error"].startswith("server busy") for r in refused)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -858,16 +858,51 @@ def validate_config(raw: Mapping[str, Any], where: str = "") -> ExperimentConfig
         raise ConfigError("\n".join(prefix + line for line in _grouped(exc.errors(), described))) from None
 
 
-def _set_dotted(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
+def _set_dotted(raw: dict[str, Any], key: str, value: Any, origin: str, set_by: dict[str, str] | None = None,
+                source: str = "") -> None:
+    """Set dotted ``key`` in ``raw``. ``set_by`` (dotted key -> the override that set it) tells who
+    made a section a plain value: an earlier override, else the config file ``source``, which the
+    error then names."""
     parts = key.strip().split(".")
     node = raw
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             section = ".".join(parts[: i + 1])
-            raise ConfigError(f"{origin} {key}: '{section}' is not a section")
+            setter = _setter(section, set_by) if set_by is not None else None
+            if setter is None and source and _is_section(section):
+                raise ConfigError(f"{source}: {section} must be a section (a mapping of its settings), got "
+                                  f"{child!r} ({origin} {key} sets a key inside it)")
+            raise ConfigError(f"{origin} {key}: '{section}' is not a section"
+                              + (f" (set by {setter})" if setter and setter != f"{origin} {key}" else ""))
         node = child
     node[parts[-1]] = value
+    if set_by is not None:
+        set_by[".".join(parts)] = f"{origin} {key}"
+
+
+def _is_section(dotted: str) -> bool:
+    """Whether the setting ``dotted`` of :class:`ExperimentConfig` holds settings of its own (a
+    section such as ``generation``, or a mapping such as ``retrieval.filters``)."""
+    annotation: Any = ExperimentConfig
+    for part in dotted.split("."):
+        fields = getattr(annotation, "model_fields", None) if isinstance(annotation, type) else None
+        if not fields or part not in fields:
+            return False
+        annotation = fields[part].annotation
+    options = [annotation, *get_args(annotation)]
+    return any((isinstance(a, type) and issubclass(a, (BaseModel, dict))) or get_origin(a) in (dict, Mapping)
+               for a in options)
+
+
+def _setter(section: str, set_by: Mapping[str, str]) -> str | None:
+    """The override that set ``section`` or a section above it (the latest), if one did."""
+    parts = section.split(".")
+    for n in range(len(parts), 0, -1):
+        found = set_by.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -883,15 +918,19 @@ def parse_override(item: str) -> tuple[str, Any]:
 
 
 def apply_overrides(
-    raw: Mapping[str, Any], overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
+    raw: Mapping[str, Any], overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None,
+    *, source: str = "",
 ) -> dict[str, Any]:
-    """Apply ``a.b=c`` overrides (values parsed as YAML), then typed ``values`` by dotted key."""
+    """Apply ``a.b=c`` overrides (values parsed as YAML), then typed ``values`` by dotted key.
+    ``source``: the file ``raw`` was read from, named when its own value is what an override
+    cannot go into (``generation: 5`` with ``--set generation.model=x``)."""
     out: dict[str, Any] = _deep_copy(raw)
+    set_by: dict[str, str] = {}
     for item in overrides:
         key, parsed = parse_override(item)
-        _set_dotted(out, key, parsed, "--set")
+        _set_dotted(out, key, parsed, "--set", set_by, source)
     for key, value in (values or {}).items():
-        _set_dotted(out, key, value, "option")
+        _set_dotted(out, key, value, "option", set_by, source)
     return out
 
 
@@ -931,7 +970,7 @@ def load_config(
     ``values`` against the working directory (:mod:`ragray.config_paths`).
     """
     raw = read_config_file(path) if path is not None else {}
-    raw = anchor_cwd_paths(apply_overrides(raw, overrides, values))
+    raw = anchor_cwd_paths(apply_overrides(raw, overrides, values, source=str(path) if path is not None else ""))
     return validate_config(raw, where=str(path) if path is not None else "")
 
 

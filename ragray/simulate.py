@@ -46,6 +46,7 @@ from ragray.config import ExperimentConfig, apply_overrides, validate_config
 from ragray.errors import InputError
 from ragray.pipeline.influence import run_influence
 from ragray.pipeline.questions import RunResult
+from ragray.store.rundir import prepare_run_dir
 
 __all__ = ["SCENARIOS", "WIDTH", "design", "simulate", "simulation_config"]
 
@@ -193,7 +194,7 @@ def simulate(out: str | Path, *, n_questions: int = 50, k: int = 10, scenario: s
     out = Path(out)
     if (out / "summary.json").exists() or (out / "progress.jsonl").exists():
         raise InputError(f"{out} already holds a run; choose a new --out")
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_run_dir(out)
     (out / "simulation.json").write_text(json.dumps(plan, indent=1) + "\n", encoding="utf-8")
     with open(out / "simulation.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(row) + "\n" for row in _rows(plan))

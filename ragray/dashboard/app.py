@@ -8,7 +8,7 @@ Routes (``prefix`` first):
 - ``GET /`` every run (history + folder), compare form, upload form;
 - ``GET /runs/{id}`` the run's report (summary, plots, questions with flag filters);
 - ``GET /runs/{id}/questions/{qid}`` passages with retrieval rank, text, influence, and the
-  answer of every ablation;
+  answer of every ablation (``qid`` URL-encoded; it may hold ``/``);
 - ``GET /compare?a=ID&b=ID`` two runs (or sweep trials) side by side;
 - ``POST /upload`` a CSV of per-passage results (:mod:`ragray.dashboard.upload`) → a new run;
 - ``GET /runs/{id}/files/{name}`` the run's report/summary/CSV files;
@@ -89,7 +89,9 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
             trials = {e.path.name: e.id for e in catalog.entries() if e.path and e.path.parent == entry.path / "trials"}
         return html(views.run_page(entry, data, url, trials))
 
-    @router.get("/runs/{run_id}/questions/{qid}", response_class=HTMLResponse)
+    # ``path``: a question id may hold "/" (links send it as %2F, which the server decodes before
+    # routing); the id is only ever looked up among the run's questions, never used as a file path
+    @router.get("/runs/{run_id}/questions/{qid:path}", response_class=HTMLResponse)
     def question(run_id: str, qid: str) -> HTMLResponse:
         entry, data = load(run_id)
         if not any(q["question_id"] == qid for q in data.table("questions")) or data.kind != "run":

@@ -104,8 +104,8 @@ def run_audit(
 ) -> AuditRun:
     """Audit every query of ``config.data`` (see the module docstring)."""
     start = time.perf_counter()
+    run = RunDir(out)  # a refused --out is not recorded
     with recorded_run(config, "audit", out) as recording:
-        run = RunDir(out)
         run.save_config(config)
         ac = config.audit
         fetch = max(ac.k, ac.fetch)

@@ -23,7 +23,13 @@ from ragray.generation import GENERATORS, Generator
 from ragray.execution.placement import summarize_placements
 from ragray.pipeline.generators import call_cache_counts, open_generator
 from ragray.pipeline.in_flight import InFlight, questions_in_flight
-from ragray.pipeline.questions import QuestionRun, RunResult, open_question_run, write_record_tables
+from ragray.pipeline.questions import (
+    QuestionRun,
+    RunResult,
+    check_run_dir,
+    open_checked_run,
+    write_record_tables,
+)
 from ragray.report.report import write_report
 from ragray.registry import Registry
 from ragray.retrieval.stage import QuestionHits
@@ -170,8 +176,9 @@ class QuestionCommand:
         on_record: Callable[[QuestionRecord], None] | None = None,
     ) -> RunResult:
         start = time.perf_counter()
+        checked = check_run_dir(config, out, resume=resume, command=self.command)  # a refused --out is not recorded
         with recorded_run(config, self.command, out) as recording:
-            qr = open_question_run(config, out, resume=resume, record_type=self.record_type)
+            qr = open_checked_run(checked, config, record_type=self.record_type)
             postfix = self.postfix() if self.postfix else None
             began = time.perf_counter()
             executor = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,12 @@ from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
-__all__ = ["QuestionRun", "RunResult", "open_question_run", "write_record_tables"]
+__all__ = ["QuestionRun", "RunResult", "check_run_dir", "open_checked_run", "open_question_run", "write_record_tables"]
 
 logger = logging.getLogger(__name__)
 
 
-def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> ProgressLog:
+def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool, command: str) -> ProgressLog:
     log = ProgressLog(run.path / "progress.jsonl")
     saved = run.path / "config.yaml"
     if log.path.exists() and not resume:
@@ -47,8 +48,8 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool) -> Progre
     if raw is not None and (before := validate_config(raw, where=str(saved))) != config:
         raise InputError(
             f"--resume: the config differs from the one {run.path} was started with "
-            f"({saved}: {_differences(before, config)}); resume with that config "
-            f"(--config {saved}) or choose a new --out"
+            f"({saved}: {_differences(before, config)}); choose a new --out, or resume with that config:\n"
+            f"  {shlex.join(['ragray', command, str(saved), '--out', str(run.path), '--resume'])}"
         )
     if raw is not None and log.path.exists() and (added := added_settings(raw, config)):
         shown = ", ".join(f"{k}={v!r}" for k, v in added.items())
@@ -153,17 +154,34 @@ class QuestionRun:
             bar.close()
 
 
-def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool,
-                      record_type: type[QuestionRecord]) -> QuestionRun:
-    """The run directory ``out`` opened for ``config`` (``resume``: keep its finished questions,
-    read back as ``record_type``), its dataset loaded and its retrieval stage ready."""
+def check_run_dir(config: ExperimentConfig, out: str | Path, *, resume: bool,
+                  command: str = "run") -> tuple[RunDir, ProgressLog]:
+    """The run directory ``out`` created for ``config``, or (``resume``) reopened with its progress
+    log; :class:`InputError` when it cannot be (not a writable folder, already holding a run, a
+    different config: the message then prints the ``ragray COMMAND`` line that resumes it). Called
+    before the run is recorded: a refused start records nothing."""
     run = RunDir(out)
-    log = _check_resume(run, config, resume)
+    return run, _check_resume(run, config, resume, command)
+
+
+def open_checked_run(checked: tuple[RunDir, ProgressLog], config: ExperimentConfig, *,
+                     record_type: type[QuestionRecord]) -> QuestionRun:
+    """The run directory :func:`check_run_dir` returned, opened for ``config``: the config saved,
+    the finished questions read back as ``record_type``, the dataset loaded and the retrieval
+    stage ready."""
+    run, log = checked
     run.save_config(config)
     done = {qid: record_type.from_dict(raw) for qid, raw in log.load(repair=True).items()}
     dataset = load_dataset(config.data)
     n_resumed = sum(1 for q in dataset.questions if q.id in done)
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
+
+
+def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool,
+                      record_type: type[QuestionRecord]) -> QuestionRun:
+    """The run directory ``out`` opened for ``config`` (``resume``: keep its finished questions,
+    read back as ``record_type``), its dataset loaded and its retrieval stage ready."""
+    return open_checked_run(check_run_dir(config, out, resume=resume), config, record_type=record_type)
 
 
 def write_record_tables(run: RunDir, record_type: type[QuestionRecord], records: Sequence[QuestionRecord],

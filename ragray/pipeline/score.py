@@ -25,8 +25,8 @@ def run_score(
     config: ExperimentConfig, records: str | Path, out: str | Path, *, scorer: QualityScorer | None = None
 ) -> RunResult:
     start = time.perf_counter()
+    run = RunDir(out)  # a refused --out is not recorded
     with recorded_run(config, "score", out) as recording:
-        run = RunDir(out)
         run.save_config(config)
         outputs, skipped = load_outputs(records, config.data.on_bad_row, config.data.columns)
         items = [

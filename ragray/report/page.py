@@ -36,6 +36,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge.divergent, .badge.inverted, .badge.fail, .badge.error { background: #fee2e2; color: #991b1b; }
 .badge.single_passage_dominance, .badge.buried_evidence, .badge.top1_ignored { background: #fef3c7; color: #92400e; }
 .badge.context_ignored { background: #e0e7ff; color: #3730a3; } .badge.pass, .badge.ok { background: #dcfce7; color: #166534; }
+.badge.interrupted { background: #ffedd5; color: #9a3412; }
 .badge.simulated { background: #f3e8ff; color: #6b21a8; font-size: .85rem; }
 details > summary { cursor: pointer; } .passage { max-width: 520px; }
 .answer { max-width: 360px; max-height: 4.6em; overflow: auto; }

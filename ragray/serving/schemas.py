@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 RunKind = Literal["run", "interpret", "audit", "score", "sweep", "trial"]  # ragray.store.history.RUN_KINDS
-RecordedStatus = Literal["running", "done", "failed"]  # ragray.store.history.RUN_STATUSES
+RecordedStatus = Literal["running", "done", "failed", "interrupted"]  # ragray.store.history.RUN_STATUSES
 Question = Field(min_length=1, max_length=4000, description="the user question")
 #: a run's summary: typed for run, interpret, audit and score; a sweep's or trial's leaderboard columns
 RunSummaryBody = RunSummary | FaithfulnessSummary | AuditSummary | ScoreSummary | dict[str, Any]
@@ -169,7 +169,8 @@ class RunStatus(BaseModel):
 
     run_id: str
     command: str = Field(description="the run's kind: run | interpret | audit | score | sweep | trial")
-    status: Literal["running", "done", "failed", "incomplete"]
+    status: Literal["running", "done", "failed", "interrupted", "incomplete"] = Field(
+        description="interrupted: recorded as running, but its process is gone (killed, its machine lost)")
     out: str
     questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")
     summary: RunSummaryBody | None = Field(None, description="summary.json of the run (by its command)")

@@ -5,13 +5,19 @@ One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), 
     presets            name (key), config (resolved YAML), description, created_at, updated_at
     runs               id (key), kind, name, status (running|done|failed), config (YAML), out,
                        parent_id (a sweep's id for its trials), started_at, finished_at, seconds,
-                       summary (JSON), results (file names in ``out``), error
+                       summary (JSON), results (file names in ``out``), error, and the process
+                       running it: pid, host, process_started, heartbeat_at
     ephemeral_indexes  namespace, path, created_at, ttl_seconds, expires_at, deleted_at
 
-Tables are created when missing. Several processes write at once (Ray Tune trials, the Serve
-ingress, CLI runs): SQLite runs in WAL mode, with a busy timeout, and every write transaction takes
-the write lock up front (``BEGIN IMMEDIATE``), so writers queue instead of failing with "database
-is locked". Times are stored as naive UTC and returned timezone-aware.
+Tables are created when missing, and columns added since a database was made are added to it
+(``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run read back as
+``running`` whose process is gone (killed, its machine lost: :mod:`ragray.store.liveness`) is
+shown as ``interrupted``; the stored status stays ``running``.
+
+Several processes write at once (Ray Tune trials, the Serve ingress, CLI runs): SQLite runs in WAL
+mode, with a busy timeout, and every write transaction takes the write lock up front (``BEGIN
+IMMEDIATE``), so writers queue instead of failing with "database is locked". Times are stored as
+naive UTC and returned timezone-aware.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -41,6 +48,7 @@ from sqlalchemy.pool import StaticPool
 
 from ragray.config import ExperimentConfig, validate_config
 from ragray.errors import BackendError, InputError
+from ragray.store.liveness import ProcessInfo, is_gone, this_process
 
 __all__ = [
     "History",
@@ -54,7 +62,7 @@ __all__ = [
 ]
 
 RUN_KINDS = ("run", "interpret", "audit", "score", "sweep", "trial")
-RUN_STATUSES = ("running", "done", "failed")
+RUN_STATUSES = ("running", "done", "failed", "interrupted")
 BUSY_TIMEOUT_S = 60.0  # how long a SQLite writer waits for the lock before giving up
 
 _MAX_INT = 2**63 - 1  # SQL BIGINT: larger limits/offsets cannot be sent to the database
@@ -85,6 +93,11 @@ _runs = sa.Table(
     sa.Column("summary", sa.JSON),
     sa.Column("results", sa.JSON),
     sa.Column("error", sa.Text),
+    # the process running it (None in records made before these columns existed)
+    sa.Column("pid", sa.Integer),
+    sa.Column("host", sa.String(255)),
+    sa.Column("process_started", sa.Float),
+    sa.Column("heartbeat_at", sa.DateTime),
 )
 _ephemeral = sa.Table(
     "ephemeral_indexes", _meta,
@@ -172,7 +185,9 @@ class PresetRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One recorded run (or sweep, or trial)."""
+    """One recorded run (or sweep, or trial). ``status`` is ``interrupted`` for a run recorded as
+    running whose process is gone; ``pid``, ``host`` and ``heartbeat_at`` say which process ran it
+    and when it was last seen alive."""
 
     id: str
     kind: str
@@ -187,6 +202,9 @@ class RunRecord:
     summary: dict[str, Any] | None
     results: list[str] | None
     error: str | None
+    pid: int | None = None
+    host: str | None = None
+    heartbeat_at: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, with the config as a mapping."""
@@ -194,7 +212,8 @@ class RunRecord:
             "id": self.id, "kind": self.kind, "name": self.name, "status": self.status, "out": self.out,
             "parent_id": self.parent_id, "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at), "seconds": self.seconds, "results": self.results,
-            "error": self.error, "summary": self.summary, "config": yaml.safe_load(self.config_yaml),
+            "error": self.error, "pid": self.pid, "host": self.host, "heartbeat_at": _iso(self.heartbeat_at),
+            "summary": self.summary, "config": yaml.safe_load(self.config_yaml),
         }
 
 
@@ -211,12 +230,21 @@ def _preset(row: Mapping[str, Any]) -> PresetRecord:
                         _utc(row["updated_at"]))
 
 
-def _run(row: Mapping[str, Any]) -> RunRecord:
+def _status(row: Mapping[str, Any], now: datetime) -> str:
+    """The stored status, or ``interrupted`` for a ``running`` record whose process is gone."""
+    if row["status"] == "running" and is_gone(row["pid"], row["host"], row["process_started"],
+                                              row["heartbeat_at"], now):
+        return "interrupted"
+    return row["status"]
+
+
+def _run(row: Mapping[str, Any], now: datetime) -> RunRecord:
     return RunRecord(
-        id=row["id"], kind=row["kind"], name=row["name"], status=row["status"], config_yaml=row["config"],
+        id=row["id"], kind=row["kind"], name=row["name"], status=_status(row, now), config_yaml=row["config"],
         out=row["out"], parent_id=row["parent_id"], started_at=_utc(row["started_at"]),
         finished_at=_utc(row["finished_at"]), seconds=row["seconds"], summary=row["summary"],
-        results=row["results"], error=row["error"],
+        results=row["results"], error=row["error"], pid=row["pid"], host=row["host"],
+        heartbeat_at=_utc(row["heartbeat_at"]),
     )
 
 
@@ -243,6 +271,9 @@ class History:
     def __init__(self, url: str = "sqlite:///runs/ragray.sqlite") -> None:
         self.engine = _engine(url)
         self.url = self.engine.url.render_as_string(hide_password=True)
+        # an in-memory database is one shared connection: its users (a run's heartbeat thread
+        # among them) take turns
+        self._shared = threading.RLock() if isinstance(self.engine.pool, StaticPool) else None
         self._create_tables()
 
     @classmethod
@@ -260,16 +291,19 @@ class History:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._errors(), self.engine.connect() as conn:
+        with self._turn(), self._errors(), self.engine.connect() as conn:
             yield conn
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         """One write transaction (SQLite: ``BEGIN IMMEDIATE``, so it waits for the lock up front)."""
-        with self._errors(), self.engine.connect() as conn:
+        with self._turn(), self._errors(), self.engine.connect() as conn:
             conn.execution_options(ragray_write=True)
             with conn.begin():
                 yield conn
+
+    def _turn(self) -> AbstractContextManager[Any]:
+        return self._shared if self._shared is not None else nullcontext()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -283,10 +317,11 @@ class History:
         # once cannot both create a table; other databases: retry once after a lost race.
         for attempt in range(2):
             try:
-                with self.engine.connect() as conn:
+                with self._turn(), self.engine.connect() as conn:
                     conn.execution_options(ragray_write=True)
                     with conn.begin():
                         _meta.create_all(conn)
+                        _add_missing_columns(conn)
                 return
             except SQLAlchemyError as exc:
                 if attempt == 0 and self.engine.dialect.name != "sqlite":
@@ -360,18 +395,31 @@ class History:
         parent_id: str | None = None,
         *,
         run_id: str | None = None,
+        process: ProcessInfo | None = None,
     ) -> str:
-        """Record a run as ``running`` now; returns its id (``run_id``, or a new one)."""
+        """Record a run as ``running`` now, by ``process`` (default: this one); returns its id
+        (``run_id``, or a new one)."""
         _choice(kind, RUN_KINDS, "run kind")
         run_id = run_id or new_run_id(kind)
         if not _NAME.match(run_id):
             raise InputError(f"run id must be {_NAME_RULE}, got {run_id!r}")
+        process = process or this_process()
+        now = _now()
         with self._write() as conn:
             conn.execute(_runs.insert().values(
                 id=run_id, kind=kind, name=name, status="running", config=config.to_yaml(),
-                out=None if out is None else str(Path(out).resolve()), parent_id=parent_id, started_at=_now(),
+                out=None if out is None else str(Path(out).resolve()), parent_id=parent_id, started_at=now,
+                pid=process.pid, host=process.host, process_started=process.started, heartbeat_at=now,
             ))
         return run_id
+
+    def heartbeat(self, run_id: str, at: datetime | None = None) -> None:
+        """The run ``run_id`` is still going on (as of ``at``, default now): its ``heartbeat_at``,
+        which tells readers on other hosts that its process is alive. A finished run is left alone."""
+        when = _naive_utc(at) if at is not None else _now()
+        with self._write() as conn:
+            conn.execute(_runs.update().where(_runs.c.id == run_id, _runs.c.status == "running")
+                         .values(heartbeat_at=when))
 
     def _end(self, run_id: str, status: str, **values: Any) -> None:
         now = _now()
@@ -397,7 +445,7 @@ class History:
             row = conn.execute(sa.select(_runs).where(_runs.c.id == run_id)).mappings().first()
         if row is None:
             raise KeyError(run_id)
-        return _run(row)
+        return _run(row, _now())
 
     def list_runs(
         self,
@@ -412,12 +460,19 @@ class History:
         query = sa.select(_runs).order_by(_runs.c.started_at.desc(), _runs.c.id.desc())
         if _choice(kind, RUN_KINDS, "kind") is not None:
             query = query.where(_runs.c.kind == kind)
-        if _choice(status, RUN_STATUSES, "status") is not None:
-            query = query.where(_runs.c.status == status)
         if parent_id is not None:
             query = query.where(_runs.c.parent_id == parent_id)
+        now = _now()
+        if status in ("running", "interrupted"):
+            # both are stored as running: tell them apart here, then page (few runs are running)
+            with self._read() as conn:
+                rows = conn.execute(query.where(_runs.c.status == "running")).mappings().all()
+            found = [r for r in (_run(row, now) for row in rows) if r.status == status]
+            return found[offset:] if limit is None else found[offset:offset + limit]
+        if _choice(status, RUN_STATUSES, "status") is not None:
+            query = query.where(_runs.c.status == status)
         with self._read() as conn:
-            return [_run(r) for r in conn.execute(query.offset(offset).limit(limit)).mappings()]
+            return [_run(r, now) for r in conn.execute(query.offset(offset).limit(limit)).mappings()]
 
     # -- ephemeral indexes ------------------------------------------------------------------------
 
@@ -476,6 +531,18 @@ class History:
 
 
 # -- the engine ------------------------------------------------------------------------------------
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """Add the columns a table of an older ragray lacks (all nullable: its rows keep NULL there)."""
+    inspector = sa.inspect(conn)
+    for table in _meta.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have:
+                name = conn.dialect.identifier_preparer.format_table(table)
+                conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN "
+                                     f"{sa.schema.CreateColumn(column).compile(dialect=conn.dialect)}")
 
 
 def _engine(text: str) -> sa.Engine:

@@ -4,6 +4,10 @@
         ...                                   # the command's own work
         recording.summary = summary           # stored when the block ends without an error
 
+While the block runs, a daemon thread touches the record's heartbeat every
+:data:`~ragray.store.liveness.HEARTBEAT_S` seconds: a process killed without a chance to end its
+record (SIGKILL) is then shown as ``interrupted``, not ``running`` forever (:mod:`ragray.store.liveness`).
+
 Recording follows ``config.history`` (``record``, ``url``). It never breaks the run: when the
 database cannot be opened or written, a warning is logged and the run goes on unrecorded.
 
@@ -15,6 +19,7 @@ block for another directory (a sweep's trial) is recorded with the enclosing run
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ragray.config import ExperimentConfig
+from ragray.store import liveness
 from ragray.store.history import History
 
 __all__ = ["Recording", "recorded_run", "recording"]
@@ -59,14 +65,43 @@ def _quietly(what: str, fn: Callable[..., Any], *args: Any) -> None:
         log.warning("run history: could not %s: %s", what, exc)
 
 
+class _Heartbeat:
+    """A daemon thread that touches the record ``run_id`` every ``every`` seconds until stopped."""
+
+    def __init__(self, history: History, run_id: str, every: float) -> None:
+        self.history, self.run_id, self.every = history, run_id, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"ragray-heartbeat-{run_id}", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _beat(self) -> None:
+        warned = False
+        while not self._stop.wait(self.every):
+            try:
+                self.history.heartbeat(self.run_id)
+            except Exception as exc:  # noqa: BLE001 - the history must never break the run
+                if not warned:  # once: a database that is gone stays gone for a while
+                    log.warning("run history: could not record that run %s is alive: %s", self.run_id, exc)
+                    warned = True
+
+
 @contextmanager
 def recording(history: History, run_id: str, out: str | Path, *, close: bool = False) -> Iterator[Recording]:
     """End the already started record ``run_id`` as done (with ``Recording.summary`` and the files
-    in ``out``) or failed (with the error, which is re-raised)."""
+    in ``out``) or failed (with the error, which is re-raised); its heartbeat goes on meanwhile."""
     rec = Recording(run_id, Path(out).resolve())
     token = _ACTIVE.set(rec)
+    beat = _Heartbeat(history, run_id, liveness.HEARTBEAT_S)
     try:
-        yield rec
+        with beat:
+            yield rec
     except BaseException as exc:  # also Ctrl-C: the record must not stay "running"
         _quietly(f"record run {run_id} as failed", history.fail_run, run_id, _error_text(exc))
         raise

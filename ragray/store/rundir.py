@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,15 +15,39 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ragray.config import ExperimentConfig
+from ragray.errors import InputError
 from ragray.rows.base import Row
 
-__all__ = ["RunDir", "default_run_dir"]
+__all__ = ["RunDir", "default_run_dir", "prepare_run_dir"]
 
 
 def default_run_dir(command: str, name: str, root: str | Path = "runs") -> Path:
     """``runs/<command>-<name>-<UTC timestamp>``: a fresh directory per run by default."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return Path(root) / f"{command}-{name}-{stamp}"
+
+
+def prepare_run_dir(path: str | Path) -> Path:
+    """``path`` as a folder this process can write in, created if missing; :class:`InputError`
+    naming ``--out`` and the path when it cannot be one (a file there or above it, no permission,
+    a read-only or virtual file system such as ``/proc``). Called before a run is recorded, so a
+    refused start leaves nothing in the history."""
+    path = Path(path)
+    above = next((p for p in (path, *path.parents) if p.exists()), None)
+    if above == path and not path.is_dir():
+        raise InputError(f"--out {path}: exists and is a file, not a folder")
+    if above is not None and not above.is_dir():
+        raise InputError(f"--out {path}: {above} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {path}: cannot create a folder in {above} ({exc.strerror or exc})") from None
+    try:  # root passes every permission check (os.access); only a write says whether it works
+        with tempfile.TemporaryFile(dir=path, prefix=".ragray-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"--out {path}: cannot write in this folder ({exc.strerror or exc})") from None
+    return path
 
 
 def _json_safe(value: Any) -> Any:
@@ -49,8 +74,7 @@ class RunDir:
     """Writes the files of one run under ``path``."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path = prepare_run_dir(path)
 
     def save_config(self, config: ExperimentConfig) -> Path:
         return config.save(self.path / "config.yaml")

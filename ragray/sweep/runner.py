@@ -40,7 +40,7 @@ from ragray.config import validate_config
 from ragray.errors import InputError
 from ragray.execution.placement import cluster_view, current_placement, holder_resources
 from ragray.execution.ray_runtime import connect
-from ragray.store.rundir import default_run_dir
+from ragray.store.rundir import default_run_dir, prepare_run_dir
 from ragray.sweep.leaderboard import COLUMNS, write_leaderboard
 from ragray.sweep.score import rank_trials, score_trial
 from ragray.sweep.spec import SweepSpec, Trial, load_spec
@@ -317,7 +317,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
     spec, trials = load_spec(spec_path, overrides)
     out = Path(out or default_run_dir("sweep", spec.name)).resolve()
     _check_out(out, trials, resume)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_run_dir(out)
     if not (out / "spec.yaml").exists():
         shutil.copyfile(spec_path, out / "spec.yaml")
     (out / "sweep.json").write_text(json.dumps({

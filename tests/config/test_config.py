@@ -76,6 +76,24 @@ def test_error_names_the_file(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize("overrides, values, setter", [
+    (["generation.model=x"], {}, "--set generation.model"),
+    ([], {"generation.model": "x"}, "option generation.model"),  # what --model sets
+])
+def test_a_section_the_file_made_a_value_is_blamed_on_the_file(tmp_path, overrides, values, setter):
+    """``generation: 5`` in the file is the file's fault, not the ``--set`` (or flag) that needs
+    the section; a setting an override made a value is that override's fault."""
+    path = write(tmp_path, "generation: 5\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: generation must be a section \(a mapping of its settings\), "
+                                          rf"got 5 \({setter} sets a key inside it\)$"):
+        load_config(path, overrides, values)
+    with pytest.raises(ConfigError, match=r"^--set generation\.model: 'generation' is not a section "
+                                          r"\(set by --set generation\)$"):
+        load_config(write(tmp_path, "generation: {model: y}\n"), ["generation=5", "generation.model=x"])
+    with pytest.raises(ConfigError, match=rf"^{path}: generation: input should be a valid dictionary"):
+        load_config(write(tmp_path, "generation: 5\n"))
+
+
 def test_all_errors_reported_at_once(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, "retrieval:\n  top_k: 0\n  bm25:\n    k1: -1\n"))

@@ -1,5 +1,6 @@
 """The dashboard app in-process (no browser): catalog, sweep trials, compare, uploads, errors."""
 
+import html
 import re
 
 import pytest
@@ -53,6 +54,36 @@ def test_missing_runs_and_questions_are_404_pages(runs):
     assert r.status_code == 404 and "no question 'nope'" in r.text.replace("&#x27;", "'")
     assert c.get(f"/runs/{run_id}/files/config.yaml").status_code == 404  # only the listed result files
     assert c.get(f"/runs/{run_id}/files/summary.json").json()["simulated"]["scenario"] in ("aligned", "inverted")
+
+
+ODD_IDS = ["hotpot/dev/17", "what? #2", "100% sure", "a b", "../../etc/passwd"]
+
+
+def test_question_links_open_ids_with_url_special_characters(tmp_path):
+    """A question id with "/", "?", "#", "%" or spaces opens from the run page's own link; an id
+    that is no question of the run (a path, however it is spelled) is a 404."""
+    lines = ["question_id,passage_id,retrieval_rank,influence,question"]
+    lines += [f'"{qid}",p{i},1,1.0,"question number {i}"' for i, qid in enumerate(ODD_IDS)]
+    c = TestClient(make_dashboard(tmp_path, None))
+    r = c.post("/upload", files={"file": ("odd.csv", "\n".join(lines).encode(), "text/csv")}, follow_redirects=False)
+    assert r.status_code == 303
+    run_url = r.headers["location"]
+    page = c.get(run_url).text
+    links = set(re.findall(rf'<a (?:class=qid )?href="({re.escape(run_url)}/questions/[^"]+)"', page))
+    assert len(links) == len(ODD_IDS)
+    opened = {}
+    for link in links:
+        got = c.get(html.unescape(link))
+        assert got.status_code == 200, (link, got.text[:300])
+        qid = html.unescape(re.search(r'<h1 data-question="([^"]*)"', got.text).group(1))
+        opened[qid] = got.text
+    assert sorted(opened) == sorted(ODD_IDS)
+    for i, qid in enumerate(ODD_IDS):
+        assert f"question number {i}" in opened[qid]
+    for path in ["/questions/hotpot/dev", "/questions/..%2F..%2Fetc%2Fpasswd%2Fx", "/questions/%2E%2E/files/x",
+                 "/../../../etc/passwd"]:
+        got = c.get(run_url + path)
+        assert got.status_code == 404 and "root:" not in got.text, path
 
 
 @pytest.mark.parametrize("text, message", [

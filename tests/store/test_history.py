@@ -186,7 +186,7 @@ def test_list_runs_newest_first_with_filters_and_pages(history):
     assert [r.id for r in history.list_runs(kind="run")] == [ids[4], ids[2], ids[0]]
     assert [r.id for r in history.list_runs(kind="run", status="running")] == [ids[4]]
     assert [r.id for r in history.list_runs(status="failed")] == [ids[2]]
-    with pytest.raises(InputError, match="status must be one of running, done, failed, got 'ok'"):
+    with pytest.raises(InputError, match="status must be one of running, done, failed, interrupted, got 'ok'"):
         history.list_runs(status="ok")
     with pytest.raises(InputError, match="kind must be one of run, interpret"):
         history.list_runs(kind="runs")

@@ -7,22 +7,10 @@ import shlex
 
 import pytest
 
-from ragray.cli import build_parser, main
+from ragray.cli import build_parser
 from ragray.errors import InputError
 from ragray.store.history import History
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture()
-def db(tmp_path):
-    """``--set history.url=...`` for a fresh SQLite file, and the URL itself."""
-    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
-    return ["--set", f"history.url={url}"], url
+from tests.cli.test_history_cli import db, run  # noqa: F401  (db: a fixture)
 
 
 @pytest.fixture()

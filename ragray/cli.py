@@ -252,8 +252,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     sc = config.serve
     from ragray.serving.exposure import check_exposure
 
-    warning = check_exposure(sc)
-    if warning:
+    warning = check_exposure(sc)  # before anything loads; start_server says it again on Ray
+    if warning and args.no_ray:
         print(warning, file=sys.stderr, flush=True)
     auth = "on" if os.environ.get(sc.api_key_env) else f"off (set ${sc.api_key_env} to require a bearer token)"
     print(f"ragray serve: http://{sc.host}:{sc.port}  corpus {config.data.path}, "

@@ -18,7 +18,7 @@ operator's only in allowed settings (:func:`changed_settings`).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +108,8 @@ def changed_settings(base: ExperimentConfig, new: ExperimentConfig) -> list[str]
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
-def _describe_allowed(allowed: Sequence[str], datasets: Collection[str]) -> str:
-    shown = [f"data.path (a served dataset: {', '.join(sorted(datasets))})" if a == "data.path" else a
-             for a in allowed]
-    return ", ".join(shown)
+#: the built-in dataset names, which every server offers (``data.path`` stays the name)
+_BUILT_IN: Mapping[str, str] = {n: n for n in sorted(DATASET_NAMES)}
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ class ClientPolicy:
     ``datasets`` (dataset name -> what ``data.path`` becomes: a built-in name or the operator's path)."""
 
     allowed: tuple[str, ...] = CLIENT_SETTINGS
-    datasets: Mapping[str, str] = field(default_factory=lambda: {n: n for n in sorted(DATASET_NAMES)})
+    datasets: Mapping[str, str] = field(default_factory=lambda: _BUILT_IN)
 
     @classmethod
     def for_server(cls, config: ExperimentConfig) -> ClientPolicy:
@@ -131,11 +129,12 @@ class ClientPolicy:
         unknown = [k for k in allowed if not _known(k)]
         if unknown:
             raise ConfigError(f"serve.client_settings: unknown key(s) {', '.join(unknown)}")
-        return cls(allowed, {**{n: n for n in sorted(DATASET_NAMES)}, **sc.datasets})
+        return cls(allowed, {**_BUILT_IN, **sc.datasets})
 
     def describe(self) -> str:
         """The settings a client may set, in words (for error messages and the docs)."""
-        return _describe_allowed(self.allowed, self.datasets)
+        names = ", ".join(sorted(self.datasets))
+        return ", ".join(f"data.path (a served dataset: {names})" if a == "data.path" else a for a in self.allowed)
 
     def refuse(self, key: str, where: str, why: str = "is the server operator's setting") -> NotAllowedError:
         return NotAllowedError(f"{where}: {key} {why}, not a client's; a client may set: {self.describe()}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -206,7 +207,9 @@ class RagrayAPI:
         from ragray.serving.service import RagService
 
         config = _config(config_yaml)
-        check_exposure(config.serve, _proxy_host() or config.serve.host)
+        warning = check_exposure(config.serve, _proxy_host() or config.serve.host)
+        if warning:  # `serve run` / `serve deploy`: the replica's log is where an operator looks
+            log.warning(warning)
         timeout = config.serve.timeout_s
         gen = RemoteGenerator(generator, timeout)
         self.service = RagService(config, RemoteSearch(retriever, timeout),
@@ -293,7 +296,9 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     """
     from ragray.execution.placement import placement_lines
 
-    check_exposure(config.serve)
+    warning = check_exposure(config.serve)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     connect(config.execution.address, feature="ragray serve")
     serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
     handle = serve.run(app_from_config(config), name=name, route_prefix="/", blocking=False)

@@ -9,15 +9,12 @@ with ``serve.insecure`` / ``ragray serve --insecure``, which prints a warning at
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 
 from ragray.config import ServeConfig
 from ragray.errors import ConfigError
 
 __all__ = ["check_exposure", "is_loopback"]
-
-log = logging.getLogger("ragray.serve")
 
 
 def is_loopback(host: str) -> bool:
@@ -41,7 +38,5 @@ def check_exposure(sc: ServeConfig, host: str | None = None) -> str | None:
             f"serve.host {host} is not loopback: anyone who reaches it could run models and read the runs. "
             f"Set ${sc.api_key_env} to require 'Authorization: Bearer <key>', or start with --insecure "
             "(serve.insecure=true) to serve without a key")
-    warning = (f"WARNING: serving on {host} without an API key (--insecure): anyone who reaches this port can "
-               f"start runs and read them; set ${sc.api_key_env} to require a key")
-    log.warning(warning)
-    return warning
+    return (f"WARNING: serving on {host} without an API key (--insecure): anyone who reaches this port can "
+            f"start runs and read them; set ${sc.api_key_env} to require a key")

@@ -22,13 +22,6 @@ def run(argv, capsys):
 
 
 @pytest.fixture()
-def db(tmp_path):
-    """``--set history.url=...`` for a fresh SQLite file, and the URL itself."""
-    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
-    return ["--set", f"history.url={url}"], url
-
-
-@pytest.fixture()
 def records(tmp_path):
     """Two outputs of someone's pipeline for ``ragray score``."""
     rows = [{"question": "Which ferry sails to Kell?", "answer": "The Tern", "answers": ["Tern"],

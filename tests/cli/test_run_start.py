@@ -10,7 +10,7 @@ import pytest
 from ragray.cli import build_parser
 from ragray.errors import InputError
 from ragray.store.history import History
-from tests.cli.test_history_cli import db, run  # noqa: F401  (db: a fixture)
+from tests.cli.test_history_cli import run
 
 
 @pytest.fixture()

@@ -70,8 +70,13 @@ def test_a_prompt_over_the_models_context_is_422_with_the_token_counts(served_co
         assert "has 90 tokens" in r.json()["error"] and "at most 50" in r.json()["error"]
         short = client.post("/generate", json={"question": "Which bird?", "passages": ["ANSWER=gull"]})
         assert short.status_code == 200 and short.json()["error"] is None
+        # the six corpus passages make a baseline prompt of more than 50 words; four of them fewer
         influence = client.post("/influence", json={**MINIMAL, "top_k_docs": 6})
-        assert influence.status_code in (200, 422), influence.text
+        assert influence.status_code == 422 and "at most 50" in influence.json()["error"], influence.text
+        interpretation = client.post("/interpretation", json={**MINIMAL, "top_k_docs": 6})
+        assert interpretation.status_code == 422 and "at most 50" in interpretation.json()["error"]
+        fits = client.post("/influence", json={**MINIMAL, "top_k_docs": 2})
+        assert fits.status_code == 200, fits.text
 
 
 def test_a_failed_generation_is_502_not_200(served_config):
@@ -135,3 +140,16 @@ def test_a_full_queue_is_503_json_with_retry_after():
 def test_every_response_carries_one_request_id(client):
     for r in (client.get("/health"), client.post("/retrieve", json={}), client.get("/runs/nope")):
         assert len(r.headers.get_list("x-request-id")) == 1, r.headers
+
+
+def test_a_model_left_on_the_meta_device_is_refused():
+    import torch
+
+    from ragray.errors import BackendError
+    from ragray.model_loads import check_materialized
+
+    check_materialized(torch.nn.Linear(2, 2), "whole")
+    with torch.device("meta"):
+        half = torch.nn.Linear(2, 2)
+    with pytest.raises(BackendError, match="half: 'weight' was left on the meta device"):
+        check_materialized(half, "half")

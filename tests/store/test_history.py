@@ -20,18 +20,6 @@ from ragray.store.history import History, check_preset_name
 from ragray.store.recording import recorded_run, recording
 
 
-@pytest.fixture()
-def url(tmp_path):
-    return f"sqlite:///{tmp_path / 'db' / 'history.sqlite'}"
-
-
-@pytest.fixture()
-def history(url):
-    h = History(url)
-    yield h
-    h.close()
-
-
 def config(**values) -> ExperimentConfig:
     return load_config(None, [f"{k}={v}" for k, v in values.items()])
 

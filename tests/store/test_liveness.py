@@ -20,18 +20,6 @@ from ragray.store.recording import recording
 HERE = socket.gethostname()
 
 
-@pytest.fixture()
-def url(tmp_path):
-    return f"sqlite:///{tmp_path / 'history.sqlite'}"
-
-
-@pytest.fixture()
-def history(url):
-    h = History(url)
-    yield h
-    h.close()
-
-
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 

@@ -40,7 +40,7 @@ Timed: the N ablation scorings only (ContextCite ``_compute_masks_and_logit_prob
 tokenizes its prompts; ragray prompt building + ``score``). Model loading and response generation
 are excluded. Attribution agreement: Spearman and top-1 between the reference attributions and
 (a) ContextCite's own Lasso solver fit on ragray's targets (isolates the scoring numerics) and
-(b) ragray's non-negative Lasso surrogate (``fit_nonnegative_lasso``) on the same targets.
+(b) ragray's non-negative Lasso surrogate (``fit_lasso(..., positive=True)``) on the same targets.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmarks.machine import SHARED_DATA, machine_info
 from ragray.config import GenerationConfig
-from ragray.faithfulness.surrogate import fit_nonnegative_lasso
+from ragray.metrics.linear import fit_lasso
 from ragray.generation import Message, build_generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model
@@ -183,7 +183,7 @@ def run_question(models: dict[str, Any], tok: Any, gens: dict[str, Any], args: a
         seconds = time.perf_counter() - start
         y = logit_target(log_p)
         same_solver, _ = LassoRegression().fit(masks, y, n_tokens)
-        nn_lasso, _ = fit_nonnegative_lasso((~masks).astype(float), -y / n_tokens)
+        nn_lasso, _ = fit_lasso((~masks).astype(float), -y / n_tokens, 0.01, positive=True)
         row["ragray"][dtype] = {
             "seconds": seconds,
             "speedup": {cc_dtype: c["seconds"] / seconds for cc_dtype, c in row["contextcite"].items()},

@@ -204,10 +204,9 @@ def arms_check(rec: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]
     """:data:`SECONDARY`'s weights (passage id -> weight) and check row from an exported record
     (None without surrogate masks or held-out subsets): LDS on the same held-out subsets as every
     measure; a top-k drop where that removal was scored (top 1 always is: a drop-one arm), NaN else."""
-    from ragray.ablation.evidence import fit_points
-    from ragray.ablation.subsets import Subset, top_k_removed
+    from ragray.attribution.measures import lasso_weights
+    from ragray.attribution.subsets import top_k_removed
     from ragray.metrics.attribution_checks import lds
-    from ragray.metrics.linear import fit_lasso
 
     q = rec["question"]
     ids, by = _indexed(rec)
@@ -219,9 +218,10 @@ def arms_check(rec: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, Any]
     full = frozenset(range(k))
     known = {full: q["logprob_all"], **{full - {i}: q["logprob_all"] - drops[x] for i, x in enumerate(ids)
                                         if drops[x] is not None}}
-    masks = [(Subset(kept(sub), ()), sub["logprob"]) for sub in by["surrogate"]]
-    x, y = fit_points(masks, known, k, reserved={kept(sub) for sub in held})
-    weights = [float(v) for v in fit_lasso(x, y, 0.01)[0]]
+    reserved = {kept(sub) for sub in held}
+    points = [(kept(sub), sub["logprob"]) for sub in by["surrogate"]]
+    points += [(s, lp) for s, lp in known.items() if s not in reserved and lp == lp]
+    weights = lasso_weights(k, points, 0.01)
     scored = {kept(sub): sub["logprob"] for subs in by.values() for sub in subs} | known
     template = next((c for c in rec.get("checks", []) if c["measure"] == "logprob_drop"), None)
     top = template["top_k"] if template else []
@@ -259,7 +259,7 @@ def share_check(rec: Mapping[str, Any]) -> dict[str, Any]:
     is a drop-one arm), NaN otherwise."""
     import math
 
-    from ragray.ablation.subsets import top_k_removed
+    from ragray.attribution.subsets import top_k_removed
     from ragray.metrics.attribution_checks import lds
 
     q, passages = rec["question"], sorted(rec["passages"], key=lambda p: p["retrieval_rank"])

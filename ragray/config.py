@@ -69,7 +69,7 @@ __all__ = [
 # and the config's validation cannot drift apart.
 Scope = Literal["per_question", "global"]
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
-InfluenceMode = Literal["auto", "generate", "logprob", "jsd", "surrogate"]
+InfluenceMode = Literal["auto", "interactions", "generate", "logprob", "jsd", "surrogate"]
 PositionControl = Literal["none", "reversed", "shuffled"]
 UsedRule = Literal["absolute", "relative", "outlier"]
 Level = Literal["passage", "sentence", "token"]
@@ -340,14 +340,34 @@ class InfluenceConfig(Section):
 
     mode: InfluenceMode = Field(
         "auto",
-        description="logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
+        description="interactions: each passage's share of the answer's log-prob gain, credited by the Shapley "
+        "value of a fit with pairwise interactions over the full and empty contexts, each passage left out and "
+        "each kept alone (copies of the evidence share the credit; used when it clears the question's noise); "
+        "logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
         "generate: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "
         "(/ ln 2) of the next-token distributions over the scored answer without vs with the passage "
         "(ARC-JSD); surrogate: 1 - exp(-max(0, w)) of a sparse linear fit of log p(answer) on random "
-        "passage subsets (ContextCite); auto: logprob where the backend can score log-probabilities, "
-        "generate where it cannot (recorded per question and in the summary); logprob had the best LDS "
-        "of the drop-one-cost measures on the evidence benchmark's tuning split, the surrogate a better "
-        "one at ~4x the passes (opt-in)",
+        "passage subsets (ContextCite); auto: interactions where the backend can score log-probabilities, "
+        "generate where it cannot (recorded per question and in the summary); docs/trust.md has the "
+        "measurements behind the choice",
+    )
+    budget: int | None = Field(
+        None, ge=2,
+        description="interactions: model calls per question for the design (null: 2(k + 1), the full and empty "
+        "contexts, each passage left out and each kept alone; more adds random subsets in complementary pairs)",
+    )
+    interaction_pairs: int = Field(
+        4, ge=0, description="interactions: pairwise interactions are fitted among at most this many of the "
+        "strongest passages (those whose keep-alone gain or drop-one loss clears the noise bar)",
+    )
+    interaction_shrinkage: float = Field(
+        0.1, ge=0, description="interactions: ridge penalty on the pairwise terms (main effects: 0.01)")
+    noise_z: float = Field(
+        3.0, ge=0, description="interactions: a passage is used when its credit is at least this many times the "
+        "question's noise scale (1.4826 x the median |effect| of its keep-alone and drop-one contexts) ...",
+    )
+    min_effect: float = Field(
+        1.0, ge=0, description="interactions: ... and at least this many nats",
     )
     answer_span: Literal["full", "first_sentence", "first_line"] = Field(
         "full",

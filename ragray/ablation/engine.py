@@ -28,7 +28,7 @@ from ragray.metrics.similarity import Similarity
 from ragray.registry import Registry
 
 __all__ = ["SCORERS", "CallBook", "CallCost", "GenerateScorer", "JsdScorer", "LogprobScorer", "Measured", "Scorer",
-           "SurrogateScorer", "kept_share"]
+           "kept_share"]
 
 
 def kept_share(logprob: float, full: float) -> float:
@@ -136,17 +136,17 @@ class Scorer(ABC):
     name: ClassVar[str]
     #: ablated prompts are generated (False: only the baseline is, the rest scored)
     generates_arms: ClassVar[bool]
-    #: influence comes from a linear fit on random passage subsets (:mod:`ragray.ablation.subsets`)
-    fits_surrogate: ClassVar[bool] = False
 
     @abstractmethod
-    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
+    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
+                extra: Sequence[ChatPrompt] = ()) -> Measured:
         """Measure every order's prompts (first of each: its baseline); a failed first baseline
-        stops the question (its generation is returned, nothing measured)."""
+        stops the question (its generation is returned, nothing measured). ``extra``: more contexts
+        whose log-probability of the first order's answer the caller will ask the book for (scored
+        in the same backend call where the scorer scores; the generate scorer ignores them)."""
 
 
-SCORERS: Registry[Scorer] = Registry(
-    "influence mode", {"generate": __name__, "logprob": __name__, "jsd": __name__, "surrogate": __name__})
+SCORERS: Registry[Scorer] = Registry("scorer", {"generate": __name__, "logprob": __name__, "jsd": __name__})
 
 
 def _nan(orders: Sequence[Sequence[ChatPrompt]]) -> list[list[float]]:
@@ -164,7 +164,8 @@ class GenerateScorer(Scorer):
         del span  # answers are compared whole
         self.similarity = similarity
 
-    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
+    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
+                extra: Sequence[ChatPrompt] = ()) -> Measured:
         flat = book.generate([p for o in orders for p in o])
         gens, at = [], 0
         for o in orders:
@@ -199,14 +200,16 @@ class LogprobScorer(Scorer):
         lps = book.score(list(prompts), [answer] * len(prompts))
         return [kept_share(lp, lps[0]) for lp in lps], lps, None
 
-    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]]) -> Measured:
+    def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
+                extra: Sequence[ChatPrompt] = ()) -> Measured:
         baselines = book.generate([o[0] for o in orders])
         if not baselines[0].ok:
             return Measured([[baselines[0]]], _nan(orders[:1]))
         answers = [self.span(b.text) for b in baselines]
-        if not self.splits_orders:  # all orders' prompts in ONE backend call (shared prefixes)
+        if not self.splits_orders:  # all orders' prompts and the extra contexts in ONE backend call
             ok = [(o, a) for o, a, b in zip(orders, answers, baselines) if b.ok]
-            book.score([p for o, _ in ok for p in o], [a for o, a in ok for _ in o])
+            book.score([p for o, _ in ok for p in o] + list(extra),
+                       [a for o, a in ok for _ in o] + [answers[0]] * len(extra))
         sims, lps, divs = [], [], []
         for o, a, b in zip(orders, answers, baselines):
             if not b.ok:
@@ -225,15 +228,6 @@ class LogprobScorer(Scorer):
 
     #: each order is measured in its own backend call (jsd: one reference per call)
     splits_orders: ClassVar[bool] = False
-
-
-@SCORERS.register("surrogate")
-class SurrogateScorer(LogprobScorer):
-    """Drop-one is scored as in log-prob mode (its raw changes are kept); influence then comes
-    from the surrogate fitted on random subsets (:mod:`ragray.ablation.subsets`)."""
-
-    name = "surrogate"
-    fits_surrogate = True
 
 
 @SCORERS.register("jsd")

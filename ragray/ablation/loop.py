@@ -9,10 +9,13 @@ measures the arms.
 A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
 NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
 one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
-the share of the answer's probability lost without the passage (SPEC §10). ``auto`` (the default)
-is log-prob where the backend can score (:meth:`Generator.scoring_problem`), generate where it
-cannot; each question records the mode it ran in and why. Backend exceptions are recorded on the
-question and the run goes on.
+the share of the answer's probability lost without the passage (SPEC §10). In
+``influence.mode: interactions`` the same call also scores the contexts of the measure's design
+(the empty context, each passage kept alone, random subsets up to ``influence.budget``) and
+:mod:`ragray.attribution.interactions` fits them: influence, ``used``, ``group``. ``auto`` (the
+default) is interactions where the backend can score (:meth:`Generator.scoring_problem`), generate
+where it cannot; each question records the mode it ran in and why. Backend exceptions are recorded
+on the question and the run goes on.
 
 With ``influence.position_control`` (SPEC §11) the same drop-one also runs with the passages in a
 second order (reversed or shuffled), in the same backend call, so every passage gets an
@@ -31,9 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragray.ablation.engine import SCORERS, CallBook, CallCost, Measured
-from ragray.ablation.evidence import Attribution, closed_book, fit_surrogate, random_scores, run_checks
-from ragray.ablation.span import answer_span
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
+from ragray.ablation.span import answer_span
+from ragray.attribution.base import CONTROL_NAMES, MEASURES, MODE_MEASURES, Evidence, Measure, Observed, Scores
+from ragray.attribution.checks import heldout_subsets, run_checks
+from ragray.attribution.controls import random_scores
+from ragray.attribution.interactions import Interactions, InteractionMeasure
+from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
 from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
@@ -49,6 +56,7 @@ from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.metrics.used import used_marks
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
+from ragray.types import Passage
 
 __all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
@@ -63,19 +71,17 @@ log = logging.getLogger(__name__)
 
 def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
     """The mode a loop runs in, and why when ``auto`` could not have log-prob: ``auto`` is
-    ``logprob`` where the backend can score log-probabilities, ``generate`` otherwise.
+    ``interactions`` where the backend can score log-probabilities, ``generate`` otherwise.
 
-    Chosen by the evidence benchmark's tuning split (``benchmarks/results/evidence_pilot.json``,
-    frozen variant, pooled LDS over 60 questions): among the measures that cost only the drop-one
-    passes, the clipped log-prob share (0.758) beat the raw drop (0.737) and JSD (0.728). The
-    surrogate won overall (0.814, +0.056 [0.018, 0.088] paired) but costs ``masks`` more passes per
-    question (32 by default: ~4x the drop-one cost at k = 10), so it is opt-in (``mode: surrogate``);
-    ``tests/benchmarks/test_evidence_bench.py`` fails if the tuning results stop backing this."""
+    ``interactions`` (:mod:`ragray.attribution.interactions`) is the only measure that sees passages
+    which substitute for each other and tells use from a small model's jitter; its held-out LDS on the
+    evidence benchmark beats drop-one and the surrogate at fewer passes than the surrogate
+    (``benchmarks/results/shared_evidence.json``, docs/trust.md)."""
     if mode != "auto":
         return mode, None
     problem = generator.scoring_problem()
     if problem is None:
-        return "logprob", None
+        return "interactions", None
     log.warning("influence.mode auto: %s; measuring influence by generation instead", problem)
     return "generate", f"auto chose generate: {problem}"
 
@@ -141,7 +147,11 @@ class InfluenceLoop:
         self.quality = quality
         self.model = model
         self.mode, self.mode_note = resolve_mode(config.mode, generator)
-        self.scorer = SCORERS.get(self.mode)(similarity, span=answer_span(config.answer_span))
+        self.measure: Measure = MEASURES.get(MODE_MEASURES[self.mode])(config)
+        self.scorer = SCORERS.get(self.measure.scorer)(similarity, span=answer_span(config.answer_span))
+        #: measures that score contexts of their own: the run's, and the surrogate when it runs beside it
+        self.planners = [self.measure] + ([MEASURES.get("surrogate")(config)]
+                                          if config.surrogate_masks and self.measure.name != "surrogate" else [])
 
     def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
         """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
@@ -171,16 +181,29 @@ class InfluenceLoop:
     def _prompts(self, qh: QuestionHits, arms: list[Arm]) -> list[ChatPrompt]:
         return [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
 
-    def _call(self, qh: QuestionHits, orders: list[list[Arm]]) -> _Calls:
+    def _planned(self, qh: QuestionHits) -> list[tuple[str, Subset]]:
+        """``(purpose, subset)`` of every context the run's measures score beyond the drop-one arms."""
+        k = len(qh.hits)
+        if k < 2 or self.measure.scorer == "generate":
+            return []
+        return [("design" if m.name == "interactions" else m.name, s)
+                for m in self.planners for s in m.subsets(k, qh.question.id)]
+
+    def _build(self, qh: QuestionHits, passages: list[Passage]) -> ChatPrompt:
+        return self.template.build(qh.question.question, passages, self.system_prompt)
+
+    def _call(self, qh: QuestionHits, orders: list[list[Arm]], planned: list[tuple[str, Subset]]) -> _Calls:
         """Every order's arms through one :class:`~ragray.ablation.engine.CallBook` (baseline of
         each order first in its list), measured by this run's scorer: generate mode compares each
         arm's answer to its order's baseline answer; log-prob mode scores the order's baseline
         answer under each arm (NaN where that baseline failed)."""
         prompts = [self._prompts(qh, arms) for arms in orders]
+        passages = [h.passage for h in qh.hits]
+        extra = [self._build(qh, [passages[i] for i in s.shown]) for _, s in planned]
         book = CallBook(self.generator)
         book.request(sum(map(len, prompts)))
         try:
-            m = self.scorer.measure(book, prompts)
+            m = self.scorer.measure(book, prompts, extra)
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
             return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost)
@@ -196,55 +219,77 @@ class InfluenceLoop:
             control[i] = by_slot[slot]
         return control, position_analysis(forward, control, order, self.config.position_threshold)
 
-    def _evidence(self, qh: QuestionHits, calls: _Calls, embeddings: dict[str, list[float] | None]) -> _Evidence:
-        """Raw log-prob changes, the closed-book pass, the surrogate and the checks (log-prob modes;
-        an empty :class:`_Evidence` in generate mode or after an error)."""
+    def _evidence(self, qh: QuestionHits, calls: _Calls, embeddings: dict[str, list[float] | None],
+                  planned: list[tuple[str, Subset]]) -> _Evidence:
+        """Raw log-prob changes, the closed-book pass, the contexts the measures planned, the
+        interaction fit, the surrogate and the checks (log-prob modes; an empty :class:`_Evidence` in
+        generate mode or after an error). Every scored context is kept as a ``subsets`` row."""
         m, book = calls.measured, calls.book
         if m is None or book is None or not m.scored or m.logprobs is None or m.scored_answers is None:
             return _Evidence()
         q, hits = qh.question, qh.hits
         passages = [h.passage for h in hits]
+        k = len(passages)
         answer, lps = m.scored_answers[0], m.logprobs[0]
-        build = lambda ps: self.template.build(q.question, ps, self.system_prompt)  # noqa: E731
+        build = lambda ps: self._build(qh, list(ps))  # noqa: E731
         lp_all = lps[0]
         drops = [lp_all - lp for lp in lps[1:]]
         n_tokens = self.generator.answer_length(build(passages), answer)
         ev = _Evidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
                        jsd=m.divergences[0][1:] if m.divergences is not None else None)
-        if self.config.closed_book:
-            cb = closed_book(book, build, q.id, answer, lp_all, self.config.context_threshold)
-            ev.logprob_none, ev.context_dependent = cb.logprob_none, cb.context_dependent
-            ev.subsets.append(cb.row)
-        surrogate = None
-        if self.config.surrogate_masks and len(passages) >= 2:
-            full = frozenset(range(len(passages)))  # scored already: the surrogate may fit on them too
-            known = {full: lp_all, **{full - {i}: lp_all - d for i, d in enumerate(drops)}}
-            surrogate = fit_surrogate(book, build, passages, q.id, answer, self.config, known)
-            ev.surrogate, ev.surrogate_passes, ev.seconds_surrogate = surrogate.weights, surrogate.passes, surrogate.seconds
-            ev.subsets.extend(surrogate.rows)
-        if (self.config.check_subsets or self.config.check_top_k) and len(passages) >= 2:
-            ev.random = random_scores(len(passages), self.config.check_seed, q.id)
-            # the seed-compatible clipped share beside the raw drop: what clipping costs
-            share = [1.0 - math.exp(-max(0.0, d)) if not math.isnan(d) else float("nan") for d in drops]
-            measures = [Attribution("logprob_share", share, False), Attribution("logprob_drop", drops, False)]
-            if ev.jsd is not None:
-                measures.append(Attribution("jsd", ev.jsd, False))
-            if ev.surrogate is not None:
-                measures.append(Attribution("surrogate_weight", ev.surrogate, False))
-            k = len(hits)
-            measures.append(Attribution("retrieval_rank", [(k + 1 - h.rank) / k for h in hits], True))
-            if all(h.score is not None for h in hits):
-                measures.append(Attribution("retrieval_score", [float(h.score) for h in hits], True))
-            for name, values in embeddings.items():
-                if values is not None:
-                    measures.append(Attribution(name, values, True))
-            measures.append(Attribution("random_control", ev.random, True))
+        full = frozenset(range(k))
+        scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
+        if self.config.closed_book or self.measure.name == "interactions":
+            (lp_none,) = book.score([build(())], [answer])
+            ev.logprob_none = lp_none
+            ev.context_dependent = (None if math.isnan(lp_none) or math.isnan(lp_all)
+                                    else bool(lp_all - lp_none >= self.config.context_threshold))
+            ev.subsets.append(SubsetRow(q.id, "closed_book", (), lp_none))
+            scored.append(Observed(frozenset(), lp_none, "closed_book"))
+        planned_lps = book.score([build([passages[i] for i in s.shown]) for _, s in planned], [answer] * len(planned))
+        known = {o.kept for o in scored}
+        for (purpose, sub), lp in zip(planned, planned_lps):
+            scored.append(Observed(sub.kept, lp, purpose))
+            if sub.kept not in known or purpose == "surrogate":
+                ev.subsets.append(SubsetRow(q.id, purpose, tuple(passages[i].id for i in sub.shown), lp))
+        checking = bool(self.config.check_subsets or self.config.check_top_k) and k >= 2
+        exclude = {sub.kept for _, sub in planned}
+        reserved = frozenset(s.kept for s in heldout_subsets(k, self.config, q.id, exclude)) if checking and \
+            self.config.check_subsets else frozenset()
+        side = {"jsd": ev.jsd, "retrieval_rank": [(k + 1 - h.rank) / k for h in hits],
+                "retrieval_score": [float(h.score) for h in hits] if all(h.score is not None for h in hits) else None,
+                **embeddings}
+        if checking:
+            ev.random = side["random_control"] = random_scores(k, self.config.check_seed, q.id)
+        evidence = Evidence(k, tuple(scored), side=side, reserved=reserved)
+        start = time.perf_counter()
+        for measure in self.planners:
+            if isinstance(measure, InteractionMeasure):
+                ev.fit = measure.fit(evidence)
+            elif measure.name == "surrogate" and k >= 2:
+                ev.surrogate = measure.scores(evidence)
+                ev.surrogate_passes = sum(1 for p, _ in planned if p == "surrogate")
+                ev.seconds_surrogate = time.perf_counter() - start
+        if checking:
+            names = ["logprob_share", "logprob_drop"] + (["jsd"] if ev.jsd is not None else []) + \
+                (["surrogate"] if ev.surrogate is not None else []) + (["interactions"] if ev.fit is not None else [])
+            measures = [Scores(MEASURES.get(n).column, self._scores(n, evidence, ev), False) for n in names]
+            measures += [Scores(n, list(side[n]), True) for n in CONTROL_NAMES if side.get(n) is not None]
             checks, rows, ev.check_passes, ev.seconds_checks = run_checks(
-                book, build, passages, q.id, answer, lp_all, measures, self.config,
-                exclude=surrogate.subsets if surrogate else ())
+                book, build, passages, q.id, answer, lp_all, measures, self.config, exclude=exclude,
+                models={"interactions": ev.fit.predict} if ev.fit is not None else {})
             ev.checks = list(checks)
             ev.subsets.extend(rows)
         return ev
+
+    @staticmethod
+    def _scores(name: str, evidence: Evidence, ev: _Evidence) -> list[float]:
+        """One measure's scores (the fitted ones from what the question already fitted)."""
+        if name == "surrogate" and ev.surrogate is not None:
+            return ev.surrogate
+        if name == "interactions" and ev.fit is not None:
+            return list(ev.fit.credit)
+        return MEASURES.get(name)().scores(evidence)
 
     def run(self, qh: QuestionHits) -> InfluenceRecord:
         q, hits = qh.question, qh.hits
@@ -256,7 +301,8 @@ class InfluenceLoop:
             orders.append(control_plan([passages[i] for i in order]))
         start = time.perf_counter()
         counted = self.generator.engine_counts()
-        calls = self._call(qh, orders)
+        planned = self._planned(qh)
+        calls = self._call(qh, orders, planned)
         baseline = calls.gens[0][0] if calls.gens else None
         error = calls.error
         if baseline is None or not baseline.ok:
@@ -267,26 +313,38 @@ class InfluenceLoop:
             texts = [h.passage.text for h in hits]
             embeddings = {"answer_similarity": self.quality.answer_passage_similarity(baseline.text, texts),
                           "question_similarity": self.quality.question_passage_similarity(q.question, texts)}
-        ev = self._evidence(qh, calls, embeddings) if error is None else _Evidence()
-        infl = _influence(sims[0])
-        if self.scorer.fits_surrogate and error is None:
+        ev = self._evidence(qh, calls, embeddings, planned) if error is None else _Evidence()
+        drop_one = _influence(sims[0])
+        infl = drop_one
+        fit = ev.fit
+        if self.measure.name == "surrogate" and error is None:
             infl = [float("nan") if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w))
                     for w in (ev.surrogate or [float("nan")] * len(hits))]
-        result: InfluenceResult = (
-            error_result(len(hits)) if error is not None
-            else analyze_influence([h.rank for h in hits], infl, self.config)
-        )
+        if self.measure.name == "interactions" and error is None:
+            infl = list(fit.influence) if fit is not None else [float("nan")] * len(hits)
+        ranks = [h.rank for h in hits]
+        if error is not None:
+            result: InfluenceResult = error_result(len(hits))
+        elif fit is not None:
+            result = analyze_influence(ranks, infl, self.config, used=fit.used, group=fit.group,
+                                       context_dependent=fit.context_dependent)
+        else:
+            result = analyze_influence(ranks, infl, self.config, context_dependent=ev.context_dependent)
         control: list[float | None] = [None] * len(hits)
         content: list[float | None] = [None] * len(hits)
         pos: PositionResult | None = None
-        if order is not None and error is None:
-            control, pos = self._position(order, infl, sims[1])
+        if order is not None and error is None:  # the position control compares drop-one in both orders
+            forward = drop_one if self.measure.name == "interactions" else infl
+            control, pos = self._position(order, forward, sims[1])
             content = content_influence(infl, control)
         flags = list(result.flags)
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
         n_calls, n_control = _call_counts(calls, orders)
+        if calls.scored:  # the design's contexts beyond the drop-one arms (closed book, kept alone, random)
+            arms = {frozenset(range(len(hits))) - {i} for i in range(len(hits))} | {frozenset(range(len(hits)))}
+            n_calls += len({s.kept for p, s in planned if p == "design"} - arms)
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -319,7 +377,9 @@ class InfluenceLoop:
             question.update(self._quality(qh, baseline, result.influence))
         gold = set(q.gold_passage_ids)
         answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
-        used = _used(result.influence, result.state, ev.context_dependent, self.config)
+        used = (_used(result.influence, result.state, ev.context_dependent, self.config) if fit is None
+                else [None if result.state == "error" else bool(u) and result.state != "context_ignored"
+                      for u in fit.used])
         passages_rows = tuple(
             PassageRow(
                 question_id=q.id,
@@ -335,6 +395,7 @@ class InfluenceLoop:
                 content_influence=content[i],
                 answer_similarity=answer_sim[i] if answer_sim is not None else None,
                 **ev.passage_columns(i),
+                **ev.fit_columns(i),
                 question_similarity=question_sim[i] if question_sim is not None else None,
                 used=used[i],
                 title=h.passage.title,
@@ -371,6 +432,7 @@ class _Evidence:
     seconds_checks: float | None = None
     subsets: list[SubsetRow] = field(default_factory=list)
     checks: list[CheckRow] = field(default_factory=list)
+    fit: Interactions | None = None
 
     def question_columns(self, span: str) -> dict[str, Any]:
         if self.answer is None:
@@ -379,7 +441,15 @@ class _Evidence:
                 "logprob_all": _finite(self.logprob_all), "logprob_none": _finite(self.logprob_none),
                 "context_dependent": self.context_dependent, "surrogate_passes": self.surrogate_passes,
                 "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
-                "seconds_checks": self.seconds_checks}
+                "seconds_checks": self.seconds_checks} | ({} if self.fit is None else {
+                "noise_scale": self.fit.noise, "used_bar": self.fit.bar})
+
+    def fit_columns(self, i: int) -> dict[str, Any]:
+        f = self.fit
+        if f is None:
+            return {}
+        return {"keep_alone_gain": _finite(f.keep_alone[i]), "credit": f.credit[i], "group": f.group[i],
+                "relation": f.relation[i]}
 
     def passage_columns(self, i: int) -> dict[str, float | None]:
         if self.drops is None:

@@ -49,7 +49,8 @@ from ragray.faithfulness.arms import (
     random_draws,
     resolve_k,
 )
-from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, ATTRIBUTIONS, Evidence
+from ragray.attribution.base import MEASURES, Evidence, Observed
+from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
 from ragray.faithfulness.cases import decide_case
 from ragray.faithfulness.importance import (
     buckets,
@@ -237,23 +238,31 @@ class FaithfulnessExperiment:
                 draws = random_draws(n, k, fc.random_repeats, question_rng(self.seed, state.qid, k))
                 state.populations[label] = draws.population
                 randoms += [Ablation(DEL_RANDOM, s, label, k, draw=d) for d, s in enumerate(draws.subsets)]
-        methods = [ATTRIBUTIONS.get(name)() for name in ATTRIBUTION_ORDER if name in attrs]
-        phase = extra + (loo if any(m.needs_loo_arms for m in methods) else []) + randoms
+        methods = {name: MEASURES.get(MEASURE_OF[name])() for name in ATTRIBUTION_ORDER if name in attrs}
+        generated = any(m.needs_generated_arms for m in methods.values())
+        phase = extra + (loo if generated else []) + randoms
         state.book.fill(ctx, phase)
         state.start(ctx)
-        evidence = Evidence(n, loo, randoms, state.similarity(ctx, phase, fc.similarity),
-                            lambda ablations: state.book.logprobs(ctx, ablations))
+        similarity = state.similarity(ctx, phase, fc.similarity)
+        full = frozenset(range(n))
+        changed = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), purpose)
+                        for arms, purpose in ((loo if generated else [], "drop"), (randoms, "random")) for a in arms)
         raw: dict[str, list[float]] = {}
-        for method in methods:
+        for name, method in methods.items():
             try:
-                raw[method.name] = method.raw(evidence)
+                scored: tuple[Observed, ...] = ()
+                if method.needs_drop_scores:
+                    lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
+                    scored = (Observed(full, lps[0], "full"),
+                              *(Observed(full - {i}, lp, "drop") for i, lp in enumerate(lps[1:])))
+                raw[name] = method.scores(Evidence(n, scored, changed))
             except BackendError as exc:
-                if method.name == explainer or not state.book.generates_arms:
+                if name == explainer or not state.book.generates_arms:
                     raise
                 # only compared, not needed: an endpoint that cannot score leaves it out
-                log.warning("%s attribution skipped for question %s: %s", method.name, state.qid, exc)
+                log.warning("%s attribution skipped for question %s: %s", name, state.qid, exc)
                 continue
-            state.explainer_calls += method.calls(n) if method.name == explainer else 0
+            state.explainer_calls += method.calls(n) if name == explainer else 0
         importance = {m: normalize(v) for m, v in raw.items()}
         order = rank_units(importance[explainer], question_rng(self.seed, state.qid, 7919, depth))
         return _Stage(depth, ctx, order, importance, raw, explainer, phase)

@@ -1,11 +1,5 @@
-"""Unit importances from the three explainers, their ranking and the most / important / least buckets.
-
-- ``loo``: importance = 1 − sim(y, y′ᵢ), y′ᵢ the answer regenerated without unit i.
-- ``logprob``: the drop in the teacher-forced log-probability of the baseline answer y when
-  unit i is removed, log p(y | all) − log p(y | all − i), clipped at 0 (removals that make y
-  more likely are not evidence for it). One forward pass per unit, no generation.
-- ``surrogate``: the weight of unit i in a non-negative sparse linear model of the random-deletion
-  arm (:mod:`ragray.faithfulness.surrogate`), fitted on answers already generated.
+"""Unit importances from the explainers' raw scores (:mod:`ragray.faithfulness.attribution`),
+their ranking and the most / important / least buckets.
 
 Raw scores are normalized to [0, 1] by dividing by the largest (0 keeps meaning "no effect";
 all zeros stay zeros). A unit whose measurement failed is NaN and ranks last.
@@ -23,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["normalize", "rank_units", "buckets", "loo_scores", "logprob_scores"]
+__all__ = ["normalize", "rank_units", "buckets"]
 
 
 def normalize(raw: Sequence[float]) -> list[float]:
@@ -49,13 +43,3 @@ def buckets(order: Sequence[int], most: float, least: float) -> dict[int, str]:
     for pos, i in enumerate(order):
         out[i] = "most" if pos < n_most else "least" if pos >= n - n_least else "important"
     return out
-
-
-def loo_scores(loo_sims: Sequence[float]) -> list[float]:
-    """Raw leave-one-out importance 1 − sim per unit (NaN for failed calls)."""
-    return [1.0 - s for s in loo_sims]
-
-
-def logprob_scores(full: float, without: Sequence[float]) -> list[float]:
-    """Raw log-prob importance: the drop log p(y | all) − log p(y | all − i), in nats."""
-    return [full - w for w in without]

@@ -30,16 +30,21 @@ from scipy.stats import spearmanr
 __all__ = ["lds", "top_k_drop"]
 
 
-def lds(scores: Sequence[float], kept: Sequence[Sequence[int]], logprobs: Sequence[float]) -> float | None:
+def lds(scores: Sequence[float], kept: Sequence[Sequence[int]], logprobs: Sequence[float],
+        predicted: Sequence[float] | None = None) -> float | None:
     """Spearman(Σ_{i ∈ kept[s]} scores[i], logprobs[s]) over the held-out subsets (NaN scores count 0,
     NaN log-probs drop the subset); None when fewer than 3 subsets are measured or the log-probs
-    are constant."""
+    are constant. ``predicted``: a model's own prediction per subset, ranked instead of the sum
+    (a model with interactions is not additive)."""
     a = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0)
     pred, actual = [], []
-    for s, lp in zip(kept, logprobs):
+    for n, (s, lp) in enumerate(zip(kept, logprobs)):
         if lp is None or math.isnan(lp):
             continue
-        pred.append(float(a[list(s)].sum()) if len(s) else 0.0)
+        if predicted is not None:
+            pred.append(float(predicted[n]))
+        else:
+            pred.append(float(a[list(s)].sum()) if len(s) else 0.0)
         actual.append(float(lp))
     if len(actual) < 3 or np.ptp(actual) == 0:
         return None

@@ -11,7 +11,10 @@ The influence seed's loop, phases 5–7, for one question with passages in retri
 Degenerate cases are explicit states, never numbers averaged as if measured:
 
 - ``too_few_passages``: fewer than 2 passages with a measured influence;
-- ``context_ignored``: every influence is 0 — no ablation changed the answer;
+- ``context_ignored``: the answer does not depend on the passages (the closed-book pass gives it
+  as well) or every influence is 0 — no ablation changed the answer;
+- ``diffuse``: the answer depends on the passages, but no passage's credit clears the question's
+  noise (the interaction-aware measure only);
 - ``constant_influence``: all influences equal but non-zero — ranks carry no order, ρ undefined;
 - ``error``: the baseline call failed.
 
@@ -35,7 +38,8 @@ from scipy.stats import rankdata, spearmanr
 from ragray.config import InfluenceConfig
 from ragray.metrics.alignment import Alignment, alignment
 
-__all__ = ["ALIGNMENT_COLUMNS", "FLAGS", "InfluenceResult", "analyze_influence", "error_result", "influence_ranks"]
+__all__ = ["ALIGNMENT_COLUMNS", "FLAGS", "InfluenceResult", "analyze_influence", "error_result", "influence_ranks",
+           "usage_gains"]
 
 #: every flag a question can carry (SPEC §9 failure-mode detectors)
 FLAGS = (
@@ -46,6 +50,7 @@ FLAGS = (
     "top1_ignored",
     "single_passage_dominance",
     "buried_evidence",
+    "shared_evidence",
     "context_ignored",
 )
 
@@ -54,7 +59,7 @@ FLAGS = (
 class InfluenceResult:
     """Influence analysis of one question (arrays are in retrieval order)."""
 
-    state: str  # "measured" | "too_few_passages" | "context_ignored" | "constant_influence" | "error"
+    state: str  # "measured" | "too_few_passages" | "context_ignored" | "diffuse" | "constant_influence" | "error"
     influence: tuple[float, ...]
     influence_rank: tuple[float, ...]  # NaN where the influence is NaN
     spearman_rho: float | None
@@ -88,27 +93,57 @@ def influence_ranks(influence: Sequence[float]) -> np.ndarray:
     return ranks
 
 
-def _flags(infl: np.ndarray, ranks: np.ndarray, rho: float, dominance: float, cfg: InfluenceConfig) -> list[str]:
+def _flags(infl: np.ndarray, gains: np.ndarray, ranks: np.ndarray, rho: float, dominance: float,
+           cfg: InfluenceConfig) -> list[str]:
+    """The seed's flags: ρ's from the influences; top-1 ignored and buried evidence from what was
+    used (``gains``: the influences themselves outside the interaction-aware measure)."""
     flags = []
     if rho < cfg.divergence_threshold:
         flags.append("divergent")
     if rho < 0:
         flags.append("inverted")
     # retrieval rank 1 is index 0: it barely matters while something else does
-    if not np.isnan(infl[0]) and infl[0] <= cfg.epsilon and np.nanmax(infl) > cfg.epsilon:
+    if not np.isnan(gains[0]) and gains[0] <= cfg.epsilon and np.nanmax(gains) > cfg.epsilon:
         flags.append("top1_ignored")
     if dominance >= cfg.dominance_threshold:
         flags.append("single_passage_dominance")
-    top = int(np.nanargmax(infl))  # first of the most influential passages
-    if top + 1 > cfg.buried_fraction * len(infl):
+    top = int(np.nanargmax(gains))  # first of the most used passages
+    if top + 1 > cfg.buried_fraction * len(gains):
         flags.append("buried_evidence")
     return flags
 
 
+def usage_gains(influence: Sequence[float], used: Sequence[bool | None], group: Sequence[int | None] | None = None,
+                retrieval_ranks: Sequence[int] | None = None) -> np.ndarray:
+    """The gain each passage adds to the alignment measures: its influence where used, else 0; a
+    group of passages that substitute for or complement each other counts once, at its member the
+    retriever ranked best, with the group's summed gain (so a copy of the evidence never flips a verdict)."""
+    infl = np.asarray(influence, dtype=np.float64)
+    gains = np.where([bool(u) for u in used], np.nan_to_num(infl, nan=0.0), 0.0)
+    if group is None:
+        return gains
+    ranks = list(retrieval_ranks) if retrieval_ranks is not None else list(range(1, len(gains) + 1))
+    for g in {g for g in group if g is not None}:
+        members = [i for i, m in enumerate(group) if m == g]
+        best = min(members, key=lambda i: ranks[i])
+        total = float(gains[members].sum())
+        gains[members] = 0.0
+        gains[best] = total
+    return gains
+
+
 def analyze_influence(
-    retrieval_ranks: Sequence[int], influence: Sequence[float], config: InfluenceConfig
+    retrieval_ranks: Sequence[int], influence: Sequence[float], config: InfluenceConfig, *,
+    used: Sequence[bool | None] | None = None, group: Sequence[int | None] | None = None,
+    context_dependent: bool | None = None,
 ) -> InfluenceResult:
-    """Phases 6–7 and the flags for one question. ``influence[i]`` belongs to ``retrieval_ranks[i]``."""
+    """Phases 6–7 and the flags for one question. ``influence[i]`` belongs to ``retrieval_ranks[i]``.
+
+    With ``used`` (the interaction-aware measure's marks) the alignment measures and the flags read
+    the usage gains (:func:`usage_gains`): unused passages add nothing, grouped ones count once; a
+    question whose answer depends on the passages but uses none clearly is ``diffuse``. An answer that
+    does not depend on the passages (``context_dependent`` False) is ``context_ignored``: never aligned
+    or misaligned."""
     infl = np.asarray(influence, dtype=np.float64)
     ranks = influence_ranks(infl)
     ok = ~np.isnan(infl)
@@ -116,17 +151,21 @@ def analyze_influence(
     if ok.sum() < 2:
         return InfluenceResult("too_few_passages", *base, None, None, None, ())
     measured = infl[ok]
-    if np.all(measured == 0):
+    if context_dependent is False or np.all(measured == 0):
         return InfluenceResult("context_ignored", *base, None, None, None, ("context_ignored",))
-    align = alignment(infl, epsilon=config.epsilon, threshold=config.misalignment_threshold, p=config.rbo_p)
+    gains = infl if used is None else usage_gains(infl, used, group, retrieval_ranks)
+    if used is not None and not np.any(gains[ok] > config.epsilon):
+        return InfluenceResult("diffuse", *base, None, None, None, ())
+    align = alignment(gains, epsilon=config.epsilon, threshold=config.misalignment_threshold, p=config.rbo_p)
     lead = ("misaligned",) if align is not None and align.misaligned else ()
+    shared = ("shared_evidence",) if group is not None and any(g is not None for g in group) else ()
     if np.all(measured == measured[0]):
-        return InfluenceResult("constant_influence", *base, None, None, None, lead, align)
+        return InfluenceResult("constant_influence", *base, None, None, None, (*lead, *shared), align)
     rho = float(spearmanr(np.asarray(retrieval_ranks, dtype=np.float64)[ok], ranks[ok]).statistic)
     dominance = float(measured.max() / measured.sum())
-    flags = _flags(infl, ranks, rho, dominance, config)
+    flags = _flags(infl, gains, ranks, rho, dominance, config)
     return InfluenceResult("measured", *base, rho, dominance, rho < config.divergence_threshold,
-                           (*lead, *flags), align)
+                           (*lead, *flags, *shared), align)
 
 
 def error_result(k: int) -> InfluenceResult:

@@ -123,7 +123,8 @@ def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> 
 
 def influence_label(mode: str, similarity: str) -> str:
     """How the run measured influence, in words (the validity panel's name for it)."""
-    return {"logprob": "drop-one log-prob", "generate": f"drop-one {similarity}"}.get(mode, f"drop-one ({mode})")
+    return {"interactions": "keep-alone + drop-one with interactions", "logprob": "drop-one log-prob",
+            "generate": f"drop-one {similarity}", "surrogate": "surrogate (random subsets)"}.get(mode, f"drop-one ({mode})")
 
 
 #: dtypes whose log-probabilities are too coarse for small influences (benchmarks/bench_dtype.py)
@@ -144,7 +145,8 @@ def describe_mode(s: RunSummary) -> tuple[str, str | None]:
     if precision:
         label = f"{label}, {precision}"
     warning = None
-    if mode in ("logprob", "mixed") and (precision in LOW_PRECISION or precision == "mixed"):
+    if mode in ("interactions", "logprob", "surrogate", "jsd", "mixed") and (
+            precision in LOW_PRECISION or precision == "mixed"):
         warning = PRECISION_WARNING.format(precision=precision)
     if mode == "mixed":  # say how many ran each way first, then auto's reason for the fallback
         counts = ", ".join(f"{n} questions {m}" for m, n in (s.influence_mode_counts or {}).items())

@@ -67,6 +67,7 @@ document.querySelectorAll('[data-verdict-filter]').forEach(function (box) {
 #: a question's state in words, where the tie-robust verdict is missing
 _STATES = {
     "context_ignored": "answer does not depend on the passages",
+    "diffuse": "the answer depends on the passages, but no single passage stands clear of the noise",
     "too_few_passages": "fewer than two passages could be scored",
     "constant_influence": "every passage changed the answer equally",
     "measured": "not scored by usage nDCG (run written before it)",

@@ -15,7 +15,8 @@ from ragray.console import print_pairs, print_table
 from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["MAX_QUESTIONS", "QUESTION_COLUMNS", "QuestionLine", "question_lines", "verdict_words", "print_run"]
+__all__ = ["MAX_QUESTIONS", "QUESTION_COLUMNS", "QuestionLine", "group_words", "question_lines", "used_groups",
+           "verdict_words", "print_run"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
 MAX_QUESTIONS = 20
@@ -26,6 +27,7 @@ QUESTION_COLUMNS = ("#", "question", "correct", "passages the answer used (influ
 #: a question's state in words, where it has no alignment verdict
 STATE_WORDS = {
     "context_ignored": "not measured: the answer does not depend on the passages",
+    "diffuse": "no single passage stands clear of the noise (the answer depends on the passages)",
     "constant_influence": "not measured: every passage has the same influence",
     "too_few_passages": "not measured: fewer than 2 passages",
     "error": "error",
@@ -64,15 +66,43 @@ def _correct(q: Mapping[str, Any]) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
 
+def _name(p: Mapping[str, Any], width: int = 32) -> str:
+    return _cut(p.get("title") or p.get("passage_id"), width)
+
+
+def used_groups(passages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The used passages of one question, most influential first, a group of passages that
+    substitute for or complement each other as one entry (its members in retrieval order)."""
+    entries: dict[Any, list[Mapping[str, Any]]] = {}
+    for p in sorted((p for p in passages if p.get("used")), key=lambda p: p.get("retrieval_rank") or 0):
+        key = ("group", p["group"]) if p.get("group") is not None else ("passage", p.get("passage_id"))
+        entries.setdefault(key, []).append(p)
+    return sorted(entries.values(), key=lambda ps: -sum(p.get("influence") or 0.0 for p in ps))
+
+
+def group_words(members: Sequence[Mapping[str, Any]], width: int = 32) -> str:
+    """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)``; a group whose
+    members share a title reads ``A or its copy``."""
+    influence = sum(p.get("influence") or 0.0 for p in members)
+    ranks = " ".join(f"#{p['retrieval_rank']}" for p in members)
+    if len(members) == 1:
+        return f"{_name(members[0], width)} ({influence:.2f}, {ranks})"
+    relation = members[0].get("relation") or "either suffices"
+    names = [_name(p, width) for p in members]
+    if len(set(names)) == 1:
+        words = names[0] + (" or its copy" if len(names) == 2 else f" or its {len(names) - 1} copies")
+    else:
+        words = (" or " if relation == "either suffices" else " and ").join(names)
+    return f"{words} ({relation}; {influence:.2f}, {ranks})"
+
+
 def _used(passages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
-    used = sorted((p for p in passages if p.get("used")), key=lambda p: -(p.get("influence") or 0.0))
-    if not used:
+    entries = used_groups(passages)
+    if not entries:
         return "none", ()
-    shown = used[:MAX_USED]
-    cells = [f"{_cut(p.get('title') or p.get('passage_id'), 32)} ({p['influence']:.2f}, #{p['retrieval_rank']})"
-             for p in shown]
-    more = f" +{len(used) - len(shown)} more" if len(used) > len(shown) else ""
-    return "; ".join(cells) + more, tuple(p["passage_id"] for p in shown)
+    shown = entries[:MAX_USED]
+    more = f" +{len(entries) - len(shown)} more" if len(entries) > len(shown) else ""
+    return "; ".join(group_words(e) for e in shown) + more, tuple(p["passage_id"] for e in shown for p in e)
 
 
 def _informative(q: Mapping[str, Any]) -> tuple:

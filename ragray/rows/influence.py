@@ -29,8 +29,8 @@ class QuestionRow(Row):
     influence_mode: Annotated[str | None, doc("generate | logprob: how influence was measured "
                                               "(null in runs written before influence.mode auto)")] = None
     influence_mode_note: Annotated[str | None, doc("why influence.mode auto chose generate")] = None
-    state: Annotated[str | None, doc("measured | context_ignored | too_few_passages | constant_influence"
-                                     " | error")] = None
+    state: Annotated[str | None, doc("measured | context_ignored (the answer does not depend on the passages) | "
+                                     "too_few_passages | constant_influence | error")] = None
     spearman_rho: Annotated[float | None, doc("influence vs retrieval ranks; null = unmeasured")] = None
     dominance: Annotated[float | None, doc("max influence / sum of influence")] = None
     divergent: Annotated[bool | None, doc("rho below influence.divergence_threshold")] = None
@@ -78,6 +78,10 @@ class QuestionRow(Row):
     context_dependent: Annotated[bool | None, doc("logprob_all - logprob_none >= influence.context_threshold: "
                                                   "false = the model gives this answer without the passages, "
                                                   "so no passage is 'used'")] = None
+    noise_scale: Annotated[float | None, doc("interactions: 1.4826 x the median |effect| of the question's "
+                                             "keep-alone and drop-one contexts, nats (a small model's jitter)")] = None
+    used_bar: Annotated[float | None, doc("interactions: the credit a passage needs to count as used, nats "
+                                          "(max(influence.min_effect, influence.noise_z x noise_scale))")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
@@ -107,8 +111,9 @@ class PassageRow(Row):
     doc_id: str | None = None
     retrieval_rank: int | None = None
     retrieval_score: float | None = None
-    influence: Annotated[float | None, doc("share of the answer lost without it; NaN = that ablation "
-                                           "call failed")] = None
+    influence: Annotated[float | None, doc("interactions: its share of the passages' positive credit; logprob: "
+                                           "share of the answer lost without it; NaN = that ablation call "
+                                           "failed")] = None
     influence_rank: Annotated[float | None, doc("1 = most influential, ties averaged")] = None
     is_gold: bool | None = None
     control_slot: Annotated[int | None, doc("1-based slot in the position control's order")] = None
@@ -128,10 +133,17 @@ class PassageRow(Row):
                                                      "control)")] = None
     random_control: Annotated[float | None, doc("a seeded uniform score (the random control of the "
                                                 "checks)")] = None
-    used: Annotated[bool | None, doc("the answer used this passage: influence.used_rule over the question's "
-                                     "influences (default: above influence.epsilon and >= 0.75 x the "
-                                     "largest) on a measured question whose answer depends on the passages; "
-                                     "null where not measured")] = None
+    keep_alone_gain: Annotated[float | None, doc("log p(answer | this passage alone) - log p(answer | no "
+                                                 "passages), nats: does it suffice on its own (interactions)")] = None
+    credit: Annotated[float | None, doc("the passage's Shapley value in the fitted interaction model, nats "
+                                        "(interactions; influence is its share of the positive credit)")] = None
+    group: Annotated[int | None, doc("passages with the same number substitute for (either suffices) or "
+                                     "complement (needed together) each other; null: alone (interactions)")] = None
+    relation: Annotated[str | None, doc("either suffices | needed together: how the group's passages relate")] = None
+    used: Annotated[bool | None, doc("the answer used this passage: interactions (the default): its credit "
+                                     "clears the question's noise bar; other modes: influence.used_rule over the "
+                                     "question's influences; never on an answer that does not depend on the "
+                                     "passages; null where not measured")] = None
     title: str | None = None
     text: str | None = None
 

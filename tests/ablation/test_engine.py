@@ -84,5 +84,5 @@ def test_a_failed_first_baseline_stops_log_prob_scoring():
 
 
 def test_modes_are_registered_scorers():
-    assert SCORERS.names() == ["generate", "jsd", "logprob", "surrogate"]
+    assert SCORERS.names() == ["generate", "jsd", "logprob"]
     assert isinstance(Generation("a", 1, 1, 0.0), Generation)

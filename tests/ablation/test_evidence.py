@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.ablation.span import answer_span
-from ragray.ablation.subsets import draw_subsets, top_k_removed
+from ragray.attribution.subsets import draw_subsets, top_k_removed
 from ragray.config import load_config
 from ragray.errors import ConfigError
 from ragray.generation.scripted import ScriptedGenerator
@@ -180,17 +180,21 @@ def test_lds_of_a_perfect_additive_model_is_one():
 
 
 def test_the_surrogate_fits_on_the_arms_it_already_has_but_never_on_a_held_out_subset():
-    from ragray.ablation.evidence import fit_points, heldout_subsets
-    from ragray.ablation.subsets import Subset
+    from ragray.attribution.base import MEASURES, Evidence, Observed
+    from ragray.attribution.checks import heldout_subsets
     from ragray.config import InfluenceConfig
 
-    masks = [(Subset(frozenset({0}), (0,)), -1.0), (Subset(frozenset({0, 1}), (1, 0)), -2.0)]
     full = frozenset({0, 1, 2})
-    known = {full: 0.0, full - {0}: -5.0, full - {1}: float("nan"), full - {2}: -3.0}
-    x, y = fit_points(masks, known, 3, reserved={full - {0}})
-    # the masks, then the full context and the arm that keeps a mask's passages (shown in another order:
-    # another measurement); the held-out arm and the NaN one are left out
-    assert x.tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1], [1, 1, 0]] and y.tolist() == [-1.0, -2.0, 0.0, -3.0]
+    masks = (Observed(frozenset({0}), -1.0, "surrogate"), Observed(frozenset({0, 1}), -2.0, "surrogate"),
+             Observed(frozenset({2}), -4.0, "surrogate"), Observed(frozenset({1}), -1.5, "surrogate"))
+    arms = (Observed(full, 0.0, "full"), Observed(full - {0}, -5.0, "drop"), Observed(full - {1}, float("nan"), "drop"),
+            Observed(full - {2}, -3.0, "drop"))
+    evidence = Evidence(3, arms + masks, reserved=frozenset({full - {0}}))
+    # the held-out arm and the NaN one are left out of the points a fit may use
+    assert evidence.points(("full", "drop")) == [(full, 0.0), (full - {2}, -3.0)]
+    with_arms = MEASURES.get("surrogate")(InfluenceConfig(masks=4)).scores(evidence)
+    masks_only = MEASURES.get("surrogate")(InfluenceConfig(masks=4, surrogate_fit="masks")).scores(evidence)
+    assert with_arms != masks_only
     # the held-out draw is seeded: the surrogate knows it before the check runs
     cfg = InfluenceConfig(check_subsets=8)
     assert heldout_subsets(4, cfg, "q", {full}) == heldout_subsets(4, cfg, "q", {full})

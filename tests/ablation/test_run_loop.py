@@ -195,7 +195,9 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert lines[1].startswith("#  question") and "passages the answer used" in lines[1]
     assert re.match(r"1\s+Which ferry sails to Kell\?\s+yes\s+q1-p0 \(1\.00, #1\)\s+aligned$", lines[2])
     assert re.search(r"^2 .*q2-p3 \(1\.00, #4\)\s+MISALIGNED", lines[3])
-    assert lines[6] == "" and lines[7].startswith("misaligned: 1 of 2 questions (50%, 95% CI")  # one headline after the table
+    # either copy of the mill's answer suffices: drop-one sees neither, the keep-alone contexts see both
+    assert re.search(r"^4 .*q4-p0 or q4-p1 \(either suffices; 1\.00, #1 #2\)\s+aligned$", lines[5])
+    assert lines[6] == "" and lines[7].startswith("misaligned: 1 of 3 questions (33%, 95% CI")  # one headline after the table
     assert lines[8].startswith("answered correctly: 1 of 4 (the answer contains a gold answer")
     assert "validity against gold passages: " in out and "(free control)" in out
     assert re.search(r"Spearman rule \(original, rho < 0.7\)\s+divergent rate", out)
@@ -236,12 +238,12 @@ class CannotScore(ScriptedGenerator):
 def test_auto_mode_scores_where_the_backend_can(dataset, tmp_path):
     gen = ScriptedGenerator()
     res = run_influence(config(dataset), tmp_path / "auto", generator=gen, progress=False)
-    assert gen.batches == [1, 1, 1, 1]  # the default is log-prob: only baselines are generated
+    assert gen.batches == [1, 1, 1, 1]  # the default scores log-probs: only baselines are generated
     qs = read(res.out, "questions")
-    assert {q["influence_mode"] for q in qs} == {"logprob"} and {q["influence_mode_note"] for q in qs} == {None}
+    assert {q["influence_mode"] for q in qs} == {"interactions"} and {q["influence_mode_note"] for q in qs} == {None}
     s = res.summary
-    assert (s.influence_mode, s.influence_mode_requested, s.influence_mode_note) == ("logprob", "auto", None)
-    assert s.validity["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one log-prob"
+    assert (s.influence_mode, s.influence_mode_requested, s.influence_mode_note) == ("interactions", "auto", None)
+    assert s.validity["subsets"]["all"]["measures"]["influence"]["label"] == "keep-alone + drop-one with interactions"
 
 
 def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset, tmp_path):
@@ -277,10 +279,10 @@ def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_pa
         run_influence(config(dataset), tmp_path / "r", generator=Exploding(2, KeyboardInterrupt()), progress=False)
     res = run_influence(config(dataset), tmp_path / "r", generator=CannotScore(), resume=True, progress=False)
     s = res.summary
-    assert s.influence_mode == "mixed" and s.influence_mode_counts == {"logprob": 2, "generate": 2}
+    assert s.influence_mode == "mixed" and s.influence_mode_counts == {"interactions": 2, "generate": 2}
     label, note = describe_mode(s)
     assert label == "drop-one (mixed)"
-    assert note == "2 questions logprob, 2 questions generate; auto chose generate: no /completions with echo here"
+    assert note == "2 questions interactions, 2 questions generate; auto chose generate: no /completions with echo here"
 
 
 class InBf16(ScriptedGenerator):
@@ -296,12 +298,12 @@ def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_
     s = res.summary
     assert s.precision == "bfloat16" and {r.question.dtype for r in res.records} == {"bfloat16"}
     label, note = describe_mode(s)
-    assert label == "drop-one log-prob, bfloat16"
+    assert label == "keep-alone + drop-one with interactions, bfloat16"
     assert note.startswith("bfloat16: an influence below ~0.3 can be rounding") and "generation.dtype=float32" in note
     plain = run_influence(config(dataset), tmp_path / "s", generator=ScriptedGenerator(), progress=False)
     assert plain.summary.precision is None  # a backend that does not know its dtype says nothing
     assert describe_mode(replace(plain.summary, precision="float32")) == (
-        "drop-one log-prob, float32", "auto: the backend scores log-probabilities")
+        "keep-alone + drop-one with interactions, float32", "auto: the backend scores log-probabilities")
     generate = describe_mode(replace(s, influence_mode="generate", influence_mode_requested="generate"))
     assert generate == ("drop-one rouge_l, bfloat16", None)  # the warning is about log-probabilities
 
@@ -329,8 +331,12 @@ def test_question_rows_carry_the_retrieval_ranking_metrics(dataset, tmp_path):
 
 def test_question_rows_count_what_the_ablations_cost(dataset, tmp_path):
     """Log-prob: k + 1 arms asked for, only the baseline generated, every arm scored once;
-    generate: every arm generated."""
-    lp = run_influence(config(dataset), tmp_path / "lp", progress=False).records[0].question
+    interactions (the default): the same arms, and the empty context and each passage alone scored
+    once more each (2(k + 1) contexts); generate: every arm generated."""
+    lp = run_influence(config(dataset, "influence.mode=logprob", "influence.closed_book=false"), tmp_path / "lp",
+                       progress=False).records[0].question
     assert (lp.calls_requested, lp.calls_generated, lp.score_passes) == (5, 1, 5)
+    both = run_influence(config(dataset), tmp_path / "i", progress=False).records[0].question
+    assert (both.calls_requested, both.calls_generated, both.score_passes, both.n_calls) == (5, 1, 10, 10)
     gen = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", progress=False).records[0].question
     assert (gen.calls_requested, gen.calls_generated, gen.score_passes) == (5, 5, 0)

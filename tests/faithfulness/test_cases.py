@@ -62,15 +62,18 @@ def test_min_effect_guards_against_tiny_significant_differences():
     assert loose.most.status == "below"
 
 
-def test_attribution_methods_are_a_registry_in_a_fixed_order():
-    from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, ATTRIBUTIONS, Evidence
-    from ragray.faithfulness.arms import LOO, Ablation
+def test_attribution_methods_are_measures_of_the_one_registry_in_a_fixed_order():
+    from ragray.attribution.base import MEASURES, Evidence, Observed
+    from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
 
-    assert ATTRIBUTIONS.names() == sorted(ATTRIBUTION_ORDER) and ATTRIBUTION_ORDER == ("loo", "logprob", "surrogate")
-    loo = [Ablation(LOO, (i,), k=1) for i in range(3)]
-    sims = {loo[0]: 0.0, loo[1]: 1.0, loo[2]: 0.5}
-    evidence = Evidence(3, loo, [], sims.__getitem__, lambda abs_: [-1.0, -3.0, -1.0, -2.0][: len(abs_)])
-    assert ATTRIBUTIONS.get("loo")().raw(evidence) == [1.0, 0.0, 0.5]
-    assert ATTRIBUTIONS.get("logprob")().raw(evidence) == [2.0, 0.0, 1.0]
-    assert [ATTRIBUTIONS.get(n)().calls(3) for n in ATTRIBUTION_ORDER] == [3, 4, 0]
-    assert [n for n in ATTRIBUTION_ORDER if ATTRIBUTIONS.get(n).needs_loo_arms] == ["loo"]
+    assert ATTRIBUTION_ORDER == ("loo", "logprob", "surrogate") and set(MEASURE_OF) == set(ATTRIBUTION_ORDER)
+    full = frozenset(range(3))
+    changed = tuple(Observed(full - {i}, c, "drop") for i, c in enumerate([1.0, 0.0, 0.5]))
+    scored = (Observed(full, -1.0, "full"),
+              *(Observed(full - {i}, lp, "drop") for i, lp in enumerate([-3.0, -1.0, -2.0])))
+    evidence = Evidence(3, scored, changed)
+    measure = {n: MEASURES.get(MEASURE_OF[n])() for n in ATTRIBUTION_ORDER}
+    assert measure["loo"].scores(evidence) == [1.0, 0.0, 0.5]
+    assert measure["logprob"].scores(evidence) == [2.0, 0.0, 1.0]
+    assert [m.calls(3) for m in measure.values()] == [3, 4, 0]
+    assert [n for n, m in measure.items() if m.needs_generated_arms] == ["loo"]

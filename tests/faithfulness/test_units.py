@@ -7,7 +7,8 @@ import pytest
 
 from ragray.faithfulness.arms import question_rng, random_draws, resolve_k
 from ragray.faithfulness.importance import buckets, normalize, rank_units
-from ragray.faithfulness.surrogate import fit_nonnegative_lasso, surrogate_weights
+from ragray.attribution.measures import lasso_weights
+from ragray.metrics.linear import fit_lasso
 from ragray.faithfulness.units import Context, units_in
 from ragray.types import Passage
 
@@ -92,7 +93,7 @@ def test_nonnegative_lasso_matches_scikit_learn():
     X = (rng.random((80, 12)) < 0.3).astype(float)
     true = np.array([0.8, 0, 0, 0.3, 0, 0, 0, 0, 0.5, 0, 0, 0])
     y = X @ true - 0.2 * X[:, 5] + rng.normal(0, 0.02, 80)
-    w, b = fit_nonnegative_lasso(X, y, alpha=0.01)
+    w, b = fit_lasso(X, y, 0.01, positive=True)
     ref = sklearn.Lasso(alpha=0.01, positive=True, tol=1e-12, max_iter=100000).fit(X, y)
     np.testing.assert_allclose(w, ref.coef_, atol=1e-6)
     assert b == pytest.approx(ref.intercept_, abs=1e-6)
@@ -103,6 +104,8 @@ def test_surrogate_recovers_the_used_unit_from_random_draws():
     rng = question_rng(0, "s", 3)
     draws = random_draws(10, 3, 50, rng).subsets
     sims = [0.0 if 4 in d else 1.0 for d in draws]  # the answer needs unit 4
-    w = surrogate_weights(10, draws, sims)
+    everything = frozenset(range(10))
+    w = lasso_weights(10, [(everything - set(d), 1.0 - s) for d, s in zip(draws, sims)], 0.01, positive=True,
+                      removed=True, minimum=2)
     assert int(np.argmax(w)) == 4 and w[4] > 0.9
-    assert all(np.isnan(surrogate_weights(3, [(0,)], [1.0])))  # too few draws
+    assert all(np.isnan(lasso_weights(3, [(frozenset({1, 2}), 0.0)], 0.01, minimum=2)))  # too few draws

@@ -21,7 +21,7 @@ import numpy as np
 
 __all__ = ["Subset", "draw_subsets", "top_k_removed"]
 
-_PURPOSE = {"surrogate": 1, "heldout": 2, "random_control": 3}
+_PURPOSE = {"surrogate": 1, "heldout": 2, "random_control": 3, "design": 4}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,231 @@
+"""An attribution that sees passages which substitute for, or complement, each other.
+
+Drop-one (leave one passage out) is blind where the evidence sits in two passages: removing one
+copy of the answer changes nothing while the other is there. Keeping one passage alone sees it:
+each copy, alone, raises the answer's log-probability far above the closed-book answer. This
+module fits a model of ``v(S) = log p(answer | S)`` over the scored subsets ``S`` of a question's
+passages, with main effects and pairwise interactions:
+
+    v(S) ≈ b + Σ_{i∈S} β_i + Σ_{(i,j)∈P, i,j∈S} γ_ij
+
+- the design (:mod:`ragray.attribution.design`): the full context, the empty context, each passage
+  left out, each passage kept alone, and optional random subsets (complementary pairs) up to
+  ``influence.budget`` calls;
+- ``P``: the pairs among the ``pairs_among`` strongest passages (by the larger of their keep-alone
+  gain ``a_i = v({i}) − v(∅)`` and drop-one loss ``d_i = v(all) − v(all − i)``) of those whose
+  strength clears the noise bar below;
+- solved by ridge regression: main effects lightly shrunk (the singletons pin them), interactions
+  shrunk harder (``shrinkage``), the intercept free.
+
+Per passage, the **credit** is the Shapley value of the game, ``φ_i = β_i + ½ Σ_j γ_ij``. For any
+game with at most pairwise interactions that is exactly ``(a_i + d_i) / 2``: the mean of what the
+passage adds to nothing and what it adds to everything else — so the credit is read off the two
+contexts directly (the same for every pairwise game that agrees with them; the fit's own Shapley
+value where one of them failed). Two copies of the evidence each get about half the answer's gain
+(``γ < 0``: substitutes); two passages needed together each get half of their joint effect
+(``γ > 0``: complements). The fit gives the groups and a model of ``v`` that is not additive (what
+the LDS check ranks for this measure).
+
+**Use, not jitter.** A small model's log-probability moves whenever any passage leaves the prompt.
+The question's own noise scale is read from the design: ``σ = 1.4826 × median |e|`` over the
+keep-alone gains and drop-one losses of the weaker half of its passages (by the larger of the two:
+if any passages do nothing, those do, so their effects are the jitter). A
+passage is used when its credit clears ``max(min_effect, noise_z × σ)`` and the answer depends on
+the passages at all (``v(all) − v(∅) ≥ influence.context_threshold``). Substitutes (both suffice
+alone, ``γ_ij ≤ −½ min(β_i, β_j)``) form a group; complements (``γ_ij`` above the bar and above half
+of either main effect) are "needed together". The settings were chosen on the evidence benchmark's
+tune split (``benchmarks/bench_shared_evidence.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragray.attribution.base import MEASURES, Evidence, Measure
+from ragray.attribution.design import design_subsets
+from ragray.attribution.subsets import Subset
+
+__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "noise_scale"]
+
+#: how the passages of a group relate
+SUBSTITUTES = "either suffices"
+COMPLEMENTS = "needed together"
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """One question's fitted interaction model and what it says about each passage (retrieval order).
+
+    ``credit``: Shapley value of the fitted game (nats); ``influence``: the share of the positive
+    credit, in [0, 1]; ``used``: credit clears the noise bar (all False when the answer does not
+    depend on the passages); ``group``: an id shared by passages that substitute for or complement
+    each other (None: alone); ``relation``: how the group's passages relate.
+    """
+
+    credit: tuple[float, ...]
+    influence: tuple[float, ...]
+    used: tuple[bool, ...]
+    group: tuple[int | None, ...]
+    relation: tuple[str | None, ...]
+    keep_alone: tuple[float, ...]  # a_i: v({i}) − v(∅), NaN where not scored
+    drop_one: tuple[float, ...]  # d_i: v(all) − v(all − i), NaN where not scored
+    gain: float  # v(all) − v(∅)
+    noise: float  # σ
+    bar: float  # the credit a passage needs to count as used
+    context_dependent: bool
+    main: tuple[float, ...]  # β_i
+    pairs: tuple[tuple[int, int, float], ...]  # (i, j, γ_ij) of the fitted interactions
+    residual: float  # RMS residual of the fit over the design (nats)
+
+    def predict(self, kept: Sequence[int]) -> float:
+        """The model's v(S) up to its intercept (what the LDS check ranks)."""
+        s = set(kept)
+        return float(sum(self.main[i] for i in s) + sum(g for i, j, g in self.pairs if i in s and j in s))
+
+
+def noise_scale(effects: Sequence[float]) -> float:
+    """``1.4826 × median |e|`` over the finite effects (0 when there are none): the normal σ that
+    explains the median effect if most passages do nothing."""
+    e = np.abs(np.asarray([v for v in effects if not math.isnan(v)], dtype=np.float64))
+    return float(1.4826 * np.median(e)) if len(e) else 0.0
+
+
+def _weaker_half(alone: Sequence[float], drop: Sequence[float]) -> list[float]:
+    """The keep-alone and drop-one effects of the weaker half of the passages (by the larger of the
+    two): the passages that, if any do, do nothing; their effects are the question's jitter."""
+    k = len(alone)
+    strength = [max((x for x in (a, d) if not math.isnan(x)), default=-math.inf) for a, d in zip(alone, drop)]
+    weaker = sorted(range(k), key=lambda i: strength[i])[: max(1, math.ceil(k / 2))]
+    return [x for i in weaker for x in (alone[i], drop[i])]
+
+
+def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) -> list[float]:
+    return [1.0 if i in kept else 0.0 for i in range(k)] + [1.0 if i in kept and j in kept else 0.0 for i, j in pairs]
+
+
+def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
+                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
+                     min_effect: float = 1.0) -> Interactions | None:
+    """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
+    None when the full or the empty context was not scored."""
+    table: dict[frozenset[int], float] = {}
+    points = [(kept, lp) for kept, lp in scored if not math.isnan(lp)]
+    for kept, lp in points:
+        table.setdefault(kept, lp)
+    full, empty = frozenset(range(k)), frozenset()
+    if full not in table or empty not in table:
+        return None
+    v_all, v_none = table[full], table[empty]
+    nan = float("nan")
+    alone = [table[frozenset({i})] - v_none if frozenset({i}) in table else nan for i in range(k)]
+    drop = [v_all - table[full - {i}] if full - {i} in table else nan for i in range(k)]
+    noise = noise_scale(_weaker_half(alone, drop))
+    bar = max(min_effect, noise_z * noise)
+    # interactions only among passages whose keep-alone gain or drop-one loss clears the bar: with
+    # the design's k + 2 equations, pairs with inert passages would share out what two strong ones do
+    strength = [max(x for x in (a, d, -math.inf) if not math.isnan(x)) for a, d in zip(alone, drop)]
+    candidates = [i for i in sorted(range(k), key=lambda i: -strength[i]) if strength[i] >= bar]
+    strongest = sorted(candidates[: max(0, pairs_among)])
+    pairs = list(itertools.combinations(strongest, 2))
+    x = np.array([[1.0, *_features(kept, k, pairs)] for kept, _ in points])
+    y = np.array([lp for _, lp in points])
+    penalty = np.diag([0.0] + [0.01] * k + [shrinkage] * len(pairs))
+    w = np.linalg.lstsq(x.T @ x + penalty, x.T @ y, rcond=None)[0]
+    residual = float(np.sqrt(np.mean((x @ w - y) ** 2)))
+    beta, gamma = w[1 : k + 1], w[k + 1 :]
+    fitted = beta.copy()
+    for (i, j), g in zip(pairs, gamma):
+        fitted[i] += g / 2
+        fitted[j] += g / 2
+    # where both ends were scored, the Shapley value of every pairwise game that agrees with them
+    credit = np.array([(a + d) / 2 if not (math.isnan(a) or math.isnan(d)) else f
+                       for a, d, f in zip(alone, drop, fitted)])
+    gain = v_all - v_none
+    dependent = bool(gain >= context_threshold)
+    used = [dependent and bool(c >= bar) for c in credit]
+    positive = np.clip(credit, 0.0, None)
+    total = float(positive.sum())
+    influence = [float(v / total) if total > 0 else 0.0 for v in positive]
+    group, relation = _groups(k, pairs, gamma, beta, used, alone, bar)
+    return Interactions(
+        credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
+        relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
+        bar=bar, context_dependent=dependent, main=tuple(float(b) for b in beta),
+        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)), residual=residual)
+
+
+def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: np.ndarray, used: Sequence[bool],
+            alone: Sequence[float], bar: float) -> tuple[tuple[int | None, ...], tuple[str | None, ...]]:
+    """Union of used passages linked as substitutes (both suffice alone, strongly negative γ) or,
+    failing that, complements (strongly positive γ); groups numbered 1.. by their best rank."""
+    parent = list(range(k))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    links: list[tuple[int, int, str]] = []
+    for (i, j), g in zip(pairs, gamma):
+        if not (used[i] and used[j]):
+            continue
+        suffices = all(not math.isnan(alone[n]) and alone[n] >= bar for n in (i, j))
+        if suffices and g <= -0.5 * min(beta[i], beta[j]):
+            links.append((i, j, SUBSTITUTES))
+        elif g >= bar and g >= 0.5 * max(abs(beta[i]), abs(beta[j])):
+            links.append((i, j, COMPLEMENTS))
+    for i, j, _ in links:
+        ri, rj = root(i), root(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+    kind: dict[int, str] = {}
+    for i, _, relation in links:  # a group with any substitutes reads "either suffices"
+        if kind.get(root(i)) != SUBSTITUTES:
+            kind[root(i)] = relation
+    roots = [root(i) for i in range(k)]
+    sizes = {r: roots.count(r) for r in roots}
+    number: dict[int, int] = {}
+    group: list[int | None] = []
+    relation_of: list[str | None] = []
+    for i in range(k):
+        r = roots[i]
+        if sizes[r] < 2:
+            group.append(None)
+            relation_of.append(None)
+            continue
+        number.setdefault(r, len(number) + 1)
+        group.append(number[r])
+        relation_of.append(kind.get(r, SUBSTITUTES))
+    return tuple(group), tuple(relation_of)
+
+
+@MEASURES.register("interactions")
+class InteractionMeasure(Measure):
+    """The measure behind ``influence.mode: interactions`` (the default where the backend scores):
+    the design's contexts scored, :func:`fit_interactions` on every scored context of the question."""
+
+    name = column = "interactions"
+    needs_drop_scores = True
+
+    def subsets(self, n: int, question_id: str) -> list[Subset]:
+        c = self.config
+        return design_subsets(n, question_id, c.budget if c is not None else None, c.mask_seed if c is not None else 0)
+
+    def fit(self, evidence: Evidence) -> Interactions | None:
+        c = self.config
+        return fit_interactions(evidence.n, evidence.points(), context_threshold=c.context_threshold,
+                                pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
+                                noise_z=c.noise_z, min_effect=c.min_effect)
+
+    def scores(self, evidence: Evidence) -> list[float]:
+        """The credit (Shapley value of the fitted game, nats) per passage."""
+        fitted = self.fit(evidence)
+        return list(fitted.credit) if fitted is not None else [math.nan] * evidence.n
+
+    def calls(self, n: int) -> int:
+        return len(self.subsets(n, ""))

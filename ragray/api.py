@@ -346,8 +346,8 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
     result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=False,
                  **keywords)
     q = _records(result.questions)[0]
-    cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "logprob_drop", "retrieval_score",
-            "is_gold"]
+    cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "group", "relation", "credit",
+            "keep_alone_gain", "logprob_drop", "retrieval_score", "is_gold"]
     table = result.passages.sort_values("retrieval_rank")
     table = table[[c for c in cols if c in table.columns]].reset_index(drop=True)
     return Attribution(question, q.get("baseline_answer") or "", q.get("answer_correct"), verdict_words(q),

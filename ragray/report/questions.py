@@ -41,7 +41,7 @@ li.psg .rank { color: #6b7280; text-align: right; font-variant-numeric: tabular-
   vertical-align: middle; } .ibar > span { display: block; height: 100%; background: #2563eb; border-radius: 3px; }
 li.psg.used .ibar > span { background: #1d4ed8; } .ival { font-variant-numeric: tabular-nums; margin-left: 4px; }
 .mk { border-radius: 9px; padding: 0 6px; font-size: .72rem; margin-right: 3px; white-space: nowrap; }
-.mk.used { background: #dbeafe; color: #1e3a8a; font-weight: 600; } .mk.gold { background: #fef3c7; color: #92400e; }
+.mk.used { background: #dbeafe; color: #1e3a8a; font-weight: 600; } .mk.group { background: #ede9fe; color: #5b21b6; } .mk.gold { background: #fef3c7; color: #92400e; }
 .ptitle { font-weight: 600; } .pid { color: #9ca3af; font-size: .72rem; }
 details.ptext > summary { list-style: none; } details.ptext > summary::-webkit-details-marker { display: none; }
 details.ptext[open] .snip { display: none; } .more { color: #2563eb; font-size: .75rem; }
@@ -124,14 +124,27 @@ def _text(p: dict[str, Any]) -> str:
             f"</summary>{esc(text)}{pid}</details>")
 
 
-def _passage(p: dict[str, Any], without: str | None) -> str:
+def _group_mark(p: dict[str, Any], passages: list[dict[str, Any]]) -> str:
+    """A passage of a group (substitutes or complements): a mark naming the relation and the ranks
+    of the group's other members."""
+    g = p.get("group")
+    if g is None or g != g:  # None, or NaN read back from a table
+        return ""
+    others = [f"#{q['retrieval_rank']}" for q in passages if q.get("group") == g and q is not p]
+    relation = p.get("relation") or "either suffices"
+    word = "or" if relation == "either suffices" else "with"
+    return (f'<span class="mk group" data-group="{esc(g)}" title="group {esc(g)}: {esc(relation)}">'
+            f'{esc(word)} {esc(" ".join(others))} ({esc(relation)})</span>')
+
+
+def _passage(p: dict[str, Any], without: str | None, group: str = "") -> str:
     infl = p.get("influence")
     width = 0.0 if infl is None else min(1.0, max(0.0, float(infl)))
     bar = (f'<span class=ibar title="influence {fmt(infl)}"><span style="width:{width * 100:.1f}%"></span></span>'
            f'<span class=ival data-key="influence" data-value="{esc(infl)}">{fmt(infl, ".2f")}</span>')
     used, gold = p.get("used"), p.get("is_gold")
     marks = (('<span class="mk used" title="the answer needed this passage">used</span>' if used else "")
-             + ('<span class="mk gold" title="a gold passage of the dataset">gold</span>' if gold else ""))
+             + ('<span class="mk gold" title="a gold passage of the dataset">gold</span>' if gold else "") + group)
     cls = " ".join(c for c, on in (("used", used), ("gold", gold)) if on)
     extra = f'<div class=without>without it: {esc(without)}</div>' if without is not None else ""
     return (f'<li class="psg {cls}" data-passage="{esc(p["passage_id"])}"><span class=rank>#{fmt(p["retrieval_rank"])}'
@@ -149,7 +162,7 @@ def _card(q: dict[str, Any], passages: list[dict[str, Any]], drops: dict[str, st
             if q.get("spearman_rho") is not None else ""]
     qid = esc(q["question_id"])
     ident = f'<a class=qid href="{esc(link(q["question_id"]))}">{qid}</a>' if link else f"<span class=qid>{qid}</span>"
-    rows = "".join(_passage(p, drops.get(p["passage_id"])) for p in passages)
+    rows = "".join(_passage(p, drops.get(p["passage_id"]), _group_mark(p, passages)) for p in passages)
     return (f'<article class=qcard data-qid="{qid}" data-verdict="{v.key}" '
             f'data-flags="{esc(" ".join(q.get("flags") or []))}"><div class=qhead>'
             f'<span class="verdict {v.key}">{esc(v.text)}</span><span class=qtext>{esc(q.get("question"))}</span>'

@@ -51,7 +51,8 @@ def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folde
 
 def test_attribute_equals_that_question_in_a_run(in_empty_folder):
     many = ragray.run(ROWS, backend="scripted", progress=False)  # both questions in one run
-    cols = ["retrieval_rank", "title", "text", "influence", "used", "logprob_drop", "retrieval_score", "is_gold"]
+    cols = ["retrieval_rank", "title", "text", "influence", "used", "group", "credit", "keep_alone_gain", "logprob_drop",
+            "retrieval_score", "is_gold"]
     for row, answer, verdict in zip(ROWS, ("tern", "puffin"), ("MISALIGNED", "aligned")):
         one = ragray.attribute(row["question"], row["passages"], answers=row["answers"], backend="scripted")
         assert os.listdir(in_empty_folder) == []

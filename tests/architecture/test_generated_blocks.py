@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from benchmarks import bench_evidence
+from benchmarks import bench_evidence, bench_shared_evidence
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!-- ([\w-]+):begin\b")
 EVIDENCE_TEST = REPO / "benchmarks" / "results" / "evidence_test.json"
+SHARED_EVIDENCE = REPO / "benchmarks" / "results" / "shared_evidence.json"
 
 
 def _results(path: Path) -> Callable[[], Any]:
@@ -26,6 +27,8 @@ def _results(path: Path) -> Callable[[], Any]:
 GENERATED: dict[str, tuple[str, str, Callable[[], Any], Callable[[Any], str]]] = {
     "evidence-test": (bench_evidence.README_BEGIN, bench_evidence.README_END, _results(EVIDENCE_TEST),
                       bench_evidence.readme_block),
+    "shared-evidence": (bench_shared_evidence.DOCS_BEGIN, bench_shared_evidence.DOCS_END, _results(SHARED_EVIDENCE),
+                        bench_shared_evidence.docs_block),
 }
 
 

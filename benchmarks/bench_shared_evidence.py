@@ -1,0 +1,477 @@
+"""Known-truth benchmark of shared evidence and noise: does ``used`` see substitutes, complements
+and jitter? (issue 43)
+
+    python benchmarks/bench_shared_evidence.py run [--n 40] [--sets dup_exact_squad ...]   # the model runs
+    python benchmarks/bench_shared_evidence.py report [--publish]       # tune, then test; docs/trust.md block
+
+Sets built at run time from ``../shared/data`` (their text never reaches the repo; run directories
+live under ``runs/shared_evidence/``, ignored). Per set, source questions are taken in a seeded
+shuffled order; each item's passages are shuffled (seed 43) so slots carry no signal:
+
+- ``dup_exact_*`` (a): the gold passage, distractors, and an exact copy of the gold passage (new id);
+- ``dup_reordered_squad`` (b): the copy has its sentences in reverse order (a substitute that is
+  not byte-identical);
+- ``bridge_hotpot`` (c): HotpotQA bridge questions: both supporting paragraphs (complements) and
+  three distractors;
+- ``offtopic_*`` (d): the gold passage(s), distractors, and two paragraphs of other articles.
+
+Distractors: SQuAD, three other paragraphs of the same article; HotpotQA, two of the question's
+own distractor paragraphs. HotpotQA's "gold" for (a) is the supporting paragraph that contains the
+answer (items where neither or both do are skipped). PubMedQA is not used: one abstract per
+question and yes/no answers, so a right answer is no evidence that a passage was read.
+
+Every item runs once through ``ragray.run`` at defaults (the packaged SmolLM2, ``generation.dtype:
+float32`` pinned so the figures do not depend on the CPU) with the default interaction design; the
+tables hold every scored context, so the report refits the interaction model at each candidate
+setting offline, and reads today's drop-one rule (``logprob`` share, used when ≥ 0.75 × the
+question's largest and the answer depends on the passages) from the same log-probs. The first
+third of each set's items is the tune split (the settings ``noise_z`` and ``min_effect`` are chosen
+there), the rest the test split (reported once). Figures: Wilson 95% intervals for shares,
+percentile-bootstrap intervals otherwise.
+
+LDS (the held-out datamodeling score) comes from the evidence benchmark's committed test-split
+exports (``benchmarks/results/evidence/test/frozen``): every question whose six keep-alone contexts
+were scored there (as random or held-out subsets) gets the interaction model fitted on the design's
+contexts (full, empty, drop-one, keep-alone) and is scored on its held-out subsets that are not in
+the design, beside drop-one, the 24-mask surrogate and a ContextCite-style Lasso on those masks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+
+SETS = ("dup_exact_squad", "dup_reordered_squad", "dup_exact_hotpot", "bridge_hotpot", "offtopic_squad",
+        "offtopic_hotpot")
+RUNS = REPO / "runs" / "shared_evidence"
+RESULT = REPO / "benchmarks" / "results" / "shared_evidence.json"
+SEED = 43
+#: candidate settings of the used bar, compared on the tune split
+GRID = [(z, m) for z in (2.0, 3.0, 4.0) for m in (0.5, 1.0, 2.0)]
+SETTINGS = {"generation.dtype": "float32"}
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _reverse_sentences(text: str) -> str:
+    parts = [p.strip() for p in text.replace("? ", "?| ").replace("! ", "!| ").replace(". ", ".| ").split("| ")]
+    return " ".join(reversed([p for p in parts if p]))
+
+
+def _item(qid: str, row: dict[str, Any], passages: list[dict[str, Any]], roles: dict[str, str]) -> dict[str, Any]:
+    rng = random.Random(f"{SEED}:{qid}")
+    passages = passages[:]
+    rng.shuffle(passages)
+    return {"id": qid, "question": row["question"], "answers": row["answers"],
+            "passages": [{"id": p["id"], "title": p.get("title") or "", "text": p["text"]} for p in passages],
+            "gold_passage_ids": [pid for pid, r in roles.items() if r in ("gold", "copy", "support")],
+            "meta": {"roles": roles}}
+
+
+def _squad() -> Iterator[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(row, gold passage, 3 same-article distractors, 2 other-article paragraphs) per SQuAD question."""
+    corpus = _jsonl(SHARED_DATA / "squad_v11_dev.corpus.jsonl")
+    by_article: dict[str, list[dict[str, Any]]] = {}
+    for p in corpus:
+        by_article.setdefault(p["id"].split("#")[0], []).append(p)
+    rows = _jsonl(SHARED_DATA / "squad_v11_dev.jsonl")
+    random.Random(SEED).shuffle(rows)
+    for row in rows:
+        gold_id = row["gold_passage_ids"][0]
+        article = gold_id.split("#")[0]
+        gold = next(p for p in by_article[article] if p["id"] == gold_id)
+        same = [p for p in by_article[article] if p["id"] != gold_id and p["text"] != gold["text"]]
+        if len(same) < 3:
+            continue
+        rng = random.Random(f"{SEED}:{row['id']}:d")
+        others = [a for a in by_article if a != article]
+        far = [rng.choice(by_article[a]) for a in rng.sample(others, 2)]
+        yield row, gold, rng.sample(same, 3), far
+
+
+def _hotpot(bridge: bool = False) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(row, its two supporting paragraphs, its distractor paragraphs) per HotpotQA question."""
+    rows = _jsonl(SHARED_DATA / "hotpotqa_distractor_dev.jsonl")
+    random.Random(SEED).shuffle(rows)
+    for row in rows:
+        if bridge and row["meta"].get("type") != "bridge":
+            continue
+        gold = set(row["gold_passage_ids"])
+        support = [p for p in row["passages"] if p["id"] in gold]
+        if len(support) == 2:
+            yield row, support, [p for p in row["passages"] if p["id"] not in gold]
+
+
+def build(name: str, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` items of set ``name``."""
+    items: list[dict[str, Any]] = []
+    if name.endswith("_squad"):
+        for row, gold, same, far in _squad():
+            copy = dict(gold, id=gold["id"] + "#copy")
+            roles = {gold["id"]: "gold", **{p["id"]: "distractor" for p in same}}
+            passages = [gold, *same]
+            if name == "dup_exact_squad":
+                passages.append(copy)
+                roles[copy["id"]] = "copy"
+            elif name == "dup_reordered_squad":
+                if _reverse_sentences(gold["text"]) == gold["text"]:
+                    continue  # one sentence: reordering makes no new text
+                passages.append(dict(copy, text=_reverse_sentences(gold["text"])))
+                roles[copy["id"]] = "copy"
+            else:
+                passages += far
+                roles |= {p["id"]: "offtopic" for p in far}
+            items.append(_item(f"{name}:{row['id']}", row, passages, roles))
+            if len(items) == n:
+                break
+        return items
+    all_rows = list(_hotpot())
+    for row, support, distractors in _hotpot(bridge=name == "bridge_hotpot"):
+        rng = random.Random(f"{SEED}:{row['id']}:d")
+        answer = (row["answers"] or [""])[0].lower()
+        if name == "dup_exact_hotpot":
+            carrying = [p for p in support if answer and answer in p["text"].lower()]
+            if answer in ("yes", "no") or len(carrying) != 1:
+                continue
+            gold = carrying[0]
+            other = next(p for p in support if p is not gold)
+            copy = dict(gold, id=gold["id"] + "#copy")
+            passages = [gold, other, copy, *rng.sample(distractors, 2)]
+            roles = {gold["id"]: "gold", other["id"]: "support", copy["id"]: "copy"}
+        elif name == "bridge_hotpot":
+            passages = [*support, *rng.sample(distractors, 3)]
+            roles = {p["id"]: "support" for p in support}
+        else:
+            far_rows = [r for r, _, _ in all_rows if r["id"] != row["id"]]
+            far = [dict(p, id=f"far:{p['id']}") for p in (rng.choice(r["passages"]) for r in rng.sample(far_rows, 2))]
+            passages = [*support, *rng.sample(distractors, 2), *far]
+            roles = {**{p["id"]: "support" for p in support}, **{p["id"]: "offtopic" for p in far}}
+        roles |= {p["id"]: "distractor" for p in passages if p["id"] not in roles}
+        items.append(_item(f"{name}:{row['id']}", row, passages, roles))
+        if len(items) == n:
+            break
+    return items
+
+
+def run_sets(names: Sequence[str], n: int) -> None:
+    """Run each set through ``ragray.run`` at defaults (resumable: a finished question is kept)."""
+    import ragray
+
+    for name in names:
+        items = build(name, n)
+        out = RUNS / name
+        start = time.perf_counter()
+        ragray.run(items, out=out, resume=(out / "progress.jsonl").exists(), settings=SETTINGS,
+                   top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
+        print(f"{name}: {len(items)} items in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def wilson(k: int, n: int) -> list[float | None]:
+    """Wilson 95% interval of k successes in n."""
+    if n == 0:
+        return [None, None]
+    z = 1.959964
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def share(k: int, n: int) -> dict[str, Any]:
+    return {"k": k, "n": n, "share": k / n if n else None, "ci95": wilson(k, n)}
+
+
+def load_questions(name: str) -> list[dict[str, Any]]:
+    """Per question of a finished set: its row, passages (retrieval order) and scored contexts."""
+    import pyarrow.parquet as pq
+
+    out = RUNS / name
+    qs = pq.read_table(out / "questions.parquet").to_pylist()
+    ps = pq.read_table(out / "passages.parquet").to_pylist()
+    subs = pq.read_table(out / "subsets.parquet").to_pylist() if (out / "subsets.parquet").exists() else []
+    roles = {i["id"]: i["meta"]["roles"] for i in build(name, len(qs) + 50)}
+    by_q: dict[str, dict[str, Any]] = {q["question_id"]: {"q": q, "passages": [], "subsets": []} for q in qs}
+    for p in ps:
+        by_q[p["question_id"]]["passages"].append(p)
+    for s in subs:
+        by_q[s["question_id"]]["subsets"].append(s)
+    for v in by_q.values():
+        v["passages"].sort(key=lambda p: p["retrieval_rank"])
+        v["roles"] = roles[v["q"]["question_id"]]
+    order = [i["id"] for i in build(name, len(qs))]
+    return [by_q[i] for i in order if i in by_q and by_q[i]["q"]["error"] is None]
+
+
+def scored_contexts(v: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
+    """Every scored context of a question: full, drop-one, closed book, the design's others."""
+    q, ps = v["q"], v["passages"]
+    ids = [p["passage_id"] for p in ps]
+    full = frozenset(range(len(ids)))
+    out = [(full, q["logprob_all"])]
+    out += [(full - {i}, q["logprob_all"] - p["logprob_drop"]) for i, p in enumerate(ps) if p["logprob_drop"] is not None]
+    out += [(frozenset(ids.index(x) for x in s["kept_passage_ids"]), s["logprob"]) for s in v["subsets"]
+            if s["logprob"] is not None]
+    return out
+
+
+def decisions(v: dict[str, Any], z: float, m: float) -> dict[str, Any]:
+    """The new default's and today's used marks for one question."""
+    from ragray.attribution.interactions import fit_interactions
+
+    q, ps = v["q"], v["passages"]
+    fit = fit_interactions(len(ps), scored_contexts(v), context_threshold=1.0, noise_z=z, min_effect=m)
+    drops = [p["logprob_drop"] for p in ps]
+    share_ = [1 - math.exp(-max(0.0, d)) for d in drops]
+    top = max(share_)
+    today = [bool(q["context_dependent"]) and s > 0.01 and s >= 0.75 * top for s in share_]
+    return {"new": list(fit.used), "today": today, "group": list(fit.group), "dependent": fit.context_dependent}
+
+
+def figures(questions: dict[str, list[dict[str, Any]]], z: float, m: float) -> dict[str, Any]:
+    """Every figure of the issue at one setting, over the given questions per set."""
+    out: dict[str, Any] = {}
+    for method in ("new", "today"):
+        res: dict[str, Any] = {}
+        copy_hit = copy_n = off_used = off_n = gold_hit = gold_n = both_hit = both_n = 0
+        for name, vs in questions.items():
+            for v in vs:
+                d = decisions(v, z, m)
+                used = dict(zip([p["passage_id"] for p in v["passages"]], d[method]))
+                roles, right = v["roles"], bool(v["q"]["answer_correct"])
+                gold_like = [pid for pid, r in roles.items() if r in ("gold", "copy")]
+                if name.startswith("dup_") and right:
+                    copy_n += 1
+                    copy_hit += any(used.get(pid) for pid in gold_like)
+                if name.startswith("offtopic_"):
+                    off = [pid for pid, r in roles.items() if r == "offtopic"]
+                    off_n += len(off)
+                    off_used += sum(bool(used.get(pid)) for pid in off)
+                    evidence = [pid for pid, r in roles.items() if r in ("gold", "support")]
+                    if right and v["q"]["context_dependent"]:
+                        gold_n += 1
+                        gold_hit += any(used.get(pid) for pid in evidence)
+                if name == "bridge_hotpot" and right and v["q"]["context_dependent"]:
+                    support = [pid for pid, r in roles.items() if r == "support"]
+                    both_n += 1
+                    both_hit += all(used.get(pid) for pid in support)
+        res["gold_copy_used_on_right_answers"] = share(copy_hit, copy_n)
+        res["offtopic_marked_used"] = share(off_used, off_n)
+        res["gold_recall_right_context_dependent"] = share(gold_hit, gold_n)
+        res["bridge_both_supporting_used"] = share(both_hit, both_n)
+        out[method] = res
+    return out
+
+
+def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float], list[dict[str, Any]]]:
+    """The grid setting with the best tune-split score: gold-copy recall on duplicates plus gold
+    recall on the off-topic sets, minus 4 x the off-topic false-positive rate over 5%."""
+    rows = []
+    for z, m in GRID:
+        f = figures(tune, z, m)["new"]
+        score = ((f["gold_copy_used_on_right_answers"]["share"] or 0) + (f["gold_recall_right_context_dependent"]["share"] or 0)
+                 - 4 * max(0.0, (f["offtopic_marked_used"]["share"] or 0) - 0.05))
+        rows.append({"noise_z": z, "min_effect": m, "score": score, **{k: f[k]["share"] for k in f}})
+    best = max(rows, key=lambda r: (r["score"], -abs(r["noise_z"] - 3.0), -abs(r["min_effect"] - 1.0)))
+    return (best["noise_z"], best["min_effect"]), rows
+
+
+def report() -> dict[str, Any]:
+    tune: dict[str, list[dict[str, Any]]] = {}
+    test: dict[str, list[dict[str, Any]]] = {}
+    for name in SETS:
+        if not (RUNS / name / "questions.parquet").exists():
+            continue
+        vs = load_questions(name)
+        cut = len(vs) // 3
+        tune[name], test[name] = vs[:cut], vs[cut:]
+    (z, m), grid = choose(tune)
+    calls = [v["q"]["n_calls"] for vs in test.values() for v in vs]
+    k = [len(v["passages"]) for vs in test.values() for v in vs]
+    result = {
+        "benchmark": "shared_evidence", "machine": machine_info(("torch", "transformers")),
+        "settings": SETTINGS, "sets": {n: {"tune": len(tune[n]), "test": len(test[n])} for n in test},
+        "right_answers_test": {n: sum(bool(v["q"]["answer_correct"]) for v in vs) for n, vs in test.items()},
+        "chosen_on_tune": {"noise_z": z, "min_effect": m}, "tune_grid": grid,
+        "test": figures(test, z, m),
+        "calls_per_question": {"mean": sum(calls) / len(calls), "k_mean": sum(k) / len(k),
+                               "design": "2(k + 1): full, empty, each left out, each kept alone"},
+        "lds": lds_on_exports(),
+    }
+    save_result(RESULT, result)
+    return result
+
+
+def lds_on_exports() -> dict[str, Any]:
+    """Held-out LDS of the interaction model (its own prediction and its credit read additively),
+    drop-one, the committed 24-mask surrogate and a ContextCite-style Lasso on the same masks, on
+    the evidence benchmark's test-split questions whose keep-alone contexts were all scored."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from ragray.attribution.interactions import fit_interactions
+    from ragray.attribution.measures import lasso_weights
+
+    def sp(pred: list[float], act: list[float]) -> float | None:
+        if np.ptp(act) == 0:
+            return None
+        return 0.0 if np.ptp(pred) < 1e-12 else float(spearmanr(pred, act).statistic)
+
+    per: dict[str, dict[str, list[float]]] = {}
+    skipped = 0
+    for path in sorted((REPO / "benchmarks/results/evidence/test/frozen").glob("*.jsonl")):
+        if path.stem == "sessions":
+            continue
+        for rec in _jsonl(path):
+            q = rec["question"]
+            ps = sorted(rec["passages"], key=lambda p: p["retrieval_rank"])
+            ids = [p["passage_id"] for p in ps]
+            kk = len(ids)
+            if q.get("logprob_all") is None or kk < 3:
+                skipped += 1
+                continue
+            full = frozenset(range(kk))
+            table = {full: q["logprob_all"], **{full - {i}: q["logprob_all"] - p["logprob_drop"]
+                                                for i, p in enumerate(ps) if p["logprob_drop"] is not None}}
+            held, masks = [], []
+            for s in rec["subsets"]:
+                kept = frozenset(ids.index(x) for x in s["kept_passage_ids"])
+                if s["logprob"] is None:
+                    continue
+                (held if s["purpose"] == "heldout" else masks if s["purpose"] == "surrogate" else []).append((kept, s["logprob"]))
+                table.setdefault(kept, s["logprob"])
+            design = {full, frozenset()} | {full - {i} for i in range(kk)} | {frozenset({i}) for i in range(kk)}
+            if any(d not in table for d in design):
+                skipped += 1
+                continue
+            # 4(k + 1) calls: the design and 2(k + 1) of the committed random masks not in it
+            extra = list(dict.fromkeys(s for s, _ in masks if s not in design))[: 2 * (kk + 1)]
+            ev = [(s, lp) for s, lp in held if s not in design and s not in extra]
+            if len(ev) < 8 or len(extra) < 2 * (kk + 1):
+                skipped += 1
+                continue
+            fit = fit_interactions(kk, [(d, table[d]) for d in design], context_threshold=1.0)
+            fit4 = fit_interactions(kk, [(d, table[d]) for d in [*design, *extra]], context_threshold=1.0)
+            act = [lp for _, lp in ev]
+            add = lambda w: [sum(w[i] for i in s) for s, _ in ev]  # noqa: E731
+            row = {
+                "interactions_model": sp([fit.predict(sorted(s)) for s, _ in ev], act),
+                "interactions_model_4k": sp([fit4.predict(sorted(s)) for s, _ in ev], act),
+                "interactions_credit": sp(add(fit.credit), act),
+                "drop_one": sp(add([table[full] - table[full - {i}] for i in range(kk)]), act),
+                "surrogate_24": sp(add([p["surrogate_weight"] or 0.0 for p in ps]), act),
+                "contextcite_lasso_24": sp(add(lasso_weights(kk, masks, 0.01)), act),
+            }
+            for name, value in row.items():
+                if value is not None:
+                    per.setdefault(path.stem, {}).setdefault(name, []).append(value)
+    pooled: dict[str, list[float]] = {}
+    for d in per.values():
+        for name, values in d.items():
+            pooled.setdefault(name, []).extend(values)
+    rng = np.random.default_rng(0)
+
+    def summary(values: list[float]) -> dict[str, Any]:
+        arr = np.asarray(values)
+        boots = [float(rng.choice(arr, len(arr)).mean()) for _ in range(2000)]
+        return {"mean": float(arr.mean()), "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+                "n": len(arr)}
+
+    return {"calls_per_question": {"interactions": "2(k + 1) = 14 at k = 6",
+                                   "interactions_4k": "4(k + 1) = 28: the design and 14 random masks",
+                                   "drop_one": "k + 1 = 7",
+                                   "surrogate_24": "24 masks + 7", "contextcite_lasso_24": "24 masks"},
+            "questions_skipped": skipped,
+            "pooled": {name: summary(v) for name, v in pooled.items()},
+            "per_set": {s: {name: summary(v) for name, v in d.items()} for s, d in per.items()}}
+
+
+DOCS = REPO / "docs" / "trust.md"
+DOCS_BEGIN = "<!-- shared-evidence:begin (written by: python benchmarks/bench_shared_evidence.py report --publish) -->"
+DOCS_END = "<!-- shared-evidence:end -->"
+_FIGURES = (("gold_copy_used_on_right_answers", "(a)+(b) right answers with a gold copy used", "≥ 0.9"),
+            ("offtopic_marked_used", "(d) off-topic passages marked used", "≤ 0.05"),
+            ("gold_recall_right_context_dependent", "(d) gold recall, right context-dependent answers", "≥ today"),
+            ("bridge_both_supporting_used", "(c) bridge questions with both supporting paragraphs used", "both credited"))
+
+
+def _ci(f: dict[str, Any]) -> str:
+    lo, hi = f["ci95"]
+    return "-" if f["share"] is None else f"{f['share']:.2f} [{lo:.2f}, {hi:.2f}] ({f['k']}/{f['n']})"
+
+
+def docs_block(result: dict[str, Any]) -> str:
+    """The docs/trust.md block: the test split's figures, new default beside today's rule, and the LDS."""
+    t, chosen = result["test"], result["chosen_on_tune"]
+    sets = ", ".join(f"{n} {c['test']}" for n, c in result["sets"].items())
+    cpu = result["machine"].get("cpu", "?")
+    out = [f"Test split ({sets} items; settings chosen on the tune split: `noise_z` {chosen['noise_z']:g}, "
+           f"`min_effect` {chosen['min_effect']:g}), SmolLM2-135M-Instruct, float32, {cpu}; "
+           "`benchmarks/results/shared_evidence.json`. Shares with Wilson 95% intervals (k/n):", "",
+           "| figure | goal | interactions (default) | drop-one, 0.75 × max (before) |", "|---|---|---|---|"]
+    out += [f"| {label} | {goal} | {_ci(t['new'][key])} | {_ci(t['today'][key])} |" for key, label, goal in _FIGURES]
+    lds = result["lds"]["pooled"]
+    names = (("interactions_model", "interactions (its model, with interactions)"),
+             ("interactions_model_4k", "interactions at 4(k + 1) calls (14 random masks added)"),
+             ("interactions_credit", "interactions (credit read additively)"), ("drop_one", "drop-one"),
+             ("surrogate_24", "surrogate, 24 masks (committed)"), ("contextcite_lasso_24", "ContextCite-style Lasso, 24 masks"))
+    cpq = result["lds"]["calls_per_question"]
+    out += ["", f"Held-out LDS on the evidence benchmark's test split ({lds['drop_one']['n']} questions whose "
+            "keep-alone contexts were all scored there; the design's own contexts left out of the held-out "
+            f"subsets; {result['lds']['questions_skipped']} skipped), mean of per-question Spearman [95% bootstrap]:", "",
+            "| measure | LDS | calls per question (k = 6) |", "|---|---|---|"]
+    calls = {"interactions_model": cpq["interactions"], "interactions_credit": cpq["interactions"],
+             "interactions_model_4k": cpq["interactions_4k"],
+             "drop_one": cpq["drop_one"], "surrogate_24": cpq["surrogate_24"], "contextcite_lasso_24": cpq["contextcite_lasso_24"]}
+    for key, label in names:
+        f = lds.get(key)
+        if f:
+            out.append(f"| {label} | {f['mean']:.3f} [{f['ci95'][0]:.3f}, {f['ci95'][1]:.3f}] | {calls[key]} |")
+    c = result["calls_per_question"]
+    out += ["", f"Model calls per question on the known-truth sets: {c['mean']:.1f} at k = {c['k_mean']:.1f} "
+            f"({c['design']}; one of them the generated answer)."]
+    return "\n".join(out)
+
+
+def publish(result: dict[str, Any], page: Path = DOCS) -> None:
+    text = page.read_text(encoding="utf-8")
+    if DOCS_BEGIN not in text or DOCS_END not in text:
+        raise SystemExit(f"{page}: the markers {DOCS_BEGIN!r} ... {DOCS_END!r} are missing")
+    head, rest = text.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    page.write_text(f"{head}{DOCS_BEGIN}\n{docs_block(result)}\n{DOCS_END}{tail}", encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("action", choices=["run", "report"])
+    ap.add_argument("--n", type=int, default=40, help="items per set")
+    ap.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
+    ap.add_argument("--publish", action="store_true", help="write the docs/trust.md block from the results")
+    args = ap.parse_args()
+    if args.action == "run":
+        run_sets(args.sets, args.n)
+        return
+    result = report()
+    print(docs_block(result))
+    if args.publish:
+        publish(result)
+
+
+if __name__ == "__main__":
+    main()

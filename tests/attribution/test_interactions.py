@@ -1,0 +1,182 @@
+"""Known truth for the interaction-aware attribution: single passage, either of two (OR), both
+needed (AND), none, noise only — on the fit itself and through the influence loop with a
+generator whose answer log-probability is a known function of the passages in the prompt."""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from ragray.attribution.base import MEASURES, MODE_MEASURES, Evidence, Observed
+from ragray.attribution.design import design_size, design_subsets
+from ragray.attribution.interactions import COMPLEMENTS, SUBSTITUTES, fit_interactions
+from ragray.config import load_config
+from ragray.generation.scripted import ScriptedGenerator
+from ragray.pipeline import run_influence
+
+K = 5
+
+
+def scored(value, k=K, jitter=0.0, seed=0, budget=None):
+    """The design's contexts of a k-passage question whose answer's log-prob is ``value(kept)``
+    plus seeded jitter of scale ``jitter`` per context."""
+    rng = np.random.default_rng(seed)
+    return [(s.kept, value(s.kept) + rng.normal(0.0, jitter)) for s in design_subsets(k, "q", budget)]
+
+
+def fit(value, **kw):
+    jitter = kw.pop("jitter", 0.3)
+    return fit_interactions(K, scored(value, jitter=jitter, seed=kw.pop("seed", 0)), context_threshold=1.0, **kw)
+
+
+def test_the_design_is_full_empty_each_left_out_each_kept_alone_then_pairs_up_to_the_budget():
+    d = design_subsets(4, "q")
+    full = frozenset(range(4))
+    assert [s.kept for s in d] == [full, frozenset(), *(full - {i} for i in range(4)), *(frozenset({i}) for i in range(4))]
+    assert len(d) == design_size(4) == 10
+    more = design_subsets(6, "q", budget=20)
+    assert len(more) == 20 and more[:14] == design_subsets(6, "q")
+    extra = [s.kept for s in more[14:]]
+    assert all(extra[i] | extra[i + 1] == frozenset(range(6)) and not extra[i] & extra[i + 1] for i in (0, 2, 4))
+    assert design_subsets(6, "q", budget=5) == design_subsets(6, "q")  # the budget never cuts the design
+    assert design_size(1) == len(design_subsets(1, "q")) == 2
+
+
+def test_one_passage_carries_the_answer():
+    r = fit(lambda s: -5.0 if 2 in s else -20.0)
+    assert r.used == (False, False, True, False, False) and r.group == (None,) * K
+    assert r.credit[2] == pytest.approx(15.0, abs=0.5) and r.influence[2] > 0.9
+
+
+def test_either_of_two_copies_suffices_each_gets_half_and_they_are_one_group():
+    r = fit(lambda s: -5.0 if s & {0, 3} else -20.0)
+    assert r.used == (True, False, False, True, False)
+    assert r.credit[0] == pytest.approx(7.5, abs=0.6) and r.credit[3] == pytest.approx(7.5, abs=0.6)
+    assert r.drop_one[0] == pytest.approx(0.0, abs=1.5)  # drop-one alone sees neither copy
+    assert r.group[0] == r.group[3] == 1 and r.relation[0] == r.relation[3] == SUBSTITUTES
+
+
+def test_two_passages_needed_together_are_both_credited_and_grouped():
+    r = fit(lambda s: -5.0 if {1, 4} <= s else -20.0)
+    assert r.used == (False, True, False, False, True)
+    assert r.keep_alone[1] == pytest.approx(0.0, abs=1.5)  # neither suffices alone
+    assert r.group[1] == r.group[4] is not None and r.relation[1] == COMPLEMENTS
+
+
+def test_an_answer_the_passages_do_not_change_uses_none():
+    r = fit(lambda s: -5.0)
+    assert not r.context_dependent and r.used == (False,) * K
+
+
+def test_jitter_alone_is_never_use():
+    """Every context moves the log-prob by up to ~2 nats at random (a small model's jitter), and
+    the passages add a little each: the answer depends on them, but none stands clear of the noise."""
+    for seed in range(20):
+        r = fit(lambda s: -9.0 + 0.4 * len(s), jitter=1.0, seed=seed)
+        assert not any(r.used), (seed, r.credit, r.bar)
+
+
+def test_a_used_passage_stands_clear_of_jitter_that_would_pass_the_old_relative_bar():
+    """The old rule marked a passage used at 0.75 x the question's largest drop: here the jitter of
+    an inert passage is as large as the carrying passage's drop-one loss (copies hide most of it)."""
+    r = fit(lambda s: (-5.0 if s & {0, 1} else -20.0) + (1.5 if 3 not in s else 0.0), jitter=0.2)
+    assert r.used[0] and r.used[1] and not r.used[3] and not r.used[2]
+
+
+def test_the_interactions_measure_is_the_default_and_reads_evidence():
+    assert MODE_MEASURES["interactions"] == "interactions"
+    cfg = load_config(None, []).influence
+    measure = MEASURES.get("interactions")(cfg)
+    ev = Evidence(K, tuple(Observed(kept, lp, "design") for kept, lp in scored(lambda s: -5.0 if 2 in s else -20.0)))
+    credit = measure.scores(ev)
+    assert int(np.argmax(credit)) == 2 and measure.calls(K) == 2 * (K + 1)
+
+
+# -- through the loop -----------------------------------------------------------------------------
+
+
+class Facts(ScriptedGenerator):
+    """Answers "tern"; its log-prob is −5 when the prompt's passages hold the facts the rule needs
+    (FACT_A, FACT_B markers), −20 otherwise, plus a seeded jitter per distinct prompt."""
+
+    def __init__(self, rule, jitter=0.0):
+        super().__init__()
+        self.rule, self.jitter = rule, jitter
+
+    def generate(self, prompts):
+        out = super().generate(prompts)
+        return [type(g)("tern", g.prompt_tokens, 1, 0.0) for g in out]
+
+    def score(self, prompts, answers):
+        out = []
+        for p in prompts:
+            text = p[-1].content
+            noise = (zlib.crc32(text.encode()) % 1000 / 1000 - 0.5) * 2 * self.jitter
+            out.append((-5.0 if self.rule({f for f in ("FACT_A", "FACT_B") if f in text}) else -20.0) + noise)
+        return out
+
+
+def dataset(tmp_path, texts):
+    row = {"id": "q", "question": "Which ferry sails to Kell?", "answers": ["tern"],
+           "passages": [{"id": f"p{i}", "title": f"t{i}", "text": t} for i, t in enumerate(texts)]}
+    path = tmp_path / "qa.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    return path
+
+
+CASES = {
+    "single": (lambda f: "FACT_A" in f, ["Ferries.", "The Tern FACT_A", "Kell.", "Tickets.", "Gulls."],
+               [False, True, False, False, False], "measured", "misaligned"),  # the retriever's #1 is unused
+    "either": (lambda f: bool(f), ["The Tern FACT_A", "Ferries.", "Kell.", "The Tern again FACT_B", "Gulls."],
+               [True, False, False, True, False], "measured", "aligned"),
+    "both": (lambda f: f == {"FACT_A", "FACT_B"}, ["Ferries FACT_A", "Kell FACT_B", "Gulls.", "Tickets.", "Tide."],
+             [True, True, False, False, False], "measured", "aligned"),
+    "none": (lambda f: True, ["Ferries FACT_A", "Kell.", "Gulls.", "Tickets.", "Tide."],
+             [False] * 5, "context_ignored", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_loop_marks_what_the_known_rule_uses(tmp_path, case):
+    rule, texts, used, state, verdict = CASES[case]
+    path = dataset(tmp_path, texts)
+    cfg = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
+                             "retrieval.scope=per_question"])
+    res = run_influence(cfg, tmp_path / "r", generator=Facts(rule, jitter=0.3), progress=False)
+    (record,) = res.records
+    by_id = {p.passage_id: p for p in record.passages}
+    assert [by_id[f"p{i}"].used for i in range(5)] == used
+    q = record.question
+    assert q.state == state and q.influence_mode == "interactions"
+    assert q.misaligned is (None if verdict is None else verdict == "misaligned")
+    grouped = [by_id[f"p{i}"].group for i in range(5) if used[i]]
+    if case in ("either", "both"):
+        assert grouped[0] is not None and grouped[0] == grouped[1] and "shared_evidence" in q.flags
+        relation = "either suffices" if case == "either" else "needed together"
+        page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+        assert page.count('class="mk group"') == 2 and f"({relation})" in page
+    if case == "none":
+        assert q.context_dependent is False and "top1_ignored" not in q.flags
+
+
+def test_noise_only_in_the_loop_is_not_use(tmp_path):
+    """A generator whose log-prob is jitter around a small rise with every passage: the answer
+    depends on the passages (gain over the closed book) but no passage is used, and the question
+    is neither aligned nor misaligned."""
+
+    class Drift(Facts):
+        def score(self, prompts, answers):
+            return [-9.0 + 0.4 * p[-1].content.count("\n[") + (zlib.crc32(p[-1].content.encode()) % 1000 / 1000 - 0.5) * 2
+                    for p in prompts]
+
+    path = dataset(tmp_path, ["Ferries.", "Kell.", "Gulls.", "Tickets.", "Tide."])
+    cfg = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
+                             "retrieval.scope=per_question"])
+    (record,) = run_influence(cfg, tmp_path / "r", generator=Drift(None), progress=False).records
+    assert not any(p.used for p in record.passages) and record.question.misaligned is None
+    assert record.question.state in ("diffuse", "context_ignored")
+    assert math.isfinite(record.question.noise_scale) and record.question.used_bar >= 1.0

@@ -30,8 +30,9 @@ the LDS check ranks for this measure).
 The question's own noise scale is read from the design: ``σ = 1.4826 × median |e|`` over the
 keep-alone gains and drop-one losses of the weaker half of its passages (by the larger of the two:
 if any passages do nothing, those do, so their effects are the jitter). A
-passage is used when its credit clears ``max(min_effect, noise_z × σ)`` and the answer depends on
-the passages at all (``v(all) − v(∅) ≥ influence.context_threshold``). Substitutes (both suffice
+passage is used when its credit clears ``max(min_effect, min(noise_z × σ, min_share × gain))``
+(``gain = v(all) − v(∅)``: a passage that carries that share of what the context does for the answer
+is use however much the others jitter) and the answer depends on the passages at all (``v(all) − v(∅) ≥ influence.context_threshold``). Substitutes (both suffice
 alone, ``γ_ij ≤ −½ min(β_i, β_j)``) form a group; complements (``γ_ij`` above the bar and above half
 of either main effect) are "needed together". The settings were chosen on the evidence benchmark's
 tune split (``benchmarks/bench_shared_evidence.py``).
@@ -110,7 +111,7 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 1.0) -> Interactions | None:
+                     min_effect: float = 1.0, min_share: float | None = None) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored."""
     table: dict[frozenset[int], float] = {}
@@ -125,7 +126,10 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     alone = [table[frozenset({i})] - v_none if frozenset({i}) in table else nan for i in range(k)]
     drop = [v_all - table[full - {i}] if full - {i} in table else nan for i in range(k)]
     noise = noise_scale(_weaker_half(alone, drop))
-    bar = max(min_effect, noise_z * noise)
+    gain = v_all - v_none
+    # the noise bar, lowered to min_share of the whole gain: a passage that carries a quarter of
+    # what the context does for the answer is use, however much the rest jitter
+    bar = max(min_effect, min(noise_z * noise, min_share * gain if min_share is not None and gain > 0 else math.inf))
     # interactions only among passages whose keep-alone gain or drop-one loss clears the bar: with
     # the design's k + 2 equations, pairs with inert passages would share out what two strong ones do
     strength = [max(x for x in (a, d, -math.inf) if not math.isnan(x)) for a, d in zip(alone, drop)]
@@ -145,7 +149,6 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     # where both ends were scored, the Shapley value of every pairwise game that agrees with them
     credit = np.array([(a + d) / 2 if not (math.isnan(a) or math.isnan(d)) else f
                        for a, d, f in zip(alone, drop, fitted)])
-    gain = v_all - v_none
     dependent = bool(gain >= context_threshold)
     used = [dependent and bool(c >= bar) for c in credit]
     positive = np.clip(credit, 0.0, None)
@@ -220,7 +223,7 @@ class InteractionMeasure(Measure):
         c = self.config
         return fit_interactions(evidence.n, evidence.points(), context_threshold=c.context_threshold,
                                 pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
-                                noise_z=c.noise_z, min_effect=c.min_effect)
+                                noise_z=c.noise_z, min_effect=c.min_effect, min_share=c.min_share)
 
     def scores(self, evidence: Evidence) -> list[float]:
         """The credit (Shapley value of the fitted game, nats) per passage."""

@@ -180,9 +180,11 @@ def simulation_config(out: Path, base: ExperimentConfig | None = None) -> Experi
         "chunking.method": "none", "retrieval.retriever": "given", "retrieval.scope": "per_question",
         "retrieval.expand.window": 0, "rerank.strategy": "none",
         "generation.backend": "simulated", "generation.model": str(out / "simulation.json"),
-        "influence.similarity": "rouge_l", "influence.mode": "logprob",  # the design is of drop-one influence
+        "influence.similarity": "rouge_l",
         "metrics.embedding": False, "execution.executor": "local", "cache.retrievals": False,
     }
+    if raw["influence"]["mode"] in ("auto", "interactions"):  # the design is of drop-one influence
+        values["influence.mode"] = "logprob"
     return validate_config(apply_overrides(raw, (), values))
 
 

@@ -130,9 +130,10 @@ def _add_dtype(p: argparse.ArgumentParser) -> None:
 def _add_influence(p: argparse.ArgumentParser, note: str = "") -> None:
     """``--mode`` and ``--position-control``: how influence is measured (``influence.*``)."""
     p.add_argument("--mode", dest="influence_mode", choices=INFLUENCE_MODES,
-                   help="how influence is measured: generate (regenerate without each passage), logprob "
-                        "(score the answer without it), jsd, surrogate, or auto (logprob where the backend "
-                        f"scores) (influence.mode{note})")
+                   help="how influence is measured: interactions (score the answer without each passage and "
+                        "with each alone; sees copies and tells use from jitter), generate (regenerate without "
+                        "each passage), logprob (score the answer without it), jsd, surrogate, or auto "
+                        f"(interactions where the backend scores) (influence.mode{note})")
     p.add_argument("--position-control", choices=POSITION_CONTROLS,
                    help="also measure with the passages in this order, to tell a passage from its slot in "
                         f"the prompt (influence.position_control{note})")

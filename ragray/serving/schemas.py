@@ -77,7 +77,7 @@ class GenerateRequest(RetrieveRequest):
 
 class InfluenceRequest(RetrieveRequest):
     answers: list[str] = Field(default_factory=list, max_length=50, description="gold answers (optional)")
-    mode: Literal["auto", "generate", "logprob"] | None = Field(None, description="influence.mode")
+    mode: Literal["auto", "interactions", "generate", "logprob"] | None = Field(None, description="influence.mode")
     position_control: Literal["none", "reversed", "shuffled"] | None = Field(
         None, description="influence.position_control: also run drop-one with the passages in this order"
     )

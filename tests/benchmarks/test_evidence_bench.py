@@ -214,15 +214,20 @@ def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp
     assert gold["frozen_all"]["toy"]["all"]["auc"]["n"] == 5 and "pooled" in gold["frozen"]
 
 
-def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
-    """The default follows the evidence: on the frozen variant of the tuning split, the measure
-    ``influence.mode: auto`` gives (the clipped log-prob share) has the best pooled LDS of the
-    measures that cost only the drop-one passes; the surrogate, which costs extra passes, is
-    reported beside it (opt-in)."""
+def test_auto_mode_is_backed_by_the_committed_evidence():
+    """The default follows the evidence: ``influence.mode: auto`` gives ``interactions``, whose
+    held-out LDS on the evidence benchmark's test split (``shared_evidence.json``) beats drop-one
+    and the 24-mask surrogate on the same questions at fewer calls than the surrogate; among the
+    measures that cost only the drop-one passes (``influence.mode: logprob`` and ``jsd``) the
+    clipped log-prob share had the best pooled LDS on the frozen variant of the tuning split."""
     from benchmarks.machine import REPO
     from ragray.ablation.loop import resolve_mode
     from ragray.generation.scripted import ScriptedGenerator
 
+    assert resolve_mode("auto", ScriptedGenerator())[0] == "interactions"
+    shared = json.loads((REPO / "benchmarks" / "results" / "shared_evidence.json").read_text())["lds"]["pooled"]
+    assert shared["interactions_model"]["ci95"][0] > shared["drop_one"]["mean"]
+    assert shared["interactions_model"]["mean"] > shared["surrogate_24"]["mean"]
     pilot = json.loads((REPO / "benchmarks" / "results" / "evidence_pilot.json").read_text())
     frozen = bench_evidence._frozen(REPO / "configs" / "evidence_frozen.yaml")
     variant = next(v for v, sets in bench_evidence.VARIANTS.items()
@@ -230,8 +235,7 @@ def test_auto_mode_is_the_tuning_splits_winner_at_drop_one_cost():
                        if k not in ("generation.dtype", "influence.surrogate_fit")} == set(sets))
     lds = pilot["variants"][variant]["pooled"]["subsets"]["all"]["metrics"]["lds"]["measures"]
     by_mode = {"logprob": "logprob_share", "jsd": "jsd"}  # the modes that cost the drop-one passes only
-    winner = max(by_mode, key=lambda m: lds[by_mode[m]]["mean"])
-    assert resolve_mode("auto", ScriptedGenerator())[0] == winner == "logprob"
+    assert max(by_mode, key=lambda m: lds[by_mode[m]]["mean"]) == "logprob"
     assert lds["surrogate_weight"]["mean"] > lds["logprob_share"]["mean"]  # what the README says of it
 
 

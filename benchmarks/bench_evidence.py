@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result, write_block
 from ragray.config import ExperimentConfig, load_config
 
 #: set -> (file, retrieval settings)
@@ -891,12 +891,7 @@ def readme_block(result: Mapping[str, Any]) -> str:
 def publish(result: Mapping[str, Any], readme: Path = REPO / "docs" / "measurements.md", validity: Path = VALIDITY) -> None:
     """Write the docs/measurements.md block (always: the progress line until the split is complete) and, once it
     is complete, ``validity.json`` (the gold-evidence metrics of every measure and control)."""
-    text = readme.read_text(encoding="utf-8")
-    if README_BEGIN not in text or README_END not in text:
-        raise SystemExit(f"{readme}: the markers {README_BEGIN!r} ... {README_END!r} are missing")
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_BEGIN}\n{readme_block(result)}\n{README_END}{tail}", encoding="utf-8")
+    write_block(readme, README_BEGIN, README_END, readme_block(result))
     if not result["progress"]["complete"]:
         return
     gold = {variant: {name: {subset: {m: panel["subsets"][subset]["metrics"].get(m) for m in GOLD_METRICS}

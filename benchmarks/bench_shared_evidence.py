@@ -1,7 +1,7 @@
 """Known-truth benchmark of shared evidence and noise: does ``used`` see substitutes, complements
 and jitter? (issue 43)
 
-    python benchmarks/bench_shared_evidence.py run [--n 40] [--sets dup_exact_squad ...]   # the model runs
+    python benchmarks/bench_shared_evidence.py run [--n 40] [--start 0] [--sets dup_exact_squad ...]   # the model
     python benchmarks/bench_shared_evidence.py report [--publish]       # tune, then test; docs/trust.md block
 
 Sets built at run time from ``../shared/data`` (their text never reaches the repo; run directories
@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result
+from benchmarks.machine import REPO, SHARED_DATA, machine_info, save_result, write_block
 
 SETS = ("dup_exact_squad", "dup_reordered_squad", "dup_exact_hotpot", "bridge_hotpot", "offtopic_squad",
         "offtopic_hotpot")
@@ -166,13 +166,20 @@ def build(name: str, n: int) -> list[dict[str, Any]]:
     return items
 
 
-def run_sets(names: Sequence[str], n: int) -> None:
-    """Run each set through ``ragray.run`` at defaults (resumable: a finished question is kept)."""
+def _parts(name: str) -> list[Path]:
+    """A set's run directories in item order: ``<name>`` (items from 0), ``<name>@<start>`` (more items)."""
+    found = [p for p in RUNS.glob(f"{name}*") if p.name == name or p.name.startswith(f"{name}@")]
+    return sorted(found, key=lambda p: int(p.name.split("@")[1]) if "@" in p.name else 0)
+
+
+def run_sets(names: Sequence[str], n: int, start: int = 0) -> None:
+    """Run items ``start..n`` of each set through ``ragray.run`` at defaults, into ``<name>`` (from 0)
+    or ``<name>@<start>`` (resumable: a finished question is kept)."""
     import ragray
 
     for name in names:
-        items = build(name, n)
-        out = RUNS / name
+        items = build(name, n)[start:]
+        out = RUNS / (name if start == 0 else f"{name}@{start}")
         start = time.perf_counter()
         ragray.run(items, out=out, resume=(out / "progress.jsonl").exists(), settings=SETTINGS,
                    top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
@@ -201,10 +208,11 @@ def load_questions(name: str) -> list[dict[str, Any]]:
     """Per question of a finished set: its row, passages (retrieval order) and scored contexts."""
     import pyarrow.parquet as pq
 
-    out = RUNS / name
-    qs = pq.read_table(out / "questions.parquet").to_pylist()
-    ps = pq.read_table(out / "passages.parquet").to_pylist()
-    subs = pq.read_table(out / "subsets.parquet").to_pylist() if (out / "subsets.parquet").exists() else []
+    qs, ps, subs = [], [], []
+    for out in _parts(name):
+        qs += pq.read_table(out / "questions.parquet").to_pylist()
+        ps += pq.read_table(out / "passages.parquet").to_pylist()
+        subs += pq.read_table(out / "subsets.parquet").to_pylist() if (out / "subsets.parquet").exists() else []
     roles = {i["id"]: i["meta"]["roles"] for i in build(name, len(qs) + 50)}
     by_q: dict[str, dict[str, Any]] = {q["question_id"]: {"q": q, "passages": [], "subsets": []} for q in qs}
     for p in ps:
@@ -450,23 +458,19 @@ def docs_block(result: dict[str, Any]) -> str:
 
 
 def publish(result: dict[str, Any], page: Path = DOCS) -> None:
-    text = page.read_text(encoding="utf-8")
-    if DOCS_BEGIN not in text or DOCS_END not in text:
-        raise SystemExit(f"{page}: the markers {DOCS_BEGIN!r} ... {DOCS_END!r} are missing")
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    page.write_text(f"{head}{DOCS_BEGIN}\n{docs_block(result)}\n{DOCS_END}{tail}", encoding="utf-8")
+    write_block(page, DOCS_BEGIN, DOCS_END, docs_block(result))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("action", choices=["run", "report"])
     ap.add_argument("--n", type=int, default=40, help="items per set")
+    ap.add_argument("--start", type=int, default=0, help="run items start..n (into <set>@<start>)")
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
     ap.add_argument("--publish", action="store_true", help="write the docs/trust.md block from the results")
     args = ap.parse_args()
     if args.action == "run":
-        run_sets(args.sets, args.n)
+        run_sets(args.sets, args.n, args.start)
         return
     result = report()
     print(docs_block(result))

@@ -85,3 +85,14 @@ def save_result(path: str | Path, result: dict[str, Any]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return out
+
+
+def write_block(page: Path, begin: str, end: str, block: str) -> None:
+    """Replace what stands between the ``begin`` and ``end`` markers of ``page`` with ``block``
+    (a generated docs block; the markers must be there)."""
+    text = page.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{page}: the markers {begin!r} ... {end!r} are missing")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    page.write_text(f"{head}{begin}\n{block}\n{end}{tail}", encoding="utf-8")

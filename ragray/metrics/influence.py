@@ -151,7 +151,7 @@ def analyze_influence(
     if ok.sum() < 2:
         return InfluenceResult("too_few_passages", *base, None, None, None, ())
     measured = infl[ok]
-    if context_dependent is False or np.all(measured == 0):
+    if context_dependent is False or (used is None and np.all(measured == 0)):
         return InfluenceResult("context_ignored", *base, None, None, None, ("context_ignored",))
     gains = infl if used is None else usage_gains(infl, used, group, retrieval_ranks)
     if used is not None and not np.any(gains[ok] > config.epsilon):

@@ -180,3 +180,22 @@ def test_noise_only_in_the_loop_is_not_use(tmp_path):
     assert not any(p.used for p in record.passages) and record.question.misaligned is None
     assert record.question.state in ("diffuse", "context_ignored")
     assert math.isfinite(record.question.noise_scale) and record.question.used_bar >= 1.0
+
+
+def test_states_agree_with_context_dependence():
+    """A context-dependent answer is never 'does not depend on the passages', whatever the credits;
+    an answer that does not depend on them is never aligned or misaligned, and carries no
+    top-1-ignored or buried-evidence flag."""
+    from ragray.metrics.influence import analyze_influence
+
+    cfg = load_config(None, []).influence
+    dependent = analyze_influence([1, 2, 3], [0.0, 0.0, 0.0], cfg, used=[False] * 3, group=[None] * 3,
+                                  context_dependent=True)
+    assert dependent.state == "diffuse" and dependent.alignment is None
+    ignored = analyze_influence([1, 2, 3], [0.1, 0.0, 0.9], cfg, context_dependent=False)
+    assert ignored.state == "context_ignored" and ignored.alignment is None
+    assert ignored.flags == ("context_ignored",)
+    grouped = analyze_influence([1, 2, 3], [0.5, 0.0, 0.5], cfg, used=[True, False, True], group=[1, None, 1],
+                                context_dependent=True)
+    assert grouped.alignment.misaligned is False and grouped.alignment.usage_ndcg == 1.0
+    assert "shared_evidence" in grouped.flags and "buried_evidence" not in grouped.flags

@@ -144,9 +144,9 @@ class Attribution:
         return question_card(_records(self.run.questions)[0], _records(self.run.passages), _records(self.run.calls))
 
     def __repr__(self) -> str:
-        used = self.passages[self.passages["used"] == True]  # noqa: E712 - a nullable column
-        names = ", ".join(f"#{r.retrieval_rank} {r.title or r.passage_id} ({r.influence:.2f})"
-                          for r in used.sort_values("influence", ascending=False).itertuples())
+        from ragray.report.run_console import group_words, used_groups
+
+        names = "; ".join(group_words(e, 40) for e in used_groups(self.passages.to_dict("records")))
         mark = {True: "correct", False: "wrong", None: "no gold"}[self.correct]
         return f"Attribution(answer={self.answer!r} [{mark}], used: {names or 'none'}; {self.verdict})"
 

@@ -364,15 +364,15 @@ class InfluenceConfig(Section):
         0.1, ge=0, description="interactions: ridge penalty on the pairwise terms (main effects: 0.01)")
     noise_z: float = Field(
         3.0, ge=0, description="interactions: a passage is used when its credit is at least this many times the "
-        "question's noise scale (1.4826 x the median |effect| of the keep-alone and drop-one contexts of its weaker "
-        "half of passages) ...",
+        "question's jitter (1.4826 x the median |drop-one loss| of its passages) ...",
     )
     min_effect: float = Field(
-        1.0, ge=0, description="interactions: ... and at least this many nats",
+        2.0, ge=0, description="interactions: ... and at least this many nats ...",
     )
     min_share: float | None = Field(
-        None, gt=0, le=1, description="interactions: ... or, when that noise bar is higher, at least this share of "
-        "the answer's log-prob gain over the closed book (null: the noise bar alone)",
+        0.2, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
+        "the closed book (null: no such floor); the three were chosen on the tune split of "
+        "benchmarks/bench_shared_evidence.py",
     )
     answer_span: Literal["full", "first_sentence", "first_line"] = Field(
         "full",

@@ -27,15 +27,14 @@ value where one of them failed). Two copies of the evidence each get about half 
 the LDS check ranks for this measure).
 
 **Use, not jitter.** A small model's log-probability moves whenever any passage leaves the prompt.
-The question's own noise scale is read from the design: ``σ = 1.4826 × median |e|`` over the
-keep-alone gains and drop-one losses of the weaker half of its passages (by the larger of the two:
-if any passages do nothing, those do, so their effects are the jitter). A
-passage is used when its credit clears ``max(min_effect, min(noise_z × σ, min_share × gain))``
-(``gain = v(all) − v(∅)``: a passage that carries that share of what the context does for the answer
-is use however much the others jitter) and the answer depends on the passages at all (``v(all) − v(∅) ≥ influence.context_threshold``). Substitutes (both suffice
-alone, ``γ_ij ≤ −½ min(β_i, β_j)``) form a group; complements (``γ_ij`` above the bar and above half
-of either main effect) are "needed together". The settings were chosen on the evidence benchmark's
-tune split (``benchmarks/bench_shared_evidence.py``).
+The question's own jitter is read from the design: ``σ = 1.4826 × median |d_i|`` over its drop-one
+losses (a small model's log-prob moves whenever any passage leaves the prompt; most passages do
+nothing, and copies leave ~0 each, so the median loss is jitter). A passage is used when its credit clears ``max(min_effect, noise_z × σ, min_share × gain)`` and the answer depends on the
+passages at all (``gain = v(all) − v(∅) ≥ influence.context_threshold``): the last term because a
+small model's log-prob moves more where the passages move it a lot.
+Substitutes (both suffice alone, ``γ_ij ≤ −½ min(β_i, β_j)``) form a group; complements (``γ_ij``
+above the bar and above half of either main effect) are "needed together". The bar's settings
+were chosen on the tune split of ``benchmarks/bench_shared_evidence.py``.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 
-__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "noise_scale"]
+__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "null_of"]
 
 #: how the passages of a group relate
 SUBSTITUTES = "either suffices"
@@ -89,20 +88,15 @@ class Interactions:
         return float(sum(self.main[i] for i in s) + sum(g for i, j, g in self.pairs if i in s and j in s))
 
 
-def noise_scale(effects: Sequence[float]) -> float:
-    """``1.4826 × median |e|`` over the finite effects (0 when there are none): the normal σ that
-    explains the median effect if most passages do nothing."""
-    e = np.abs(np.asarray([v for v in effects if not math.isnan(v)], dtype=np.float64))
-    return float(1.4826 * np.median(e)) if len(e) else 0.0
-
-
-def _weaker_half(alone: Sequence[float], drop: Sequence[float]) -> list[float]:
-    """The keep-alone and drop-one effects of the weaker half of the passages (by the larger of the
-    two): the passages that, if any do, do nothing; their effects are the question's jitter."""
-    k = len(alone)
-    strength = [max((x for x in (a, d) if not math.isnan(x)), default=-math.inf) for a, d in zip(alone, drop)]
-    weaker = sorted(range(k), key=lambda i: strength[i])[: max(1, math.ceil(k / 2))]
-    return [x for i in weaker for x in (alone[i], drop[i])]
+def null_of(alone: Sequence[float], drop: Sequence[float], credit: Sequence[float]) -> tuple[float, float]:
+    """Where a passage that does nothing sits (0), and the jitter: ``1.4826 × median |d_i|`` over the
+    drop-one losses but the largest (with two or three passages, the one used would be the median) —
+    the log-prob moves a small model makes whenever any passage leaves the prompt,
+    symmetric around 0 for passages that do nothing; copies leave ~0 each, so substitutes do not
+    inflate it. (Chosen on the tune split over the credits' own median and MAD, the keep-alone and
+    drop-one effects of the weaker half, and the drop-one losses of the weaker half.)"""
+    d = np.sort(np.abs(np.asarray([v for v in drop if not math.isnan(v)], dtype=np.float64)))[:-1]
+    return 0.0, float(1.4826 * np.median(d)) if len(d) else 0.0
 
 
 def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) -> list[float]:
@@ -111,7 +105,7 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 1.0, min_share: float | None = None) -> Interactions | None:
+                     min_effect: float = 2.0, min_share: float | None = 0.2) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored."""
     table: dict[frozenset[int], float] = {}
@@ -125,11 +119,12 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     nan = float("nan")
     alone = [table[frozenset({i})] - v_none if frozenset({i}) in table else nan for i in range(k)]
     drop = [v_all - table[full - {i}] if full - {i} in table else nan for i in range(k)]
-    noise = noise_scale(_weaker_half(alone, drop))
+    credit0 = [(a + d) / 2 if not (math.isnan(a) or math.isnan(d)) else math.nan for a, d in zip(alone, drop)]
+    centre, noise = null_of(alone, drop, credit0)
     gain = v_all - v_none
-    # the noise bar, lowered to min_share of the whole gain: a passage that carries a quarter of
-    # what the context does for the answer is use, however much the rest jitter
-    bar = max(min_effect, min(noise_z * noise, min_share * gain if min_share is not None and gain > 0 else math.inf))
+    # the noise bar, and a floor that grows with what the context does for the answer: a small
+    # model's log-prob moves more where the passages move it a lot
+    bar = max(min_effect, centre + noise_z * noise, (min_share or 0.0) * max(gain, 0.0))
     # interactions only among passages whose keep-alone gain or drop-one loss clears the bar: with
     # the design's k + 2 equations, pairs with inert passages would share out what two strong ones do
     strength = [max(x for x in (a, d, -math.inf) if not math.isnan(x)) for a, d in zip(alone, drop)]

@@ -121,6 +121,15 @@ def _position(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> 
     )
 
 
+def _scored_beyond_arms(questions: Sequence[dict[str, Any]], calls: Sequence[dict[str, Any]]) -> int:
+    """Contexts the questions scored beyond their rows of the calls table (the interaction design's
+    empty and kept-alone contexts; none in the drop-one modes)."""
+    rows: dict[str, int] = {}
+    for c in calls:
+        rows[c["question_id"]] = rows.get(c["question_id"], 0) + 1
+    return sum(max(0, (q.get("n_calls") or 0) - rows.get(q["question_id"], 0)) for q in questions)
+
+
 def influence_label(mode: str, similarity: str) -> str:
     """How the run measured influence, in words (the validity panel's name for it)."""
     return {"interactions": "keep-alone + drop-one with interactions", "logprob": "drop-one log-prob",
@@ -210,7 +219,7 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
         flag_rates={f: flag_counts.get(f, 0) / len(questions) if questions else None for f in FLAGS},
         baseline_exact_match=_mean(ems),
         quality=_quality(questions),
-        n_calls=len(calls),
+        n_calls=len(calls) + _scored_beyond_arms(questions, calls),
         n_failed_calls=len(calls) - len(ok_calls),
         errors=sum(1 for q in questions if q["error"] is not None),
         error_questions=tuple(

@@ -75,7 +75,8 @@ def used_groups(passages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
     substitute for or complement each other as one entry (its members in retrieval order)."""
     entries: dict[Any, list[Mapping[str, Any]]] = {}
     for p in sorted((p for p in passages if p.get("used")), key=lambda p: p.get("retrieval_rank") or 0):
-        key = ("group", p["group"]) if p.get("group") is not None else ("passage", p.get("passage_id"))
+        g = p.get("group")
+        key = ("group", int(g)) if g is not None and g == g else ("passage", p.get("passage_id"))  # NaN: none
         entries.setdefault(key, []).append(p)
     return sorted(entries.values(), key=lambda ps: -sum(p.get("influence") or 0.0 for p in ps))
 

@@ -202,7 +202,7 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert "validity against gold passages: " in out and "(free control)" in out
     assert re.search(r"Spearman rule \(original, rho < 0.7\)\s+divergent rate", out)
     assert out.index("misaligned: ") < out.index("Spearman rule")  # the tie-robust verdict leads
-    assert re.search(r"influence measured by\s+drop-one log-prob \(auto: the backend scores log-probabilities\)", out)
+    assert re.search(r"influence measured by\s+keep-alone \+ drop-one with interactions \(auto: the backend scores log-probabilities\)", out)
     assert "position control" in out and "influence may follow the slot" in out
     assert "{'" not in out  # no raw dicts
     assert f"report: {tmp_path / 'c' / 'report.html'}" in out and "next: open" in out

@@ -2,6 +2,7 @@
 ``out``, one question equals its row of a run, passage kinds of LangChain and LlamaIndex shapes."""
 
 import json
+import re
 import os
 from types import SimpleNamespace
 
@@ -68,7 +69,7 @@ def test_attribute_equals_that_question_in_a_run(in_empty_folder):
             assert list(one.passages["passage_id"]) == list(expect["passage_id"]) == ["b1", "b2"]
     one = ragray.attribute(ROWS[0]["question"], ROWS[0]["passages"], answers=["tern"], backend="scripted")
     assert '<article class=qcard' in one._repr_html_() and "Tern ANSWER=tern" in one._repr_html_()
-    assert "used: #2" in repr(one)
+    assert re.search(r"used: \S+ \(\d\.\d\d, #2\); ", repr(one))
 
 
 #: rows a user has as a DataFrame and as a JSONL file (the CLI's format: passages are objects)

@@ -72,12 +72,18 @@ def test_an_answer_the_passages_do_not_change_uses_none():
     assert not r.context_dependent and r.used == (False,) * K
 
 
-def test_jitter_alone_is_never_use():
-    """Every context moves the log-prob by up to ~2 nats at random (a small model's jitter), and
-    the passages add a little each: the answer depends on them, but none stands clear of the noise."""
-    for seed in range(20):
-        r = fit(lambda s: -9.0 + 0.4 * len(s), jitter=1.0, seed=seed)
-        assert not any(r.used), (seed, r.credit, r.bar)
+def test_jitter_alone_is_rarely_use():
+    """Every context moves the log-prob at random by a normal 1 nat (heavier than SmolLM2's drop-one
+    jitter) and each passage adds 0.4 nats: the answer depends on the passages, but none carries
+    it. Over 300 seeded questions at the default bar, under 5% of passages are marked used (the
+    false-positive rate docs/trust.md states is measured here and on real off-topic passages)."""
+    cfg = load_config(None, []).influence
+    marked = 0
+    for seed in range(300):
+        r = fit_interactions(K, scored(lambda s: -9.0 + 0.4 * len(s), jitter=1.0, seed=seed), context_threshold=1.0,
+                             noise_z=cfg.noise_z, min_effect=cfg.min_effect, min_share=cfg.min_share)
+        marked += sum(r.used)
+    assert marked / (300 * K) < 0.05
 
 
 def test_a_used_passage_stands_clear_of_jitter_that_would_pass_the_old_relative_bar():

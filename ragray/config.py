@@ -370,7 +370,7 @@ class InfluenceConfig(Section):
         2.0, ge=0, description="interactions: ... and at least this many nats ...",
     )
     min_share: float | None = Field(
-        0.2, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
+        0.05, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
         "the closed book (null: no such floor); the three were chosen on the tune split of "
         "benchmarks/bench_shared_evidence.py",
     )

@@ -155,7 +155,7 @@ def test_choices_are_the_values_the_config_validates(command, flag, annotation):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--mode", "fast"], r"argument --mode: invalid choice: 'fast' \(choose from 'auto', 'generate'"),
+    (["run", "--mode", "fast"], r"argument --mode: invalid choice: 'fast' \(choose from 'auto', 'interactions', 'generate'"),
     (["interpret", "--mode", "jsd"], r"argument --mode: invalid choice: 'jsd' \(choose from 'generate', 'logprob'\)"),
     (["run", "--dtype", "fp16"], r"argument --dtype: invalid choice: 'fp16'"),
     (["simulate", "--position-control", "random"], r"argument --position-control: invalid choice: 'random'"),

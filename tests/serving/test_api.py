@@ -49,9 +49,13 @@ def test_influence_finds_the_passage_the_answer_comes_from(client):
     assert r.status_code == 200, r.text
     body = r.json()
     influence = {p["passage_id"]: p["influence"] for p in body["passages"]}
-    # influence.mode auto: the scripted model scores, so log-prob (the answer keeps e^-10 without its passage)
-    assert body["question"]["influence_mode"] == "logprob"
-    assert influence["ferry"] == pytest.approx(1 - math.exp(-10)) and sum(influence.values()) == influence["ferry"]
+    # influence.mode auto: the scripted model scores, so interactions (the ferry passage alone makes the
+    # answer 10 nats likelier, without it 10 nats less likely: all the credit, and the only passage used)
+    assert body["question"]["influence_mode"] == "interactions"
+    assert influence["ferry"] == pytest.approx(1.0) and sum(influence.values()) == pytest.approx(1.0)
+    assert [p["passage_id"] for p in body["passages"] if p["used"]] == ["ferry"]
+    drop_one = client.post("/influence", json={**MINIMAL, "answers": ["tern"], "mode": "logprob"}).json()
+    assert {p["passage_id"]: p["influence"] for p in drop_one["passages"]}["ferry"] == pytest.approx(1 - math.exp(-10))
     generated = client.post("/influence", json={**MINIMAL, "mode": "generate"}).json()
     assert generated["question"]["influence_mode"] == "generate"
     assert {p["passage_id"]: p["influence"] for p in generated["passages"]}["ferry"] == 1.0

@@ -122,7 +122,8 @@ def test_readme_first_command_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (summary,) = (tmp_path / "runs").glob("run-default-*/summary.json")
     s = json.loads(summary.read_text())
-    assert s["n_questions"] == 4 and s["errors"] == 0 and s["n_calls"] == 4 * 11
+    # 2(k + 1) contexts per question at k = 10: full, empty, each left out, each kept alone
+    assert s["n_questions"] == 4 and s["errors"] == 0 and s["n_calls"] == 4 * 22
     assert_question_table(proc.stdout, summary.parent)
 
 

@@ -77,7 +77,7 @@ def test_every_endpoint_over_http(server):
     assert gen["answer"].strip() and gen["model"] == "smollm2" and gen["completion_tokens"] >= 1
 
     inf = client.post("/influence", headers=AUTH, json={"question": Q, "top_k_docs": 3}).json()
-    assert len(inf["passages"]) == 3 and inf["question"]["n_calls"] == 4
+    assert len(inf["passages"]) == 3 and inf["question"]["n_calls"] == 8  # 2(k + 1): each left out, each alone
     assert all(0 <= p["influence"] <= 1 for p in inf["passages"] if p["influence"] is not None)
 
     minimal = client.post("/interpretation", headers=AUTH,

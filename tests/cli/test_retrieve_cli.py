@@ -129,10 +129,11 @@ def test_readme_first_command_runs(tmp_path):
 
 def assert_question_table(stdout, run_dir):
     """The console opens with the per-question table: its columns, one row per question, and the
-    passages each row names are that question's most influential used ones (from passages.parquet)."""
+    passages each row names are that question's most influential used ones (from passages.parquet),
+    a group of substitutes or complements as one entry with its summed influence and its ranks."""
     import pyarrow.parquet as pq
 
-    from ragray.report.run_console import QUESTION_COLUMNS
+    from ragray.report.run_console import QUESTION_COLUMNS, group_words, used_groups
 
     lines = stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("#"))
@@ -144,14 +145,15 @@ def assert_question_table(stdout, run_dir):
     rows = lines[header + 1 : header + 1 + len(questions)]
     for n, (q, row) in enumerate(zip(questions, rows), 1):
         assert row.startswith(f"{n} "), row
-        used = sorted((p for p in passages if p["question_id"] == q["question_id"] and p["used"]),
-                      key=lambda p: -p["influence"])
-        assert all(p["influence"] > 0.01 for p in used)
-        if not used:
+        entries = used_groups([p for p in passages if p["question_id"] == q["question_id"]])
+        assert all(p["influence"] > 0.01 for e in entries for p in e)
+        if not entries:
             assert " none " in row
-        for p in used[:3]:
-            assert f"({p['influence']:.2f}, #{p['retrieval_rank']})" in row
-            assert (p["title"] or p["passage_id"])[:20] in row
+        for e in entries[:3]:
+            influence = sum(p["influence"] for p in e)
+            ranks = " ".join(f"#{p['retrieval_rank']}" for p in e)
+            assert f"{influence:.2f}, {ranks})" in row and group_words(e) in row
+            assert all((p["title"] or p["passage_id"])[:20] in row for p in e)
     assert lines[header + 1 + len(questions)] == ""  # then the headline
     assert lines[header + 2 + len(questions)].startswith("misaligned: ")
 

@@ -118,6 +118,7 @@ class Facts(ScriptedGenerator):
         return [type(g)("tern", g.prompt_tokens, 1, 0.0) for g in out]
 
     def score(self, prompts, answers):
+        self.score_batches = [*getattr(self, "score_batches", []), len(prompts)]
         out = []
         for p in prompts:
             text = p[-1].content
@@ -205,3 +206,19 @@ def test_states_agree_with_context_dependence():
                                 context_dependent=True)
     assert grouped.alignment.misaligned is False and grouped.alignment.usage_ndcg == 1.0
     assert "shared_evidence" in grouped.flags and "buried_evidence" not in grouped.flags
+
+
+def test_a_budget_adds_random_subsets_scored_in_the_same_call(tmp_path):
+    """influence.budget above 2(k + 1) adds complementary pairs of random subsets: recorded as
+    design rows, counted in n_calls, fitted, and the known answer is still the one used."""
+    rule, texts, used, _, _ = CASES["either"]
+    path = dataset(tmp_path, texts)
+    cfg = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
+                             "retrieval.scope=per_question", "influence.budget=18"])
+    gen = Facts(rule, jitter=0.3)
+    (record,) = run_influence(cfg, tmp_path / "r", generator=gen, progress=False).records
+    # ONE scoring call for the drop-one arms and the whole design, the empty context included
+    assert record.question.n_calls == 18 and gen.score_batches == [18]
+    design = [s for s in record.subsets if s.purpose == "design"]
+    assert len(design) == 5 + 6  # kept alone, then three complementary pairs
+    assert [p.used for p in sorted(record.passages, key=lambda p: p.retrieval_rank)] == used

@@ -216,7 +216,8 @@ def load_questions(name: str) -> list[dict[str, Any]]:
         qs += pq.read_table(out / "questions.parquet").to_pylist()
         ps += pq.read_table(out / "passages.parquet").to_pylist()
         subs += pq.read_table(out / "subsets.parquet").to_pylist() if (out / "subsets.parquet").exists() else []
-    roles = {i["id"]: i["meta"]["roles"] for i in build(name, len(qs) + 50)}
+    items = build(name, len(qs))  # the run's items, in item order (built once: it reads the data set)
+    roles = {i["id"]: i["meta"]["roles"] for i in items}
     by_q: dict[str, dict[str, Any]] = {q["question_id"]: {"q": q, "passages": [], "subsets": []} for q in qs}
     for p in ps:
         by_q[p["question_id"]]["passages"].append(p)
@@ -225,7 +226,7 @@ def load_questions(name: str) -> list[dict[str, Any]]:
     for v in by_q.values():
         v["passages"].sort(key=lambda p: p["retrieval_rank"])
         v["roles"] = roles[v["q"]["question_id"]]
-    order = [i["id"] for i in build(name, len(qs))]
+    order = [i["id"] for i in items]
     return [by_q[i] for i in order if i in by_q and by_q[i]["q"]["error"] is None]
 
 

@@ -352,9 +352,10 @@ class InfluenceConfig(Section):
         "measurements behind the choice",
     )
     budget: int | None = Field(
-        None, ge=2,
+        None, ge=2, le=512,
         description="interactions: model calls per question for the design (null: 2(k + 1), the full and empty "
-        "contexts, each passage left out and each kept alone; more adds random subsets in complementary pairs)",
+        "contexts, each passage left out and each kept alone; more adds random subsets in complementary pairs, "
+        "at most 512 and at most the 2^k subsets there are)",
     )
     interaction_pairs: int = Field(
         4, ge=0, description="interactions: pairwise interactions are fitted among at most this many of the "

@@ -37,8 +37,10 @@ def design_subsets(k: int, question_id: str, budget: int | None = None, seed: in
     if budget is None or budget <= len(design) or k < 4:
         return design
     rng = rng_for(seed, question_id, "design")
+    # a budget beyond what k passages allow (2^k subsets, sizes 2..k-2 here) stops at what they allow
+    want = min(budget, len(design) + (2**k if k < 30 else budget))
     tries = 0
-    while len(design) + 2 <= budget and tries < 100 * budget:
+    while len(design) + 2 <= want and tries < 100 * (want - len(design)):
         tries += 1
         kept = frozenset(int(i) for i in rng.permutation(k)[: int(rng.integers(2, k - 1))])
         rest = frozenset(full) - kept

@@ -50,7 +50,7 @@ from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 
-__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "null_of"]
+__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "jitter"]
 
 #: how the passages of a group relate
 SUBSTITUTES = "either suffices"
@@ -80,7 +80,6 @@ class Interactions:
     context_dependent: bool
     main: tuple[float, ...]  # β_i
     pairs: tuple[tuple[int, int, float], ...]  # (i, j, γ_ij) of the fitted interactions
-    residual: float  # RMS residual of the fit over the design (nats)
 
     def predict(self, kept: Sequence[int]) -> float:
         """The model's v(S) up to its intercept (what the LDS check ranks)."""
@@ -88,15 +87,15 @@ class Interactions:
         return float(sum(self.main[i] for i in s) + sum(g for i, j, g in self.pairs if i in s and j in s))
 
 
-def null_of(alone: Sequence[float], drop: Sequence[float], credit: Sequence[float]) -> tuple[float, float]:
-    """Where a passage that does nothing sits (0), and the jitter: ``1.4826 × median |d_i|`` over the
-    drop-one losses but the largest (with two or three passages, the one used would be the median) —
-    the log-prob moves a small model makes whenever any passage leaves the prompt,
-    symmetric around 0 for passages that do nothing; copies leave ~0 each, so substitutes do not
-    inflate it. (Chosen on the tune split over the credits' own median and MAD, the keep-alone and
-    drop-one effects of the weaker half, and the drop-one losses of the weaker half.)"""
+def jitter(drop: Sequence[float]) -> float:
+    """``1.4826 × median |d_i|`` over the drop-one losses but the largest (with two or three
+    passages, the one used would be the median): the log-prob moves a small model makes whenever
+    any passage leaves the prompt, symmetric around 0 for passages that do nothing; copies leave ~0
+    each, so substitutes do not inflate it. (Chosen on the tune split over the credits' own median
+    and MAD, the keep-alone and drop-one effects of the weaker half, and the drop-one losses of the
+    weaker half.)"""
     d = np.sort(np.abs(np.asarray([v for v in drop if not math.isnan(v)], dtype=np.float64)))[:-1]
-    return 0.0, float(1.4826 * np.median(d)) if len(d) else 0.0
+    return float(1.4826 * np.median(d)) if len(d) else 0.0
 
 
 def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) -> list[float]:
@@ -109,9 +108,10 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored."""
     table: dict[frozenset[int], float] = {}
-    points = [(kept, lp) for kept, lp in scored if not math.isnan(lp)]
-    for kept, lp in points:
-        table.setdefault(kept, lp)
+    for kept, lp in scored:  # one point per context: the arms and the design repeat some
+        if not math.isnan(lp):
+            table.setdefault(kept, lp)
+    points = list(table.items())
     full, empty = frozenset(range(k)), frozenset()
     if full not in table or empty not in table:
         return None
@@ -119,12 +119,11 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     nan = float("nan")
     alone = [table[frozenset({i})] - v_none if frozenset({i}) in table else nan for i in range(k)]
     drop = [v_all - table[full - {i}] if full - {i} in table else nan for i in range(k)]
-    credit0 = [(a + d) / 2 if not (math.isnan(a) or math.isnan(d)) else math.nan for a, d in zip(alone, drop)]
-    centre, noise = null_of(alone, drop, credit0)
+    noise = jitter(drop)
     gain = v_all - v_none
     # the noise bar, and a floor that grows with what the context does for the answer: a small
     # model's log-prob moves more where the passages move it a lot
-    bar = max(min_effect, centre + noise_z * noise, (min_share or 0.0) * max(gain, 0.0))
+    bar = max(min_effect, noise_z * noise, (min_share or 0.0) * max(gain, 0.0))
     # interactions only among passages whose keep-alone gain or drop-one loss clears the bar: with
     # the design's k + 2 equations, pairs with inert passages would share out what two strong ones do
     strength = [max(x for x in (a, d, -math.inf) if not math.isnan(x)) for a, d in zip(alone, drop)]
@@ -135,7 +134,6 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     y = np.array([lp for _, lp in points])
     penalty = np.diag([0.0] + [0.01] * k + [shrinkage] * len(pairs))
     w = np.linalg.lstsq(x.T @ x + penalty, x.T @ y, rcond=None)[0]
-    residual = float(np.sqrt(np.mean((x @ w - y) ** 2)))
     beta, gamma = w[1 : k + 1], w[k + 1 :]
     fitted = beta.copy()
     for (i, j), g in zip(pairs, gamma):
@@ -154,7 +152,7 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
         credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
         relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
         bar=bar, context_dependent=dependent, main=tuple(float(b) for b in beta),
-        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)), residual=residual)
+        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)))
 
 
 def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: np.ndarray, used: Sequence[bool],

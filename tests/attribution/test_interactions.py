@@ -44,6 +44,15 @@ def test_the_design_is_full_empty_each_left_out_each_kept_alone_then_pairs_up_to
     assert all(extra[i] | extra[i + 1] == frozenset(range(6)) and not extra[i] & extra[i + 1] for i in (0, 2, 4))
     assert design_subsets(6, "q", budget=5) == design_subsets(6, "q")  # the budget never cuts the design
     assert design_size(1) == len(design_subsets(1, "q")) == 2
+    assert len(design_subsets(6, "q", budget=512)) == 64  # no more than the subsets there are
+
+
+def test_a_budget_a_client_could_send_is_bounded():
+    """influence.* is open to HTTP clients: the budget cannot ask for unbounded model calls."""
+    from ragray.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="budget"):
+        load_config(None, ["influence.budget=100000"])
 
 
 def test_one_passage_carries_the_answer():

@@ -274,7 +274,8 @@ class InfluenceLoop:
             names = ["logprob_share", "logprob_drop"] + (["jsd"] if ev.jsd is not None else []) + \
                 (["surrogate"] if ev.surrogate is not None else []) + (["interactions"] if ev.fit is not None else [])
             measures = [Scores(MEASURES.get(n).column, self._scores(n, evidence, ev), False) for n in names]
-            measures += [Scores(n, list(side[n]), True) for n in CONTROL_NAMES if side.get(n) is not None]
+            measures += [Scores(n, MEASURES.get(n)().scores(evidence), True) for n in CONTROL_NAMES
+                         if side.get(n) is not None]
             checks, rows, ev.check_passes, ev.seconds_checks = run_checks(
                 book, build, passages, q.id, answer, lp_all, measures, self.config, exclude=exclude,
                 models={"interactions": ev.fit.predict} if ev.fit is not None else {})

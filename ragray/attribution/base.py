@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from ragray.attribution.subsets import Subset
 from ragray.registry import Registry
 
-__all__ = ["CONTROL_NAMES", "Evidence", "MEASURES", "MEASURE_NAMES", "MODE_MEASURES", "Measure", "Observed", "Scores"]
+__all__ = ["CONTROL_NAMES", "Evidence", "MEASURES", "MODE_MEASURES", "Measure", "Observed", "Scores"]
 
 
 @dataclass(frozen=True)
@@ -115,17 +115,16 @@ class Measure(ABC):
         return 0
 
 
+#: the free controls, in the order the checks report them
+CONTROL_NAMES: tuple[str, ...] = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity",
+                                  "random_control")
 #: every built-in measure, and the module that registers it
 _BUILTINS = {
     "interactions": "ragray.attribution.interactions",
     **dict.fromkeys(("loo", "logprob_share", "logprob_drop", "jsd", "surrogate"), "ragray.attribution.measures"),
-    **dict.fromkeys(("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity",
-                     "random_control"), "ragray.attribution.controls"),
+    **dict.fromkeys(CONTROL_NAMES, "ragray.attribution.controls"),
 }
 MEASURES: Registry[Measure] = Registry("attribution", _BUILTINS)
-MEASURE_NAMES: tuple[str, ...] = tuple(_BUILTINS)
-CONTROL_NAMES: tuple[str, ...] = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity",
-                                  "random_control")
 #: ``influence.mode`` -> the measure behind the influence column
 MODE_MEASURES: dict[str, str] = {"generate": "loo", "logprob": "logprob_share", "jsd": "jsd",
                                  "surrogate": "surrogate", "interactions": "interactions"}

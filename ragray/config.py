@@ -389,8 +389,8 @@ class InfluenceConfig(Section):
         description="context_dependent when log p(answer | all) - log p(answer | none) >= this (nats)",
     )
     masks: int = Field(
-        0, ge=0, description="random passage subsets scored for the surrogate (0: 32 in surrogate mode, "
-        "none otherwise); each passage kept with probability 1/2"
+        0, ge=0, le=512, description="random passage subsets scored for the surrogate (0: 32 in surrogate mode, "
+        "none otherwise; at most 512); each passage kept with probability 1/2"
     )
     mask_seed: int = Field(0, description="seed of the surrogate's subsets (with the question id)")
     shuffle_masks: bool = Field(True, description="show each surrogate subset's passages in a shuffled order")
@@ -402,8 +402,8 @@ class InfluenceConfig(Section):
         "any the LDS check holds out; +0.02 LDS on the evidence benchmark's tuning split, no extra pass)",
     )
     check_subsets: int = Field(
-        0, ge=0, description="held-out random subsets scored to measure each measure's LDS (linear "
-        "datamodeling score; >= 32 recommended, 0: off)"
+        0, ge=0, le=512, description="held-out random subsets scored to measure each measure's LDS (linear "
+        "datamodeling score; >= 32 recommended, at most 512, 0: off)"
     )
     check_top_k: tuple[int, ...] = Field(
         (), description="k values of the top-k drop check: remove each measure's k most influential "

@@ -47,12 +47,14 @@ def test_the_design_is_full_empty_each_left_out_each_kept_alone_then_pairs_up_to
     assert len(design_subsets(6, "q", budget=512)) == 64  # no more than the subsets there are
 
 
-def test_a_budget_a_client_could_send_is_bounded():
-    """influence.* is open to HTTP clients: the budget cannot ask for unbounded model calls."""
+@pytest.mark.parametrize("key", ["budget", "masks", "check_subsets"])
+def test_a_call_count_a_client_could_send_is_bounded(key):
+    """influence.* is open to HTTP clients: no key of it can ask for unbounded model calls."""
     from ragray.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="budget"):
-        load_config(None, ["influence.budget=100000"])
+    with pytest.raises(ConfigError, match=key):
+        load_config(None, [f"influence.{key}=100000"])
+    assert getattr(load_config(None, [f"influence.{key}=512"]).influence, key) == 512
 
 
 def test_one_passage_carries_the_answer():

@@ -45,7 +45,7 @@ CATALOG: Mapping[str, Mapping[str, str]] = {
 #: ``data.path`` keywords that name a dataset instead of a file: the packaged demo set, Natural
 #: Questions from the hub, and the public sets of :mod:`ragray.data.named` (a test keeps this in
 #: step with that module). Never resolved as paths (write ``./squad`` for a local file of that name).
-DATASET_NAMES: frozenset[str] = frozenset({"demo", "nq", "squad", "hotpotqa", "pubmedqa", "scifact"})
+DATASET_NAMES: frozenset[str] = frozenset({"demo", "nq", "squad", "squad2", "hotpotqa", "pubmedqa", "scifact"})
 
 #: built-in retrievers that rank no corpus (their class says ``ranks_corpus = False``; a test
 #: keeps the two in step): they keep each question's own passages

@@ -47,8 +47,7 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
     out = args.out or default_run_dir("retrieve", config.name)
     result = run_retrieve(config, out, progress=not args.no_progress)
     m = result.metrics
-    print(f"ragray retrieve: {result.n_questions} questions, {config.retrieval.retriever} "
-          f"top-{config.retrieval.top_k}, scope {config.retrieval.scope}, "
+    print(f"ragray retrieve: {result.n_questions} questions, {result.sources}, "
           f"{result.seconds:.1f}s -> {result.out}")
     if result.n_skipped_rows:
         print(f"  skipped {result.n_skipped_rows} bad rows (listed in metrics.json)")
@@ -89,10 +88,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ragray import api
 
     config, out = _resumable_run(args, "run")
+    from ragray.report.run_console import short_of_top_k_line, sources_words
+
     result = api.run(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
     s = result.summary
     print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
-          f"{s.model} via {s.backend}, {s.retriever} top-{s.top_k} -> {result.out}")
+          f"{s.model} via {s.backend}, {sources_words(s)} -> {result.out}")
+    short = short_of_top_k_line(s, config.retrieval.top_k)
+    if short:
+        print(f"  {short}")
     _print_influence_summary(s, result.records)
     _print_where(s)
     _print_next(result.out)
@@ -160,11 +164,13 @@ def _cmd_interpret(args: argparse.Namespace) -> int:
     from ragray import api
 
     config, out = _resumable_run(args, "interpret")
+    from ragray.report.run_console import sources_words
+
     result = api.interpret(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
     s = result.summary
     print(f"ragray interpret: {s.n_questions} questions ({result.n_resumed} resumed, {s.n_failed} failed), "
           f"{s.model}, {s.level} level{' (hierarchical)' if s.hierarchical else ''}, "
-          f"explainer {s.explainer}, {s.mode} mode, R={s.random_repeats} -> {result.out}")
+          f"explainer {s.explainer}, {s.mode} mode, R={s.random_repeats}, {sources_words(s)} -> {result.out}")
     rows = []
     for label, k in s.per_k.items():
         c = {name: v["count"] for name, v in k["cases"].items()}

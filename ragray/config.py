@@ -67,7 +67,7 @@ __all__ = [
 
 # The allowed values of the settings the CLI also offers as flags: one list, so a flag's choices
 # and the config's validation cannot drift apart.
-Scope = Literal["per_question", "global"]
+Scope = Literal["auto", "per_question", "global"]
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 InfluenceMode = Literal["auto", "interactions", "generate", "logprob", "jsd", "surrogate"]
 PositionControl = Literal["none", "reversed", "shuffled"]
@@ -130,7 +130,7 @@ def _column_map(columns: dict[str, str]) -> dict[str, str]:
 class DataConfig(Section):
     path: str = Field(
         "demo", description="dataset file or folder (relative to the config file), or a dataset name: demo "
-                            "(packaged), squad, hotpotqa, pubmedqa, scifact (fetched once, cached), nq (streamed)",
+                            "(packaged), squad, squad2, hotpotqa, pubmedqa, scifact (fetched once, cached), nq (streamed)",
     )
     format: Literal["auto", "jsonl", "csv", "parquet", "beir", "pdf", "nq"] = "auto"
     corpus: str | None = Field(None, description="corpus file; default: <name>.corpus.jsonl[.gz]")
@@ -206,7 +206,11 @@ class ExpandConfig(Section):
 class RetrievalConfig(Section):
     retriever: Annotated[str, _registered("retriever")] = "bm25"
     top_k: int = Field(10, ge=1)
-    scope: Scope = "per_question"
+    scope: Scope = Field(
+        "auto", description="auto: the set's own corpus (a corpus file beside the questions, data.corpus, "
+        "a BEIR folder) when it has one, else each question's own passages | per_question | global "
+        "(one index over the corpus, or over every question's passages pooled)",
+    )
     min_score: float | None = None
     filters: dict[str, str | list[str]] = Field(
         default_factory=dict, description="passage meta key -> allowed value(s)"
@@ -220,7 +224,7 @@ class RetrievalConfig(Section):
     def _global_scope_needs_a_ranking_retriever(self) -> RetrievalConfig:
         """A retriever that ranks nothing itself (``Retriever.ranks_corpus`` False: ``given``) keeps
         each question's own passages, so it cannot search a global corpus."""
-        if self.scope != "per_question" and not ranks_corpus(self.retriever):
+        if self.scope == "global" and not ranks_corpus(self.retriever):
             raise ValueError(f"retriever {self.retriever!r} keeps each question's own passage order; "
                              "it needs scope per_question")
         return self
@@ -320,6 +324,10 @@ class GenerationConfig(Section):
     model: str = Field("smollm2", description="'smollm2' (packaged SmolLM2-135M-Instruct), a path or a hub id")
     template: Annotated[str, AfterValidator(_template)] = Field("numbered", description="prompt template name")
     system_prompt: str | None = Field(None, description="override the template's system message")
+    decline: Literal["auto", "always", "never"] = Field(
+        "auto", description="add the instruction to decline when the passages do not contain the answer "
+        "(ragray.metrics.declines): auto, where the set has unanswerable questions | always | never",
+    )
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(32, ge=1)
     seed: int = 0

@@ -40,7 +40,7 @@ CLIENT_SETTINGS: tuple[str, ...] = (
     "retrieval.retriever", "retrieval.top_k", "retrieval.scope", "retrieval.min_score", "retrieval.filters",
     "retrieval.bm25", "retrieval.hybrid", "retrieval.expand",
     "rerank.candidates",
-    "generation.template", "generation.system_prompt", "generation.temperature", "generation.max_tokens",
+    "generation.template", "generation.system_prompt", "generation.decline", "generation.temperature", "generation.max_tokens",
     "generation.seed",
     "influence", "faithfulness", "audit",
     "metrics.embedding", "metrics.tau_recall", "metrics.tau_h",

@@ -89,6 +89,9 @@ class Dataset:
 
     ``documents`` is True when passages are whole documents (PDF pages, NQ articles) that the
     ``auto`` chunking mode should split; False when they are already retrieval-sized passages.
+    ``corpus_name`` names the set's own corpus (a corpus file beside the questions or named in the
+    config, a BEIR folder's ``corpus.jsonl``): retrieval searches it by default (scope ``auto``).
+    None: the corpus, if any, is the union of the questions' passages.
     """
 
     name: str
@@ -96,6 +99,7 @@ class Dataset:
     corpus: tuple[Passage, ...] | None = None
     skipped: tuple[SkippedRow, ...] = ()
     documents: bool = False
+    corpus_name: str | None = None
 
     def global_corpus(self) -> tuple[Passage, ...]:
         """The corpus file if there is one, else the union of all questions' passages by id."""
@@ -107,6 +111,12 @@ class Dataset:
                 seen.setdefault(p.id, p)
         return tuple(seen.values())
 
+    @property
+    def passage_counts(self) -> tuple[int, int]:
+        """The fewest and the most passages a question carries."""
+        counts = [len(q.passages) for q in self.questions] or [0]
+        return min(counts), max(counts)
+
     def limit(self, n: int | None) -> Dataset:
         """The first ``n`` questions; the corpus is kept whole (``--limit`` never cuts it)."""
         if n is None or n >= len(self.questions):
@@ -117,6 +127,7 @@ class Dataset:
             corpus=self.global_corpus(),
             skipped=self.skipped,
             documents=self.documents,
+            corpus_name=self.corpus_name,
         )
 
 

@@ -42,12 +42,14 @@ from ragray.attribution.controls import random_scores
 from ragray.attribution.interactions import Interactions, InteractionMeasure
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
+from ragray.data.answerable import is_unanswerable
 from ragray.errors import BackendError
 from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
 from ragray.generation.engine_counts import engine_columns
-from ragray.generation.prompts import PromptTemplate
+from ragray.generation.prompts import DECLINE_PHRASE, PromptTemplate
 from ragray.metrics.answers import contains_gold
+from ragray.metrics.declines import decline_margin, is_decline
 from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
 from ragray.metrics.position import PositionResult, content_influence, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
@@ -56,7 +58,7 @@ from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.metrics.used import used_marks
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
-from ragray.types import Passage
+from ragray.types import Passage, Question
 
 __all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
@@ -237,6 +239,10 @@ class InfluenceLoop:
         n_tokens = self.generator.answer_length(build(passages), answer)
         ev = _Evidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
                        jsd=m.divergences[0][1:] if m.divergences is not None else None)
+        if is_unanswerable(q):  # how likely declining was, beside the answer the model gave
+            (lp_decline,) = book.score([build(passages)], [DECLINE_PHRASE])
+            ev.decline_margin = decline_margin(lp_decline, self.generator.answer_length(build(passages), DECLINE_PHRASE),
+                                               lp_all, n_tokens)
         full = frozenset(range(k))
         scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
         if self.config.closed_book or self.measure.name == "interactions":
@@ -343,6 +349,8 @@ class InfluenceLoop:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
         n_calls, n_control = _call_counts(calls, orders)
+        if ev.decline_margin is not None:  # the decline's scoring pass
+            n_calls += 1
         if calls.scored:  # the design's contexts beyond the drop-one arms (closed book, kept alone, random)
             arms = {frozenset(range(len(hits))) - {i} for i in range(len(hits))} | {frozenset(range(len(hits)))}
             n_calls += len({s.kept for p, s in planned if p == "design"} - arms)
@@ -370,7 +378,7 @@ class InfluenceLoop:
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
             **ev.question_columns(self.config.answer_span),
-            "answer_correct": contains_gold(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
+            **_answer_columns(q, baseline.text if baseline is not None and baseline.ok else None),
             "dtype": self.generator.precision,
             **engine_columns(self.generator.engine_counts(), counted),
         }
@@ -414,6 +422,21 @@ class InfluenceLoop:
                                tuple(ev.subsets), tuple(ev.checks))
 
 
+def _answer_columns(q: Question, answer: str | None) -> dict[str, Any]:
+    """Whether the question can be answered from its set, whether the model declined, and whether
+    the answer is right: a gold answer contained, or on an unanswerable question a decline. An
+    unanswerable question has no alignment verdict (``misaligned`` null): what its answer leaned on
+    is shown, but the misaligned rate is about answerable questions."""
+    unanswerable = is_unanswerable(q)
+    declined = is_decline(answer) if answer is not None else None
+    correct = declined if unanswerable else (contains_gold(answer, q.answers) if answer is not None else None)
+    out: dict[str, Any] = {"answer_correct": correct, "answerable": False if unanswerable else (True if q.answers else None),
+                           "declined": declined}
+    if unanswerable:
+        out["misaligned"] = None
+    return out
+
+
 @dataclass
 class _Evidence:
     """One question's measurements beyond drop-one's influence (:meth:`InfluenceLoop._evidence`)."""
@@ -434,6 +457,7 @@ class _Evidence:
     subsets: list[SubsetRow] = field(default_factory=list)
     checks: list[CheckRow] = field(default_factory=list)
     fit: Interactions | None = None
+    decline_margin: float | None = None
 
     def question_columns(self, span: str) -> dict[str, Any]:
         if self.answer is None:
@@ -442,7 +466,8 @@ class _Evidence:
                 "logprob_all": _finite(self.logprob_all), "logprob_none": _finite(self.logprob_none),
                 "context_dependent": self.context_dependent, "surrogate_passes": self.surrogate_passes,
                 "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
-                "seconds_checks": self.seconds_checks} | ({} if self.fit is None else {
+                "seconds_checks": self.seconds_checks, "decline_margin": _finite(self.decline_margin)} | (
+                {} if self.fit is None else {
                 "noise_scale": self.fit.noise, "used_bar": self.fit.bar})
 
     def fit_columns(self, i: int) -> dict[str, Any]:

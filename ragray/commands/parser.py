@@ -106,9 +106,10 @@ def _add_config(p: argparse.ArgumentParser, config_help: str, example: str) -> N
 
 def _add_common(p: argparse.ArgumentParser, *, top_k: bool = True) -> None:
     _add_config(p, "experiment YAML (default: built-in defaults)", "retrieval.bm25.k1=0.9")
-    p.add_argument("--dataset", help="dataset file or folder, or a name: demo, squad, hotpotqa, pubmedqa, "
+    p.add_argument("--dataset", help="dataset file or folder, or a name: demo, squad, squad2, hotpotqa, pubmedqa, "
                                      "scifact, nq (data.path)")
-    p.add_argument("--corpus", help="corpus file for global scope (data.corpus)")
+    p.add_argument("--corpus", help="corpus file to retrieve from (data.corpus; default: <name>.corpus.jsonl "
+                                    "beside the dataset, when there is one)")
     _add_columns(p)
     p.add_argument("--limit", type=_positive_int, help="use the first N questions (data.limit)")
     p.add_argument("--skip-bad-rows", action="store_true",
@@ -116,7 +117,9 @@ def _add_common(p: argparse.ArgumentParser, *, top_k: bool = True) -> None:
     if top_k:
         p.add_argument("--top-k", type=_positive_int, help="passages per question (retrieval.top_k)")
     p.add_argument("--retriever", help="bm25, dense or hybrid (retrieval.retriever)")
-    p.add_argument("--scope", choices=SCOPES, help="retrieval.scope")
+    p.add_argument("--scope", choices=SCOPES, help="retrieval.scope: auto (default) searches the set's corpus "
+                                                   "when it has one, else each question's own passages; "
+                                                   "per_question or global to choose")
     p.add_argument("--out", help="run directory (default: runs/<command>-<name>-<time>)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 

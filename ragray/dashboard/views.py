@@ -139,7 +139,7 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
             f"<div>{flags}</div>{head}"
             f'<p><b>gold</b>: {esc(", ".join(q.get("gold_answers") or []) or "–")}<br>'
             f'<b>baseline answer</b>: <span id=baseline>{esc(q.get("baseline_answer") or (baseline or {}).get("answer"))}</span>'
-            f'{_correct_mark(q.get("answer_correct"))}</p>'
+            f'{_correct_mark(q.get("answer_correct"), q.get("answerable") is False)}</p>'
             f'<div class=charts>{chart}</div><h2>Passages and ablations</h2>'
             + table(["retrieval rank", "passage", "text", "influence", "influence rank", "influence (control order)",
                      "content influence", "answer–passage cosine", "answer without it", "similarity"], rows,
@@ -147,10 +147,13 @@ def question_page(entry: Entry, data: RunData, qid: str, url: Url, texts: dict[s
     return page(f"{qid} · {data.name}", body)
 
 
-def _correct_mark(correct: bool | None) -> str:
-    """✓ / ✗ after an answer: does it contain a gold answer (nothing without gold answers)."""
+def _correct_mark(correct: bool | None, unanswerable: bool = False) -> str:
+    """✓ / ✗ after an answer: does it contain a gold answer, or on an unanswerable question did the
+    model decline (nothing without gold answers)."""
     if correct is None:
         return ""
+    if unanswerable:
+        return " " + (badge("✓ declined", "pass") if correct else badge("✗ answered anyway", "fail"))
     return " " + (badge("✓ correct", "pass") if correct else badge("✗ wrong", "fail"))
 
 

@@ -69,7 +69,7 @@ def load_beir(path: str | Path, *, split: str = "test", on_bad_row: str = "error
     logger.info("loaded %d BEIR queries (%s) over %d documents from %s",
                 len(questions), split, len(corpus), folder)
     return Dataset(name=folder.name, questions=tuple(questions), corpus=corpus,
-                   skipped=tuple(bad.skipped))
+                   skipped=tuple(bad.skipped), corpus_name=corpus_path.name)
 
 
 def _read_queries(path: Path, bad: BadRows) -> dict[str, tuple[str, dict[str, Any]]]:

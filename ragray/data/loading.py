@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from ragray.config import DataConfig
+from ragray.data.answerable import mark_unanswerable
 from ragray.data.beir import is_beir_folder, load_beir
 from ragray.data.named import PUBLIC_SETS, public_set_path
 from ragray.data.nq import NQ_DATASET, NQ_DEFAULT_SAMPLES, load_nq
@@ -113,7 +114,8 @@ LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {
 
 
 def load_dataset(config: DataConfig) -> Dataset:
-    """Load the dataset ``config`` describes and keep its first ``config.limit`` questions."""
+    """Load the dataset ``config`` describes, mark its unanswerable questions
+    (:mod:`ragray.data.answerable`) and keep its first ``config.limit`` questions."""
     fmt: str = config.format
     if fmt == "auto" or ((config.path == DEMO or config.path in PUBLIC_SETS) and fmt == "jsonl"):
         fmt = detect_format(config.path)
@@ -121,4 +123,4 @@ def load_dataset(config: DataConfig) -> Dataset:
         raise InputError(f"data.columns (--columns) renames the columns of a records file (.jsonl, .csv, "
                          f".parquet); {config.path} is read as {fmt}")
     logger.debug("loading %s as %s", config.path, fmt)
-    return LOADERS[fmt](config).limit(config.limit)
+    return mark_unanswerable(LOADERS[fmt](config)).limit(config.limit)

@@ -1,4 +1,4 @@
-"""Public evaluation sets by name: ``squad``, ``hotpotqa``, ``pubmedqa``, ``scifact``.
+"""Public evaluation sets by name: ``squad``, ``squad2``, ``hotpotqa``, ``pubmedqa``, ``scifact``.
 
 ``data.path: squad`` (``--dataset squad``) loads a records file found in this order:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from ragray.data.hotpotqa import HOTPOTQA_REPO, fetch_hotpotqa
 from ragray.data.pubmedqa import PUBMEDQA_REPO, fetch_pubmedqa
 from ragray.data.scifact import SCIFACT_URL, fetch_scifact
-from ragray.data.squad import SQUAD_REPO, fetch_squad
+from ragray.data.squad import SQUAD2_REPO, SQUAD_REPO, fetch_squad, fetch_squad2
 from ragray.data.writing import write_records
 from ragray.errors import InputError, MissingDependencyError, RagrayError
 from ragray.paths import cache_root
@@ -57,6 +57,8 @@ PUBLIC_SETS: Mapping[str, PublicSet] = {
     s.name: s for s in (
         PublicSet("squad", "SQuAD v1.1 dev", "squad_v11_dev.jsonl", "squad_v11_dev.corpus.jsonl",
                   f"Hugging Face hub {SQUAD_REPO} (validation)", fetch_squad),
+        PublicSet("squad2", "SQuAD 2.0 dev (with unanswerable questions)", "squad_v20_dev.jsonl",
+                  "squad_v20_dev.corpus.jsonl", f"Hugging Face hub {SQUAD2_REPO} (validation)", fetch_squad2),
         PublicSet("hotpotqa", "HotpotQA dev (distractor)", "hotpotqa_distractor_dev.jsonl", None,
                   f"Hugging Face hub {HOTPOTQA_REPO} (distractor, validation)", fetch_hotpotqa),
         PublicSet("pubmedqa", "PubMedQA PQA-L", "pubmedqa_pqal.jsonl", None,

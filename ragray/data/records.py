@@ -299,7 +299,7 @@ def load_records(
     )
     return Dataset(
         name=name or dataset_name(path), questions=questions, corpus=corpus_passages,
-        skipped=tuple(bad.skipped),
+        skipped=tuple(bad.skipped), corpus_name=corpus_path.name if corpus_passages else None,
     )
 
 

@@ -1,11 +1,14 @@
-"""SQuAD v1.1 dev from the Hugging Face hub (``rajpurkar/squad``, split ``validation``).
+"""SQuAD v1.1 dev (``rajpurkar/squad``) and SQuAD 2.0 dev (``rajpurkar/squad_v2``) from the
+Hugging Face hub, split ``validation``.
 
 Hub rows are one question each: ``id``, ``title`` (the article, ``Super_Bowl_50``), ``context``
 (its paragraph), ``question`` and ``answers`` (``{"text": [...], "answer_start": [...]}``, the
 crowd answers, often repeated). A record keeps the distinct answers in order and its paragraph as
 its one passage and gold id, ``<title>#p<i>`` where ``i`` counts the article's paragraphs in the
 order they first appear (as in the official JSON). Every paragraph goes into the corpus, so global
-retrieval searches all of the dev set's paragraphs.
+retrieval searches all of the dev set's paragraphs. SQuAD 2.0 adds questions its paragraph does
+not answer (no answer text): with ``unanswerable=True`` such a row is kept with no gold answer and
+no gold passage, marked ``answerable: false`` (:mod:`ragray.data.answerable`).
 
 :func:`parse_squad_rows` does the work on any iterable of such rows; :func:`fetch_squad` is the
 thin network wrapper.
@@ -22,11 +25,12 @@ from ragray.data.records import BadRows, RowError
 from ragray.errors import InputError
 from ragray.types import Dataset, Passage, Question, frozen_meta
 
-__all__ = ["SQUAD_REPO", "parse_squad_rows", "fetch_squad"]
+__all__ = ["SQUAD2_REPO", "SQUAD_REPO", "fetch_squad", "fetch_squad2", "parse_squad_rows"]
 
 logger = logging.getLogger(__name__)
 
 SQUAD_REPO = "rajpurkar/squad"
+SQUAD2_REPO = "rajpurkar/squad_v2"
 _SOURCE = "SQuAD v1.1 dev"
 
 
@@ -37,10 +41,10 @@ def _text(row: Mapping[str, Any], key: str) -> str:
     return str(value)
 
 
-def _answers(value: Any) -> tuple[str, ...]:
+def _answers(value: Any, unanswerable: bool) -> tuple[str, ...]:
     texts = [str(a.get("text") or "").strip() for a in struct_list(value)]
     answers = tuple(dict.fromkeys(t for t in texts if t))
-    if not answers:
+    if not answers and not unanswerable:
         raise RowError("'answers' has no answer text")
     return answers
 
@@ -51,6 +55,8 @@ def parse_squad_rows(
     source: str = f"{SQUAD_REPO}[validation]",
     on_bad_row: str = "error",
     name: str = "squad_v11_dev",
+    unanswerable: bool = False,
+    source_name: str = _SOURCE,
 ) -> Dataset:
     """SQuAD rows → records with their paragraph as passage and gold, plus the paragraph corpus.
 
@@ -68,7 +74,7 @@ def parse_squad_rows(
                 raise RowError(f"expected an object, got {type(row).__name__}")
             qid, title = _text(row, "id").strip(), _text(row, "title").strip()
             context, question = _text(row, "context"), _text(row, "question").strip()
-            answers = _answers(row.get("answers"))
+            answers = _answers(row.get("answers"), unanswerable)
             if qid in seen:
                 raise RowError(f"duplicate id '{qid}'")
         except RowError as exc:
@@ -81,9 +87,10 @@ def parse_squad_rows(
             passage = Passage(id=f"{title}#p{index}", text=context, title=title.replace("_", " "))
             paragraphs[(title, context)] = passage
         seen.add(qid)
+        meta = {"source": source_name, "article": title, **({} if answers else {"answerable": False})}
         questions.append(Question(
             id=qid, question=question, answers=answers, passages=(passage,),
-            gold_passage_ids=(passage.id,), meta=frozen_meta({"source": _SOURCE, "article": title}),
+            gold_passage_ids=(passage.id,) if answers else (), meta=frozen_meta(meta),
         ))
     bad.summary()
     if not questions:
@@ -91,6 +98,13 @@ def parse_squad_rows(
     logger.info("SQuAD: %d questions over %d paragraphs", len(questions), len(paragraphs))
     return Dataset(name=name, questions=tuple(questions), corpus=tuple(paragraphs.values()),
                    skipped=tuple(bad.skipped))
+
+
+def fetch_squad2() -> Dataset:
+    """Download SQuAD 2.0 dev (11,873 questions, 5,945 of them unanswerable) and convert it."""
+    rows = stream_rows(SQUAD2_REPO, "validation", feature="downloading SQuAD 2.0 (dataset 'squad2')")
+    return parse_squad_rows(rows, source=f"{SQUAD2_REPO}[validation]", on_bad_row="skip", name="squad_v20_dev",
+                            unanswerable=True, source_name="SQuAD 2.0 dev")
 
 
 def fetch_squad() -> Dataset:

@@ -15,7 +15,13 @@ from ragray.errors import ConfigError
 from ragray.generation.base import ChatPrompt, Message
 from ragray.types import Passage
 
-__all__ = ["PromptTemplate", "TEMPLATES", "get_template", "closed_book"]
+__all__ = ["DECLINE_INSTRUCTION", "DECLINE_PHRASE", "PromptTemplate", "TEMPLATES", "closed_book", "get_template",
+           "system_message"]
+
+#: what ragray's instruction asks a model to say when the passages do not answer the question
+DECLINE_PHRASE = "The passages do not say."
+#: added to the system message where a set has unanswerable questions (``generation.decline``)
+DECLINE_INSTRUCTION = f'If the passages do not contain the answer, reply only: "{DECLINE_PHRASE}"'
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,14 @@ def get_template(name: str) -> PromptTemplate:
         raise ConfigError(
             f"generation.template: unknown template '{name}'; valid: {', '.join(sorted(TEMPLATES))}"
         ) from None
+
+
+def system_message(template: PromptTemplate, system_prompt: str | None, decline: str) -> str:
+    """The system message every prompt of a run carries: ``generation.system_prompt`` (else the
+    template's), with :data:`DECLINE_INSTRUCTION` where ``generation.decline`` is ``always`` (a
+    run resolves ``auto`` from its data set first: :func:`ragray.data.answerable.resolve_decline`)."""
+    base = system_prompt or template.system
+    return f"{base} {DECLINE_INSTRUCTION}" if decline == "always" else base
 
 
 def closed_book(template: PromptTemplate, question: str, system: str | None = None) -> ChatPrompt:

@@ -25,7 +25,7 @@ from ragray.generation import Generator
 from ragray.pipeline.generators import call_cache_counts, open_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
-from ragray.retrieval.stage import RetrievalStage
+from ragray.retrieval.stage import RetrievalStage, resolve_scope
 from ragray.rows.audit import AuditEntry
 from ragray.rows.summaries import AuditSummary
 from ragray.store.recording import recorded_run
@@ -69,7 +69,8 @@ def audit_entry(qid: str, query: str, hits: Sequence[Hit], relevant_ids: Sequenc
     })
 
 
-def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, **footer: Any) -> AuditSummary:
+def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, scope: str | None = None,
+                    **footer: Any) -> AuditSummary:
     """``audit_report.json``'s summary: PASS/FAIL counts and the means over scored queries."""
     counts = Counter(e.status for e in entries)
     scored = [e for e in entries if e.status != UNSCORED]
@@ -93,7 +94,7 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, **f
         k=config.audit.k,
         pass_score=config.audit.pass_score,
         retriever=config.retrieval.retriever,
-        scope=config.retrieval.scope,
+        scope=scope or config.retrieval.scope,
         dataset=config.data.path,
         **footer,
     )
@@ -123,8 +124,9 @@ def run_audit(
                 calls = call_cache_counts(gen)
                 if generator is None:
                     gen.close()
-        summary = summarize_audit(entries, config, skipped_rows=len(dataset.skipped),
-                                  wall_seconds=time.perf_counter() - start, cache=calls or None)
+        summary = summarize_audit(entries, config, resolve_scope(config.retrieval, dataset),
+                                  skipped_rows=len(dataset.skipped), wall_seconds=time.perf_counter() - start,
+                                  cache=calls or None)
         result = AuditRun(run.path, summary, tuple(entries))
         run.write_json("audit_report", result.report())
         run.write_rows(AuditEntry, entries)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from ragray.config import ExperimentConfig
+from ragray.data.answerable import resolve_decline
 from ragray.generation import GENERATORS, Generator
 from ragray.execution.placement import summarize_placements
 from ragray.pipeline.generators import call_cache_counts, open_generator
@@ -32,7 +33,7 @@ from ragray.pipeline.questions import (
 )
 from ragray.report.report import write_report
 from ragray.registry import Registry
-from ragray.retrieval.stage import QuestionHits
+from ragray.retrieval.stage import QuestionHits, describe_sources
 from ragray.rows.base import QuestionRecord
 from ragray.rows.summaries import FaithfulnessSummary, RunSummary
 from ragray.store.recording import recorded_run
@@ -138,6 +139,16 @@ def run_questions(
     return executor
 
 
+def short_of_top_k(records: Sequence[QuestionRecord], top_k: int) -> dict[str, int] | None:
+    """``{passages: questions}`` over the questions that got fewer than ``top_k`` passages (None: none did)."""
+    counts: dict[int, int] = {}
+    for r in records:
+        n = r.question.n_passages  # type: ignore[attr-defined]
+        if n is not None and n < top_k:
+            counts[n] = counts.get(n, 0) + 1
+    return {str(n): counts[n] for n in sorted(counts)} or None
+
+
 def _model_id(records: Sequence[QuestionRecord], config: ExperimentConfig) -> str:
     models = [r.model for r in records if r.model]
     return models[0] if models else config.generation.model
@@ -179,6 +190,7 @@ class QuestionCommand:
         checked = check_run_dir(config, out, resume=resume, command=self.command)  # a refused --out is not recorded
         with recorded_run(config, self.command, out) as recording:
             qr = open_checked_run(checked, config, record_type=self.record_type)
+            config = resolve_decline(config, qr.dataset)  # the prompt says how to decline where the set needs it
             postfix = self.postfix() if self.postfix else None
             began = time.perf_counter()
             executor = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
@@ -192,6 +204,8 @@ class QuestionCommand:
             summary = replace(
                 self.summarize(records, config, model_id=model_id),
                 skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
+                passages_from=describe_sources(config.retrieval, qr.dataset),
+                short_of_top_k=short_of_top_k(records, config.retrieval.top_k),
                 # this process's retrieval-cache and call-cache hits and misses
                 cache={**qr.stage.cache_stats.as_dict(), **executor.call_counts},
                 backend_settings=executor.backend_settings or None, resources=executor.resources or None,

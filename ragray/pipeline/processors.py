@@ -16,7 +16,7 @@ from ragray.config import ExperimentConfig
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
 from ragray.pipeline.generators import open_generator
-from ragray.generation.prompts import get_template
+from ragray.generation.prompts import get_template, system_message
 from ragray.cache.embeddings import embeddings_path
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import all_measures, get_similarity
@@ -37,7 +37,8 @@ def influence_processor(
         get_template(config.generation.template),
         get_similarity(config.influence.similarity),
         config.influence,
-        config.generation.system_prompt,
+        system_message(get_template(config.generation.template), config.generation.system_prompt,
+                       config.generation.decline),
         quality=QualityScorer(config.metrics, store=embeddings_path(config.cache.dir) if config.cache.embeddings
                               else None, offload=gen.aside),
         model=config.generation.model,
@@ -58,6 +59,7 @@ def faithfulness_processor(
         all_measures(tuple(dict.fromkeys((fc.similarity, *fc.measures)))),
         fc,
         seed=config.seed,
-        system_prompt=config.generation.system_prompt,
+        system_prompt=system_message(get_template(config.generation.template), config.generation.system_prompt,
+                                     config.generation.decline),
     )
     return lambda qh: replace(experiment.run(qh), model=gen.model_id)

@@ -13,7 +13,7 @@ from ragray.data import load_dataset
 from ragray.encoders import SentenceEncoder
 from ragray.metrics.chunking import chunk_metrics
 from ragray.metrics.retrieval import diversity, doc_ranking, mean_scores, ranking_metrics, score_ranking
-from ragray.retrieval.stage import RetrievalStage
+from ragray.retrieval.stage import RetrievalStage, describe_sources, resolve_scope
 from ragray.rows.retrieval import HitRow, RetrievalQuestionRow
 from ragray.store.rundir import RunDir
 
@@ -26,6 +26,7 @@ class RetrieveResult:
     n_skipped_rows: int
     metrics: dict[str, Any]
     seconds: float
+    sources: str = ""  # where the passages came from, in words (the run line)
 
 
 def _means(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -89,11 +90,12 @@ def run_retrieve(config: ExperimentConfig, out: str | Path, progress: bool = Tru
             "skipped_rows": [asdict(s) for s in dataset.skipped],
             "retriever": config.retrieval.retriever,
             "rerank": config.rerank.strategy,
-            "scope": config.retrieval.scope,
+            "scope": resolve_scope(config.retrieval, dataset),
             "top_k": k,
             "seconds": seconds,
             **metrics,
             **extra,
         },
     )
-    return RetrieveResult(Path(out), len(dataset.questions), len(dataset.skipped), {**metrics, **extra}, seconds)
+    return RetrieveResult(Path(out), len(dataset.questions), len(dataset.skipped), {**metrics, **extra}, seconds,
+                          describe_sources(config.retrieval, dataset))

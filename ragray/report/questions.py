@@ -88,6 +88,11 @@ def verdict(q: dict[str, Any]) -> Verdict:
     state = q.get("state")
     if state == "error" or q.get("error"):
         return Verdict("unmeasured", f"error: {q.get('error') or 'the question failed'}")
+    if q.get("answerable") is False:
+        if q.get("declined"):
+            return Verdict("unanswerable", "unanswerable, and the model declined (right)")
+        return Verdict("unanswerable", "unanswerable: the answer is made up (the used passages are what it "
+                                       "leaned on; no alignment verdict)")
     return Verdict("unmeasured", _STATES.get(state, f"not measured ({state})"))
 
 
@@ -102,10 +107,15 @@ def _order(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _answer(q: dict[str, Any]) -> str:
     correct = q.get("answer_correct")
-    mark = ("" if correct is None else ' <span class=mark-ok title="contains a gold answer">✓</span>' if correct
-            else ' <span class=mark-no title="contains no gold answer">✗</span>')
+    if q.get("answerable") is False:
+        mark = ("" if correct is None else ' <span class=mark-ok title="unanswerable: the model declined">✓ declined</span>'
+                if correct else ' <span class=mark-no title="unanswerable: the model answered anyway">✗ answered anyway</span>')
+    else:
+        mark = ("" if correct is None else ' <span class=mark-ok title="contains a gold answer">✓</span>' if correct
+                else ' <span class=mark-no title="contains no gold answer">✗</span>')
     gold = q.get("gold_answers") or []
-    gold_text = f' <span class=muted>gold: {esc(" | ".join(gold))}</span>' if gold else ""
+    gold_text = (f' <span class=muted>gold: {esc(" | ".join(gold))}</span>' if gold else
+                 ' <span class=muted>unanswerable: no gold answer</span>' if q.get("answerable") is False else "")
     return (f'<div class=qanswer>answer: <b>{esc(q.get("baseline_answer") or "–")}</b>{mark}{gold_text}</div>')
 
 

@@ -67,7 +67,8 @@ def header(data: RunData, title: str) -> str:
     gen, ret = cfg.get("generation") or {}, cfg.get("retrieval") or {}
     sim = badge("simulated", "simulated") if data.simulated else ""
     bits = [f"{data.kind}", f"model {gen.get('model', '–')} via {gen.get('backend', '–')}",
-            f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}", f"dataset {(cfg.get('data') or {}).get('path', '–')}"]
+            (data.summary or {}).get("passages_from") or f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}",
+            f"dataset {(cfg.get('data') or {}).get('path', '–')}"]
     return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
             f"<div class=\"sub muted\">{esc(str(data.path))}</div>")
 

@@ -15,8 +15,8 @@ from ragray.console import print_pairs, print_table
 from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["MAX_QUESTIONS", "QUESTION_COLUMNS", "QuestionLine", "group_words", "question_lines", "used_groups",
-           "verdict_words", "print_run"]
+__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "question_lines", "short_of_top_k_line",
+           "sources_words", "used_groups", "verdict_words", "print_run"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
 MAX_QUESTIONS = 20
@@ -29,7 +29,7 @@ STATE_WORDS = {
     "context_ignored": "not measured: the answer does not depend on the passages",
     "diffuse": "no single passage stands clear of the noise (the answer depends on the passages)",
     "constant_influence": "not measured: every passage has the same influence",
-    "too_few_passages": "not measured: fewer than 2 passages",
+    "too_few_passages": "no verdict: fewer than 2 passages, no order to check",
     "error": "error",
 }
 
@@ -52,6 +52,10 @@ def verdict_words(q: Mapping[str, Any]) -> str:
     """The tie-robust verdict of one question, or why it has none."""
     if q.get("error"):
         return "error: " + _cut(str(q["error"]), 40)
+    if q.get("answerable") is False:
+        if q.get("declined"):
+            return "unanswerable, and the model declined (right)"
+        return "unanswerable: the answer is made up (used = what it leaned on; no verdict)"
     if q.get("misaligned") is True:
         return "MISALIGNED: the retriever's order does not match use"
     if q.get("misaligned") is False:
@@ -61,7 +65,17 @@ def verdict_words(q: Mapping[str, Any]) -> str:
     return STATE_WORDS.get(q.get("state") or "", f"not measured ({q.get('state')})")
 
 
-def _correct(q: Mapping[str, Any]) -> str:
+#: what the console's ``correct`` column says, in one line under the table
+CORRECT_LEGEND = ("correct: yes / no = the answer contains a gold answer; declined / answered anyway = an "
+                  "unanswerable question (no gold answer: declining is right); - = no gold answer to judge by")
+
+
+def correct_words(q: Mapping[str, Any]) -> str:
+    """``yes`` / ``no`` against the gold answers; ``declined`` / ``answered anyway`` on an
+    unanswerable question; ``-`` where there is nothing to judge by."""
+    if q.get("answerable") is False:
+        declined = q.get("declined")
+        return "-" if declined is None else ("declined" if declined else "answered anyway")
     v = q.get("answer_correct")
     return "-" if v is None else ("yes" if v else "no")
 
@@ -130,9 +144,31 @@ def question_lines(questions: Sequence[Mapping[str, Any]], passages: Sequence[Ma
     lines = []
     for q in chosen:
         used, ids = _used(by_q.get(q["question_id"], ()))
-        cells = (str(order[q["question_id"]] + 1), _cut(q.get("question"), 48), _correct(q), used, verdict_words(q))
+        cells = (str(order[q["question_id"]] + 1), _cut(q.get("question"), 48), correct_words(q), used, verdict_words(q))
         lines.append(QuestionLine(q["question_id"], cells, ids))
     return lines, note
+
+
+def sources_words(s: Any) -> str:
+    """Where the passages came from (``bm25 top-10 of 2,067 corpus passages (squad.corpus.jsonl)``);
+    a summary written before the field existed says retriever and k."""
+    return getattr(s, "passages_from", None) or f"{getattr(s, 'retriever', '?')} top-{getattr(s, 'top_k', '?')}"
+
+
+def short_of_top_k_line(s: Any, top_k: int) -> str | None:
+    """``4 of 6 questions got fewer than 10 passages (1 passage: 1; 3 passages: 3)`` and what one
+    passage means for the verdict; None when every question got ``top_k``, or when they searched
+    their own passages (the run line says how many) and each got two or more."""
+    short = getattr(s, "short_of_top_k", None)
+    own = "own passages" in (getattr(s, "passages_from", None) or "")  # the run line gave the counts
+    if not short or (own and not ({"0", "1"} & set(short))):
+        return None
+    n = sum(short.values())
+    parts = "; ".join(f"{k} passage{'s' if k != '1' else ''}: {v}" for k, v in short.items())
+    line = f"{n} of {s.n_questions} questions got fewer than {top_k} passages ({parts})"
+    if "1" in short or "0" in short:
+        line += "; with one passage there is no retrieval order to check, so no verdict"
+    return line
 
 
 def _fmt(value: object, spec: str = ".3f") -> str:
@@ -151,12 +187,24 @@ def headline(s: RunSummary) -> str:
             f"lower than passages it did not use (usage nDCG < {a.misalignment_threshold:g})")
 
 
-def _correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary) -> str:
-    judged = [q["answer_correct"] for q in questions if q.get("answer_correct") is not None]
-    if not judged:
+def correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary | None = None) -> str:
+    """``answered correctly: 2 of 2 answerable (...); declined 1 of 4 unanswerable``, and the
+    questions neither counts (no gold answer to judge by, or no answer)."""
+    unanswerable = [q for q in questions if q.get("answerable") is False]
+    judged = [q["answer_correct"] for q in questions if q.get("answerable") is not False and q.get("answer_correct") is not None]
+    declined = [q["declined"] for q in unanswerable if q.get("declined") is not None]
+    parts = []
+    if judged:
+        quality = (f"; exact match {_fmt(s.baseline_exact_match)}, token F1 {_fmt(s.quality.f1)}" if s is not None else "")
+        parts.append(f"answered correctly: {sum(judged)} of {len(judged)} answerable (the answer contains a gold "
+                     f"answer{quality})")
+    if unanswerable:
+        parts.append(f"declined {sum(declined)} of {len(unanswerable)} unanswerable (declining is right; "
+                     f"{len(declined) - sum(declined)} answered anyway)")
+    if not parts:
         return "answered correctly: no gold answers to judge by"
-    return (f"answered correctly: {sum(judged)} of {len(judged)} (the answer contains a gold answer; "
-            f"exact match {_fmt(s.baseline_exact_match)}, token F1 {_fmt(s.quality.f1)})")
+    rest = len(questions) - len(judged) - len(unanswerable)
+    return "; ".join(parts) + (f"; {rest} not judged (no gold answer or no answer)" if rest else "")
 
 
 def _plain_states(states: Mapping[str, int]) -> str:
@@ -220,11 +268,13 @@ def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: S
     lines, note = question_lines(questions, passages)
     if lines:
         print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
+        if any(line.cells[2] not in ("yes", "no") for line in lines):  # a mark beyond yes / no: say what it means
+            print(f"({CORRECT_LEGEND})")
         if note:
             print(f"({note})")
     print()
     print(headline(s))
-    print(_correct_line(questions, s))
+    print(correct_line(questions, s))
     verdict, table = panel_lines(s.panel)
     print("\n".join(verdict))
     if table:

@@ -1,6 +1,8 @@
 """The retrieval stage of the pipeline: chunk → filter → index → search → rerank → top-k.
 
-Scope (``retrieval.scope``):
+Scope (``retrieval.scope``; ``auto``, the default, is ``global`` where the set has its own corpus —
+a corpus file beside the questions or named in ``data.corpus``, a BEIR folder — or no question
+carries passages, else ``per_question``; :func:`resolve_scope`):
 - ``per_question``: each question's own passages (chunked) form its corpus, as in NQ and HotpotQA;
   one small index per question.
 - ``global``: one index over the dataset's corpus (the corpus file, or the union of all records'
@@ -37,6 +39,7 @@ from ragray.console import progress_bar
 
 from ragray.cache import CacheStats, RetrievalCache
 from ragray.cache.keys import hits_key, index_key, rerank_identity, setup_key
+from ragray.catalog import ranks_corpus
 from ragray.config import ExperimentConfig, RetrievalConfig
 from ragray.data.chunking import chunk_passages
 from ragray.errors import InputError
@@ -47,7 +50,8 @@ from ragray.retrieval.expand import DocumentChunks, expand_hits, index_documents
 from ragray.retrieval.tail import finish_hits, first_stage_k
 from ragray.types import Dataset, Hit, Passage, Question
 
-__all__ = ["QuestionHits", "RetrievalStage", "passes_filters", "resolved_retrieval_config"]
+__all__ = ["QuestionHits", "RetrievalStage", "describe_sources", "passes_filters", "resolve_scope",
+           "resolved_retrieval_config"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,36 @@ def passes_filters(passage: Passage, filters: Mapping[str, str | Sequence[str]])
         if str(value) not in options:
             return False
     return True
+
+
+def resolve_scope(retrieval: RetrievalConfig, dataset: Dataset) -> str:
+    """``per_question`` or ``global``: ``retrieval.scope`` as set, or what ``auto`` means for
+    ``dataset`` — its own corpus when it has one (and the retriever ranks a corpus: ``given``
+    keeps each question's passages), or when no question carries passages; else each question's own."""
+    if retrieval.scope != "auto":
+        return retrieval.scope
+    if not ranks_corpus(retrieval.retriever):
+        return "per_question"
+    if dataset.corpus_name is not None or not any(q.passages for q in dataset.questions):
+        return "global"
+    return "per_question"
+
+
+def describe_sources(retrieval: RetrievalConfig, dataset: Dataset) -> str:
+    """Where each question's passages come from, in words for the run line: ``bm25 top-10 of 2,067
+    corpus passages (squad.corpus.jsonl)`` or ``bm25 top-10 of the rows' own passages (1–10 per
+    question)``."""
+    fewest, most = dataset.passage_counts
+    own = f"{fewest}" if fewest == most else f"{fewest}–{most}"
+    if not ranks_corpus(retrieval.retriever):
+        return f"the rows' own passages in their given order ({own} per question)"
+    head = f"{retrieval.retriever} top-{retrieval.top_k}"
+    if resolve_scope(retrieval, dataset) == "per_question":
+        return f"{head} of the rows' own passages ({own} per question)"
+    n = len(dataset.global_corpus())
+    where = (f"corpus passages ({dataset.corpus_name})" if dataset.corpus_name is not None
+             else "passages (every question's own, pooled)")
+    return f"{head} of {n:,} {where}"
 
 
 def resolved_retrieval_config(config: ExperimentConfig) -> RetrievalConfig:
@@ -99,7 +133,7 @@ class RetrievalStage:
         self.reranker = build_reranker(config.rerank) if reranks(config.rerank.strategy) else None
         self.cache = cache if cache is not None else RetrievalCache.from_config(config.cache)
         self._configured = (self.retriever, self.reranker)
-        self._setup: tuple[str | None] | None = None  # computed on first use
+        self._setup: dict[str, str | None] = {}  # per scope, computed on first use
 
     @property
     def first_stage_k(self) -> int:
@@ -126,20 +160,18 @@ class RetrievalStage:
             return None
         return index_key(chunks_key, self.config.retrieval.filters, self.retriever)
 
-    def _setup_key(self) -> str | None:
-        """Key of the retrieval setup (``None``: results are not cached)."""
+    def _setup_key(self, scope: str) -> str | None:
+        """Key of the retrieval setup in ``scope`` (``None``: results are not cached)."""
         if not self.cache.use_retrievals:
             return None
         if (self.retriever, self.reranker) != self._configured:
             log.debug("retriever or reranker replaced by hand: results are not cached")
             return None
-        if self._setup is None:
+        if scope not in self._setup:
             cfg = self.config.retrieval
-            self._setup = (
-                setup_key(cfg.scope, cfg.top_k, cfg.min_score, cfg.filters, self.retriever,
-                          rerank_identity(self.config.rerank)),
-            )
-        return self._setup[0]
+            self._setup[scope] = setup_key(scope, cfg.top_k, cfg.min_score, cfg.filters, self.retriever,
+                                           rerank_identity(self.config.rerank))
+        return self._setup[scope]
 
     # --- corpus and index -----------------------------------------------------------------
 
@@ -159,7 +191,7 @@ class RetrievalStage:
 
     def sources(self, dataset: Dataset) -> tuple[Passage, ...]:
         """The unchunked passages retrieval draws on: the global corpus, or every question's own."""
-        if self.config.retrieval.scope == "global":
+        if resolve_scope(self.config.retrieval, dataset) == "global":
             return dataset.global_corpus()
         seen: dict[str, Passage] = {}
         for q in dataset.questions:
@@ -209,7 +241,7 @@ class RetrievalStage:
     def run(self, dataset: Dataset, progress: bool = True) -> Iterator[QuestionHits]:
         """Yield each question's hits, in dataset order."""
         before = self.cache_stats
-        if self.config.retrieval.scope == "global":
+        if resolve_scope(self.config.retrieval, dataset) == "global":
             yield from self._run_global(dataset, progress)
         else:
             yield from self._run_per_question(dataset, progress)
@@ -222,9 +254,9 @@ class RetrievalStage:
         if dataset.questions and not any(q.passages for q in dataset.questions):
             raise InputError(
                 f"dataset '{dataset.name}' has no per-question passages (a corpus-only set such as "
-                "BEIR); use retrieval.scope=global (--scope global)"
+                "BEIR); use retrieval.scope=global or auto (--scope global)"
             )
-        setup = self._setup_key()
+        setup = self._setup_key("per_question")
         expand = bool(self.config.retrieval.expand.window)
         bar = progress_bar(dataset.questions, desc="retrieve", unit="q", disable=not progress)
         for q in bar:
@@ -249,7 +281,7 @@ class RetrievalStage:
         the first batch holding a question that is not (a fully cached run never touches it)."""
         source = dataset.global_corpus()
         chunks_key = self._chunks_key(source, dataset.documents)
-        setup = self._setup_key() if chunks_key else None
+        setup = self._setup_key("global") if chunks_key else None
         index: SearchIndex | None = None
         documents: dict[str, DocumentChunks] | None = None
         expand = bool(self.config.retrieval.expand.window)

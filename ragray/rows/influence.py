@@ -78,16 +78,18 @@ class QuestionRow(Row):
     context_dependent: Annotated[bool | None, doc("logprob_all - logprob_none >= influence.context_threshold: "
                                                   "false = the model gives this answer without the passages, "
                                                   "so no passage is 'used'")] = None
-    noise_scale: Annotated[float | None, doc("interactions: 1.4826 x the median |effect| of the question's "
-                                             "keep-alone and drop-one contexts, nats (a small model's jitter)")] = None
+    noise_scale: Annotated[float | None, doc("interactions: 1.4826 x the median |drop-one loss| of the "
+                                             "question's passages but the largest, nats (a small model's jitter)")] = None
     used_bar: Annotated[float | None, doc("interactions: the credit a passage needs to count as used, nats "
-                                          "(max(influence.min_effect, influence.noise_z x noise_scale))")] = None
+                                          "(max(influence.min_effect, influence.noise_z x noise_scale, "
+                                          "influence.min_share x the passages' gain))")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
     seconds_checks: Annotated[float | None, doc("seconds of the checks")] = None
     answer_correct: Annotated[bool | None, doc("the normalized answer contains a normalized gold answer as "
-                                               "whole words; null without gold answers")] = None
+                                               "whole words; on an unanswerable question, the model declined; "
+                                               "null without gold answers")] = None
     dtype: Annotated[str | None, doc("the dtype the model computed in (float32, bfloat16 ...); null "
                                      "where unknown (a remote endpoint)")] = None
     forward_passes: Annotated[float | None, doc("model forward passes for this question (its share of "
@@ -98,6 +100,13 @@ class QuestionRow(Row):
                                                  "(its share; decoding steps not included)")] = None
     tokens_minimum: Annotated[float | None, doc("the tokens exact prefix reuse of its calls would run")] = None
     padding_tokens: Annotated[float | None, doc("padding among tokens_computed")] = None
+    answerable: Annotated[bool | None, doc("false: unanswerable (the row says so, or it has no gold answer in "
+                                           "a set whose other rows have one; ragray.data.answerable); true: it "
+                                           "has gold answers; null: the set has none")] = None
+    declined: Annotated[bool | None, doc("the answer says it cannot answer (ragray.metrics.declines)")] = None
+    decline_margin: Annotated[float | None, doc("unanswerable questions, log-prob modes: mean per-token log-prob "
+                                                "of the decline phrase minus that of the answer (> 0: declining "
+                                                "was likelier per token)")] = None
 
 
 @dataclass(frozen=True)

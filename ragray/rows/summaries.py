@@ -151,6 +151,10 @@ class RunFooter(Summary):
     resources: Mapping[str, Any] | None = omitted_when_none(default=None)
     #: on Ray: one entry per actor that made records (node, pid, GPU ids, CUDA_VISIBLE_DEVICES, device, questions)
     placement: tuple[Mapping[str, Any], ...] | None = omitted_when_none(default=None)
+    #: where each question's passages came from, in words (:func:`ragray.retrieval.stage.describe_sources`)
+    passages_from: str | None = omitted_when_none(default=None)
+    #: questions that got fewer passages than ``retrieval.top_k``: ``{passages: questions}``
+    short_of_top_k: Mapping[str, int] | None = omitted_when_none(default=None)
 
 
 # --- ragray run ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ragray.errors import BackendError, ConfigError, InputError, PromptTooLongEr
 from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
 from ragray.generation.base import too_long
-from ragray.generation.prompts import get_template
+from ragray.generation.prompts import get_template, system_message
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import Similarity, all_measures, get_similarity
 from ragray.pipeline.audit import audit_entry
@@ -69,6 +69,8 @@ class RagService:
         self.reranker = reranker
         self.generator = generator
         self.template = get_template(config.generation.template)
+        #: the system message of every prompt (``generation.decline: auto`` means never here: no data set)
+        self.system = system_message(self.template, config.generation.system_prompt, config.generation.decline)
         self.policy = ClientPolicy.for_server(config)
         self._cache = _Cache()
 
@@ -114,7 +116,7 @@ class RagService:
             passages = [Passage(id=f"p{i}", text=t) for i, t in enumerate(req.passages, start=1)]
         else:
             passages = [h.passage for h in self._retrieve(req)[2]]
-        prompt = self.template.build(req.question, passages, self.config.generation.system_prompt)
+        prompt = self.template.build(req.question, passages, self.system)
         (g,) = self.generator.generate([prompt])
         if g.error is not None:
             _raise_too_long(g.error)
@@ -133,7 +135,8 @@ class RagService:
         qh = self._question_hits(req, qid, req.answers)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
-        loop = InfluenceLoop(self.generator, self.template, similarity, icfg, cfg.generation.system_prompt,
+        system = system_message(self.template, cfg.generation.system_prompt, cfg.generation.decline)
+        loop = InfluenceLoop(self.generator, self.template, similarity, icfg, system,
                              quality=quality, model=cfg.generation.model,
                              retrieval_k=req.top_k_docs or cfg.retrieval.top_k)
         record = loop.run(qh)
@@ -160,7 +163,7 @@ class RagService:
             raise InputError(str(exc)) from None
         qh = self._question_hits(req, qid, req.answers)
         experiment = FaithfulnessExperiment(self.generator, self.template, measures, fc, seed=self.config.seed,
-                                            system_prompt=self.config.generation.system_prompt)
+                                            system_prompt=self.system)
         record = experiment.run(qh)
         _raise_too_long(record.question.error)
         arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]

@@ -96,8 +96,8 @@ def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     assert qs["q1"]["answer_correct"] is True and qs["q3"]["answer_correct"] is False
     assert "precision" not in qs["q1"] and "dtype" in qs["q1"]
     columns = list(read(res.out, "questions")[0])  # appended, in this order
-    assert columns[-7:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",
-                            "tokens_minimum", "padding_tokens"]
+    assert columns[-10:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",
+                             "tokens_minimum", "padding_tokens", "answerable", "declined", "decline_margin"]
     assert qs["q1"]["forward_passes"] is None  # a scripted generator counts nothing: null, not 0
     assert not (res.out / "checks.csv").exists() and not (res.out / "checks.parquet").exists()
     from ragray.rows.influence import QuestionRow
@@ -198,7 +198,7 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     # either copy of the mill's answer suffices: drop-one sees neither, the keep-alone contexts see both
     assert re.search(r"^4 .*q4-p0 or q4-p1 \(either suffices; 1\.00, #1 #2\)\s+aligned$", lines[5])
     assert lines[6] == "" and lines[7].startswith("misaligned: 1 of 3 questions (33%, 95% CI")  # one headline after the table
-    assert lines[8].startswith("answered correctly: 1 of 4 (the answer contains a gold answer")
+    assert lines[8].startswith("answered correctly: 1 of 4 answerable (the answer contains a gold answer")
     assert "validity against gold passages: " in out and "(free control)" in out
     assert re.search(r"Spearman rule \(original, rho < 0.7\)\s+divergent rate", out)
     assert out.index("misaligned: ") < out.index("Spearman rule")  # the tie-robust verdict leads
@@ -340,3 +340,36 @@ def test_question_rows_count_what_the_ablations_cost(dataset, tmp_path):
     assert (both.calls_requested, both.calls_generated, both.score_passes, both.n_calls) == (5, 1, 10, 10)
     gen = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", progress=False).records[0].question
     assert (gen.calls_requested, gen.calls_generated, gen.score_passes) == (5, 5, 0)
+
+
+def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_verdict(tmp_path):
+    """A question without a gold answer in a labelled set is unanswerable: the prompt says how to
+    decline, declining is right, a made-up answer is 'answered anyway' with what it leaned on
+    shown, and neither gets an alignment verdict."""
+    rows = [
+        record("a", "Which ferry sails to Kell?", ["The ferry to Kell is the Tern ANSWER=tern", "Kell has a lighthouse."],
+               gold=["a-p0"]),
+        # nothing answers it: the scripted model says "unknown" (a decline)
+        {**record("u1", "Who designed the Palm Vault?", ["Gardens grow.", "Glass houses."]), "answers": []},
+        # a passage invites an answer the set says is not there: answered anyway
+        {**record("u2", "How much is a jar of honey?", ["Honey is sold ANSWER=cheap", "Bees buzz."]), "answers": []},
+    ]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    gen = ScriptedGenerator()
+    res = run_influence(config(path), tmp_path / "r", generator=gen, progress=False)
+    qs = {q["question_id"]: q for q in read(res.out, "questions")}
+    assert 'reply only: "The passages do not say."' in gen.calls[0][0].content
+    assert [qs[i]["answerable"] for i in ("a", "u1", "u2")] == [True, False, False]
+    assert [qs[i]["declined"] for i in ("a", "u1", "u2")] == [False, True, False]
+    assert [qs[i]["answer_correct"] for i in ("a", "u1", "u2")] == [True, True, False]
+    assert qs["a"]["misaligned"] is not None and qs["u1"]["misaligned"] is None and qs["u2"]["misaligned"] is None
+    assert qs["u2"]["decline_margin"] is not None and qs["a"]["decline_margin"] is None
+    used = {p["passage_id"] for p in read(res.out, "passages") if p["used"]}
+    assert "u2-p0" in used  # what the made-up answer leaned on
+    assert res.summary.alignment.n_scored == 1  # only the answerable question has a verdict
+    from ragray.report.run_console import correct_line, correct_words, verdict_words
+    assert [correct_words(qs[i]) for i in ("a", "u1", "u2")] == ["yes", "declined", "answered anyway"]
+    assert correct_line(list(qs.values())).startswith(
+        "answered correctly: 1 of 1 answerable (the answer contains a gold answer); declined 1 of 2 unanswerable")
+    assert verdict_words(qs["u2"]).startswith("unanswerable: the answer is made up")

@@ -89,19 +89,20 @@ def test_bad_input_exit_2_with_message(argv, message, capsys, tmp_path):
     assert re.search(r"ragray retrieve: error: " + message, err), err
 
 
-def test_corpus_only_dataset_needs_global_scope(tmp_path, capsys):
+def test_corpus_only_dataset_searches_its_corpus(tmp_path, capsys):
     (tmp_path / "qa.jsonl").write_text(
         json.dumps({"id": "q1", "question": "Which ferry?", "answers": [], "passages": [],
                     "gold_passage_ids": ["d1"]}) + "\n", encoding="utf-8")
     (tmp_path / "qa.corpus.jsonl").write_text(
         json.dumps({"id": "d1", "title": "", "text": "The ferry Tern sails at noon."}) + "\n",
         encoding="utf-8")
-    code, _, err = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--out",
-                        str(tmp_path / "o"), "--no-progress"], capsys)
-    assert code == 2 and "use retrieval.scope=global (--scope global)" in err
-    code, out, _ = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--scope", "global",
-                        "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    code, _, err = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--scope", "per_question",
+                        "--out", str(tmp_path / "p"), "--no-progress"], capsys)
+    assert code == 2 and "use retrieval.scope=global or auto (--scope global)" in err
+    code, out, _ = run(["retrieve", "--dataset", str(tmp_path / "qa.jsonl"), "--out", str(tmp_path / "o"),
+                        "--no-progress"], capsys)  # auto: the corpus beside it
     assert code == 0 and json.loads((tmp_path / "o" / "metrics.json").read_text())["hit_at_1"] == 1.0
+    assert "bm25 top-10 of 1 corpus passages (qa.corpus.jsonl)" in out
 
 
 @pytest.mark.slow

@@ -49,7 +49,7 @@ def test_resolved_config_round_trips(tmp_path):
         ("retrieval:\n  topk: 3\n", [], r"retrieval\.topk: unknown key \(valid keys: retriever, top_k"),
         ("colour: red\n", [], r"colour: unknown key \(valid keys: name, seed, data"),
         ("retrieval:\n  scope: everywhere\n", [],
-         r"retrieval\.scope must be one of 'per_question' or 'global', got 'everywhere'"),
+         r"retrieval\.scope must be one of 'auto', 'per_question' or 'global', got 'everywhere'"),
         ("retrieval:\n  retriever: bm52\n", [], r"retrieval\.retriever: unknown retriever 'bm52'; valid: bm25, dense, given, hybrid"),
         ("rerank:\n  strategy: magic\n", [], r"rerank\.strategy: unknown reranker 'magic'; valid: .*bge"),
         ("chunking:\n  size: 10\n  overlap: 10\n", [], r"chunking\.overlap must be < chunking\.size \(10\), got 10"),

@@ -49,7 +49,8 @@ def _own_cache(tmp_path, monkeypatch):
 def test_the_catalog_knows_every_name():
     assert DATASET_NAMES == {"demo", "nq", *PUBLIC_SETS}
     assert {s.file for s in PUBLIC_SETS.values()} == {
-        "squad_v11_dev.jsonl", "hotpotqa_distractor_dev.jsonl", "pubmedqa_pqal.jsonl", "scifact.jsonl"}
+        "squad_v11_dev.jsonl", "squad_v20_dev.jsonl", "hotpotqa_distractor_dev.jsonl", "pubmedqa_pqal.jsonl",
+        "scifact.jsonl"}
 
 
 # --- parsing ------------------------------------------------------------------------------------
@@ -261,8 +262,8 @@ def test_a_named_set_is_never_a_path(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="dataset 'squad'"):
         load_dataset(load_config(None, ["data.path=squad"]).data)
-    with pytest.raises(InputError, match="unknown dataset name 'squad2'; valid: hotpotqa, pubmedqa, scifact, squad"):
-        public_set_path("squad2")
+    with pytest.raises(InputError, match="unknown dataset name 'squad3'; valid: hotpotqa, pubmedqa, scifact, squad, squad2"):
+        public_set_path("squad3")
 
 
 @pytest.mark.realdata

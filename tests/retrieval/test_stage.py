@@ -94,7 +94,33 @@ def test_reranker_gets_candidates_and_final_ranks_are_renumbered():
 def test_corpus_only_dataset_rejects_per_question_scope():
     ds = Dataset("c", (Question("q", "x"),), corpus=(HARBOUR,))
     with pytest.raises(InputError, match="no per-question passages.*--scope global"):
-        list(stage().run(ds, progress=False))
+        list(stage("retrieval.scope=per_question").run(ds, progress=False))
+    (out,) = stage().run(ds, progress=False)  # auto: the corpus is all there is
+    assert ids(out) == ["h"]
+
+
+def test_auto_scope_searches_the_sets_own_corpus_and_says_so():
+    """A corpus beside the questions (or named, or a BEIR folder's) is what auto retrieves from;
+    rows without one keep their own passages; the run line says which."""
+    from ragray.retrieval.stage import describe_sources, resolve_scope
+
+    own = Dataset("rows", (Question("q1", "Who logs ferry arrivals?", passages=(GARDEN,)),
+                           Question("q2", "x", passages=(GARDEN, HARBOUR))))
+    with_corpus = Dataset("rows", own.questions, corpus=(GARDEN, HARBOUR, MILL), corpus_name="rows.corpus.jsonl")
+    r = load_config(None, []).retrieval
+    assert resolve_scope(r, own) == "per_question" and resolve_scope(r, with_corpus) == "global"
+    assert resolve_scope(r, with_corpus.limit(1)) == "global"  # --limit keeps the corpus (and its name)
+    (first, _) = stage("retrieval.top_k=2").run(with_corpus, progress=False)
+    assert ids(first) == ["h", "m"]  # from the corpus, not q1's one passage
+    assert describe_sources(r, with_corpus) == "bm25 top-10 of 3 corpus passages (rows.corpus.jsonl)"
+    assert describe_sources(r, own) == "bm25 top-10 of the rows' own passages (1–2 per question)"
+    per_q = load_config(None, ["retrieval.scope=per_question"]).retrieval
+    assert resolve_scope(per_q, with_corpus) == "per_question"  # --scope still chooses
+    given = load_config(None, ["retrieval.retriever=given"]).retrieval
+    assert resolve_scope(given, with_corpus) == "per_question"
+    assert describe_sources(given, own) == "the rows' own passages in their given order (1–2 per question)"
+    pooled = load_config(None, ["retrieval.scope=global"]).retrieval
+    assert describe_sources(pooled, own) == "bm25 top-10 of 2 passages (every question's own, pooled)"
 
 
 def test_given_retriever_keeps_the_dataset_order_and_scores():

@@ -1,0 +1,53 @@
+"""Which questions are unanswerable: the passages cannot answer them, and the right response is to
+decline (SQuAD 2.0's ``is_impossible`` rows, ragray's demo ``kind: unanswerable`` rows).
+
+A question is unanswerable when its row says so (``answerable: false`` or ``is_impossible: true``,
+top level or in ``meta``), or when it has no gold answer in a set whose other rows have gold
+answers (a set without any gold answer is unlabelled, not unanswerable). :func:`mark_unanswerable`
+writes the verdict into ``Question.meta["answerable"]`` (False) once, when the set is loaded;
+:func:`is_unanswerable` reads it wherever a question travels (Ray actors, Serve replicas).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ragray.config import ExperimentConfig
+from ragray.types import Dataset, Question, frozen_meta
+
+__all__ = ["is_unanswerable", "mark_unanswerable", "resolve_decline"]
+
+
+def _says_unanswerable(q: Question) -> bool:
+    meta = q.meta or {}
+    return meta.get("answerable") is False or meta.get("is_impossible") is True
+
+
+def is_unanswerable(q: Question) -> bool:
+    """True when ``q`` is marked unanswerable (by its row or by :func:`mark_unanswerable`)."""
+    return _says_unanswerable(q)
+
+
+def mark_unanswerable(dataset: Dataset) -> Dataset:
+    """``dataset`` with ``meta["answerable"] = False`` on every unanswerable question (see above);
+    the same object when there is none."""
+    labelled = any(q.answers for q in dataset.questions)
+    changed = False
+    questions = []
+    for q in dataset.questions:
+        unanswerable = not q.answers and (_says_unanswerable(q) or (labelled and (q.meta or {}).get("answerable") is not True))
+        if unanswerable and (q.meta or {}).get("answerable") is not False:
+            q = replace(q, meta=frozen_meta({**dict(q.meta or {}), "answerable": False}))
+            changed = True
+        questions.append(q)
+    return replace(dataset, questions=tuple(questions)) if changed else dataset
+
+
+def resolve_decline(config: ExperimentConfig, dataset: Dataset) -> ExperimentConfig:
+    """``config`` with ``generation.decline: auto`` resolved for ``dataset``: ``always`` (the prompt
+    tells the model how to decline) where the set has an unanswerable question, else ``never``."""
+    gen = config.generation
+    if gen.decline != "auto":
+        return config
+    decline = "always" if any(is_unanswerable(q) for q in dataset.questions) else "never"
+    return config.model_copy(update={"generation": gen.model_copy(update={"decline": decline})})

@@ -169,21 +169,24 @@ def build(name: str, n: int) -> list[dict[str, Any]]:
     return items
 
 
-def _parts(name: str) -> list[Path]:
-    """A set's run directories in item order: ``<name>`` (items from 0), ``<name>@<start>`` (more items)."""
+def _parts(name: str, tune_only: bool = False) -> list[Path]:
+    """A set's run directories in item order: ``<name>`` (items from 0), ``<name>@<start>`` (more
+    items); with ``tune_only``, the ``<name>@<start>+tune`` batches (items added to the tune split
+    only, run after the test figures had been read once)."""
     found = [p for p in RUNS.glob(f"{name}*") if (p.name == name or p.name.startswith(f"{name}@"))
-             and (p / "questions.parquet").exists()]
-    return sorted(found, key=lambda p: int(p.name.split("@")[1]) if "@" in p.name else 0)
+             and p.name.endswith("+tune") == tune_only and (p / "questions.parquet").exists()]
+    return sorted(found, key=lambda p: int(p.name.split("@")[1].removesuffix("+tune")) if "@" in p.name else 0)
 
 
-def run_sets(names: Sequence[str], n: int, start: int = 0) -> None:
+def run_sets(names: Sequence[str], n: int, start: int = 0, tune_only: bool = False) -> None:
     """Run items ``start..n`` of each set through ``ragray.run`` at defaults, into ``<name>`` (from 0)
-    or ``<name>@<start>`` (resumable: a finished question is kept)."""
+    or ``<name>@<start>`` (``+tune``: a batch for the tune split only; resumable: a finished question
+    is kept)."""
     import ragray
 
     for name in names:
         items = build(name, n)[start:]
-        out = RUNS / (name if start == 0 else f"{name}@{start}")
+        out = RUNS / (name if start == 0 else f"{name}@{start}" + ("+tune" if tune_only else ""))
         began = time.perf_counter()
         ragray.run(items, out=out, resume=(out / "progress.jsonl").exists(), settings=SETTINGS,
                    top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
@@ -223,16 +226,19 @@ def _answer_elsewhere(item: dict[str, Any]) -> bool:
                for p in item["passages"] if roles.get(p["id"]) not in ("gold", "copy", "support"))
 
 
-def load_questions(name: str) -> list[dict[str, Any]]:
-    """Per question of a finished set: its row, passages (retrieval order) and scored contexts."""
+def load_questions(name: str, tune_only: bool = False) -> list[dict[str, Any]]:
+    """Per question of a finished set: its row, passages (retrieval order) and scored contexts
+    (``tune_only``: of its tune-only batches)."""
     import pyarrow.parquet as pq
 
     qs, ps, subs = [], [], []
-    for out in _parts(name):
+    parts = _parts(name, tune_only)
+    for out in parts:
         qs += pq.read_table(out / "questions.parquet").to_pylist()
         ps += pq.read_table(out / "passages.parquet").to_pylist()
         subs += pq.read_table(out / "subsets.parquet").to_pylist() if (out / "subsets.parquet").exists() else []
-    items = build(name, len(qs))  # the run's items, in item order (built once: it reads the data set)
+    start = min((int(p.name.split("@")[1].removesuffix("+tune")) for p in parts if "@" in p.name), default=0)
+    items = build(name, start + len(qs))[start if tune_only else 0:]  # the run's items, in item order (built once: it reads the data set)
     roles = {i["id"]: i["meta"]["roles"] for i in items}
     elsewhere = {i["id"]: _answer_elsewhere(i) for i in items}
     by_q: dict[str, dict[str, Any]] = {q["question_id"]: {"q": q, "passages": [], "subsets": []} for q in qs}
@@ -355,7 +361,7 @@ def report() -> dict[str, Any]:
             continue
         vs = load_questions(name)
         cut = len(vs) // 3
-        tune[name], test[name] = vs[:cut], vs[cut:]
+        tune[name], test[name] = vs[:cut] + load_questions(name, tune_only=True), vs[cut:]
     (z, m, f), grid = choose(tune)
     calls = [v["q"]["n_calls"] for vs in test.values() for v in vs]
     k = [len(v["passages"]) for vs in test.values() for v in vs]
@@ -562,10 +568,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="items per set")
     ap.add_argument("--start", type=int, default=0, help="run items start..n (into <set>@<start>)")
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
+    ap.add_argument("--tune-only", action="store_true", help="with --start: a batch for the tune split only")
     ap.add_argument("--publish", action="store_true", help="write the docs/trust.md block from the results")
     args = ap.parse_args()
     if args.action == "run":
-        run_sets(args.sets, args.n, args.start)
+        run_sets(args.sets, args.n, args.start, args.tune_only)
         return
     result = report()
     print(docs_block(result))

@@ -379,7 +379,7 @@ class InfluenceConfig(Section):
         2.0, ge=0, description="interactions: ... and at least this many nats ...",
     )
     min_share: float | None = Field(
-        0.05, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
+        0.1, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
         "the closed book (null: no such floor); the three were chosen on the tune split of "
         "benchmarks/bench_shared_evidence.py",
     )
@@ -740,9 +740,10 @@ class ServeConfig(Section):
 class HistoryConfig(Section):
     """Run history and presets in a database (SQLite by default; any SQLAlchemy URL)."""
 
-    url: str = Field(
-        "sqlite:///runs/ragray.sqlite",
-        description="SQLAlchemy URL, e.g. sqlite:////abs/path.sqlite or postgresql://user@host/db",
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL, e.g. sqlite:////abs/path.sqlite or postgresql://user@host/db (null: "
+        "history.sqlite in ragray's data folder, $RAGRAY_HOME or ~/.local/share/ragray)",
     )
     record: bool = Field(True, description="record every run/interpret/audit/score/sweep in the history")
 

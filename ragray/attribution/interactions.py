@@ -104,7 +104,7 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 2.0, min_share: float | None = 0.05) -> Interactions | None:
+                     min_effect: float = 2.0, min_share: float | None = 0.1) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored."""
     table: dict[frozenset[int], float] = {}

@@ -23,6 +23,7 @@ _EXPORTS = {
     "audit_retrieval": "ragray.api",
     "run_retriever": "ragray.api",
     "load_run": "ragray.api",
+    "clear_models": "ragray.api",
     "Run": "ragray.api",
     "Attribution": "ragray.api",
     "ExperimentConfig": "ragray.config",

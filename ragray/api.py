@@ -28,7 +28,7 @@ from typing import Any
 from ragray.api_inputs import passage_dicts, question_records, retrieve_with
 from ragray.errors import InputError
 
-__all__ = ["Attribution", "Run", "attribute", "audit_retrieval", "interpret", "load_run", "run", "run_retriever", "score"]
+__all__ = ["Attribution", "Run", "attribute", "audit_retrieval", "clear_models", "interpret", "load_run", "run", "run_retriever", "score"]
 
 #: the CLI flags a keyword may name (``mode`` is the influence mode, as ``ragray run --mode``)
 _KEYWORD_FLAGS = ("model", "backend", "dtype", "top_k", "retriever", "scope", "position_control", "limit",
@@ -210,6 +210,24 @@ def _generator(model: Any, tokenizer: Any, config: Any) -> Any:
                      f"Generator, got {type(model).__name__}")
 
 
+def _kept(cfg: Any) -> Any:
+    """The configured model, loaded once per process and kept (:mod:`ragray.generation.kept`),
+    behind the call cache as a command would open it; None where the backend loads per call."""
+    from ragray.generation.kept import kept_generator
+    from ragray.pipeline.generators import open_generator
+
+    loaded = kept_generator(cfg.generation)
+    return open_generator(cfg, loaded) if loaded is not None else None
+
+
+def clear_models() -> int:
+    """Free the models ``ragray.run`` / ``attribute`` / ``interpret`` kept loaded in this process
+    (they load once and are reused by later calls); returns how many were freed."""
+    from ragray.generation.kept import clear_models as clear
+
+    return clear()
+
+
 def _read_run(folder: Path, kind: str) -> Run:
     import pandas as pd
 
@@ -242,6 +260,10 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
     read the result."""
     if resume and out is None:
         raise InputError("resume: needs out, the run directory to continue")
+    if progress:
+        from ragray.console import show_loads
+
+        show_loads()
     with tempfile.TemporaryDirectory(prefix="ragray-") as tmp:
         extra: dict[str, Any] = dict(settings or {})
         if isinstance(model, (str, Path)):
@@ -269,6 +291,8 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
             extra["history.record"] = False
         cfg = _config(config, extra, keywords)
         generator = _generator(model, tokenizer, cfg)
+        if generator is None and kind != "score" and cfg.execution.executor == "local":
+            generator = _kept(cfg)
         target = Path(out) if out is not None else Path(tmp) / "run"
         done = _dispatch(kind, cfg, target, records_path, progress, generator, resume)
         result = _read_run(target, kind)
@@ -329,10 +353,12 @@ def score(data: Any, *, config: Any = None, out: str | Path | None = None, histo
 
 def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] | str | None = None,
               gold_passage_ids: Iterable[str] | None = None, config: Any = None, model: Any = None,
-              tokenizer: Any = None, settings: Mapping[str, Any] | None = None, **keywords: Any) -> Attribution:
+              tokenizer: Any = None, settings: Mapping[str, Any] | None = None, progress: bool = True,
+              **keywords: Any) -> Attribution:
     """Which of ``passages`` (in retrieval order; strings, dicts, LangChain Documents, LlamaIndex
     nodes) the model's answer to ``question`` used: the answer, whether it contains a gold answer,
-    a DataFrame of the passages with their influence, and the verdict (shown as a card)."""
+    a DataFrame of the passages with their influence, and the verdict (shown as a card).
+    ``progress``: a bar of the question's model calls (a widget in a notebook)."""
     from ragray.report.run_console import verdict_words
 
     if not isinstance(question, str) or not question.strip():
@@ -343,7 +369,7 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
     if gold_passage_ids is not None:
         record["gold_passage_ids"] = list(gold_passage_ids)
     keywords.setdefault("top_k", len(rows))
-    result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=False,
+    result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=progress,
                  **keywords)
     q = _records(result.questions)[0]
     cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "group", "relation", "credit",

@@ -280,12 +280,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     from ragray._imports import require
     from ragray.config import ExperimentConfig
+    from ragray.store.history import history_url
 
     uvicorn = require("uvicorn", extra="dashboard", feature="ragray dashboard")
     require("fastapi", extra="dashboard", feature="ragray dashboard")
     if not Path(args.runs_dir).is_dir():
         raise InputError(f"RUNS_DIR: no such folder: {args.runs_dir}")
-    history = args.history or ExperimentConfig().history.url
+    history = history_url(args.history or ExperimentConfig().history.url)
     from ragray.dashboard.app import make_dashboard
 
     app = make_dashboard(args.runs_dir, history)
@@ -392,6 +393,10 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
         os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "no_progress", False):
+        from ragray.console import show_loads
+
+        show_loads()  # "ragray: loading the generator smollm2 from ... on cpu (float32)"
     try:
         return COMMANDS[args.command](args)
     except (ConfigError, InputError) as exc:

@@ -15,7 +15,22 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "print_pairs", "print_table", "progress_bar"]
+__all__ = ["console", "print_pairs", "print_table", "progress_bar", "show_loads"]
+
+
+def show_loads() -> None:
+    """Show what loads and from where (the ``ragray.loads`` logger) on stderr, once per process,
+    unless the user configured that logger: a model load then says itself before its own bar."""
+    import logging
+
+    logger = logging.getLogger("ragray.loads")
+    if logger.handlers or logger.level not in (logging.NOTSET, logging.INFO):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("ragray: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def progress_bar(*args: Any, **kwargs: Any) -> Any:

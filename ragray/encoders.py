@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ragray.config import DenseConfig
 
 __all__ = [
+    "clear_encoders",
     "PACKAGED_MODELS",
     "resolve_device",
     "resolve_model_path",
@@ -162,6 +163,11 @@ class EmbeddingCache:
             tmp.unlink(missing_ok=True)
             return None
         return path
+
+
+def clear_encoders() -> None:
+    """Forget the sentence encoders this process loaded (``ragray.clear_models()``)."""
+    _load_sentence_transformer.cache_clear()
 
 
 @functools.lru_cache(maxsize=4)

@@ -26,6 +26,13 @@ def _own_call_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setattr("ragray.cache.embeddings.cache_root", lambda: root)  # and its answer-metric embeddings
 
 
+@pytest.fixture(autouse=True)
+def _own_history(tmp_path_factory, monkeypatch):
+    """Each test its own ragray data folder (the default run history lives there), never the
+    tester's ``~/.local/share/ragray``."""
+    monkeypatch.setenv("RAGRAY_HOME", str(tmp_path_factory.mktemp("ragray-home")))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` (real evaluation sets, see its README); skips when it is absent."""

@@ -26,6 +26,7 @@ from typing import ClassVar
 from ragray.generation.base import ChatPrompt, Generation, Generator
 from ragray.metrics.similarity import Similarity
 from ragray.registry import Registry
+from ragray.progress import calls_done
 
 __all__ = ["SCORERS", "CallBook", "CallCost", "GenerateScorer", "JsdScorer", "LogprobScorer", "Measured", "Scorer",
            "kept_share"]
@@ -63,6 +64,16 @@ class CallBook:
     def cost(self) -> CallCost:
         return CallCost(self.requested, self.generated, self.score_passes)
 
+    @property
+    def calls(self) -> int:
+        """Prompts this book sent to the backend so far (generated and scored)."""
+        return self.generated + self.score_passes
+
+    def _report(self, n: int) -> None:
+        """The progress bar's count of ``n`` finished calls, where the backend does not report its own."""
+        if not getattr(self.generator, "reports_calls", False):
+            calls_done(n)
+
     def request(self, n: int) -> None:
         """Count ``n`` arms asked for (whether or not they cost a call)."""
         self.requested += n
@@ -73,6 +84,7 @@ class CallBook:
         if todo:
             self._answers.update(zip(todo, self.generator.generate(todo)))
             self.generated += len(todo)
+            self._report(len(todo))
         return [self._answers[p] for p in prompts]
 
     def record(self, prompt: ChatPrompt, generation: Generation) -> None:
@@ -92,6 +104,7 @@ class CallBook:
             scores = self.generator.score([p for p, _ in todo], [a for _, a in todo])
             self._logprobs.update(zip(todo, scores))
             self.score_passes += len(todo)
+            self._report(len(todo))
         return [self._logprobs[pair] for pair in pairs]
 
     def divergences(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
@@ -106,6 +119,7 @@ class CallBook:
                 self._divergences[(reference, p, answer)] = (lp, jsd)
                 self._logprobs.setdefault((p, answer), lp)
             self.score_passes += len(todo)
+            self._report(len(todo))
         return [self._divergences[(reference, p, answer)] for p in prompts]
 
     def known_score(self, prompt: ChatPrompt, answer: str) -> float | None:

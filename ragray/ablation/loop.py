@@ -56,6 +56,7 @@ from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking, ranking_metrics
 from ragray.metrics.similarity import Similarity, normalize_answer
 from ragray.metrics.used import used_marks
+from ragray.progress import calls_planned
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
 from ragray.types import Passage, Question
@@ -309,6 +310,9 @@ class InfluenceLoop:
         start = time.perf_counter()
         counted = self.generator.engine_counts()
         planned = self._planned(qh)
+        # the progress bar's plan (corrected to what the question did at its end)
+        expected = sum(map(len, orders)) + len(planned) + 1 + is_unanswerable(q) + self.config.check_subsets
+        calls_planned(expected)
         calls = self._call(qh, orders, planned)
         baseline = calls.gens[0][0] if calls.gens else None
         error = calls.error
@@ -418,6 +422,7 @@ class InfluenceLoop:
             n_rows = len(arms) if calls.scored else len(gens_o)
             call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
+        calls_planned((calls.book.calls if calls.book is not None else 0) - expected)
         return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows),
                                tuple(ev.subsets), tuple(ev.checks))
 

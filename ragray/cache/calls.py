@@ -38,6 +38,7 @@ from ragray.config import GenerationConfig
 from ragray.generation.base import ChatPrompt, Generation, Generator, GeneratorProxy
 from ragray.cache.filesystems import sqlite_journal_mode
 from ragray.paths import cache_root
+from ragray.progress import calls_done
 
 __all__ = ["CALLS_FILE", "CachedGenerator", "CallCacheStats", "CallStore", "call_key", "calls_path"]
 
@@ -346,6 +347,8 @@ class CachedGenerator(GeneratorProxy):
                 self._pending.pop(key).settle(values[key], None)
         values.update({k: p.wait() for k, p in theirs.items()})
         self._count(calls_hit=len(keys) - len(fresh), calls_miss=len(fresh))
+        if self.reports_calls:  # the backend reported its own prompts; the ones answered here, now
+            calls_done(len(keys) - len(fresh))
         return [values[k] for k in keys]
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:

@@ -106,7 +106,8 @@ HELP: dict[str, Help] = {
     ),
     "runs": Help(
         "the run history: list recorded runs, show one",
-        "The run history in the database named by history.url (by default runs/ragray.sqlite): every "
+        "The run history in the database named by history.url (by default history.sqlite in ragray's data "
+        "folder, $RAGRAY_HOME or ~/.local/share/ragray; never the working directory): every "
         "run, interpret, audit, score and sweep records its config, status, timings and summary there.",
         ("ragray runs list", "ragray runs show run-20250101-120000-1a2b3c"),
     ),

@@ -270,7 +270,8 @@ def _add_dashboard(sub: Any) -> None:
     p.add_argument("runs_dir", nargs="?", default="runs", metavar="RUNS_DIR",
                    help="folder of run directories to show (default: runs); uploads go to RUNS_DIR/uploads")
     p.add_argument("--history", metavar="URL",
-                   help="run history database (default: history.url of the built-in config, runs/ragray.sqlite)")
+                   help="run history database (default: history.url, else history.sqlite in ragray's data folder: "
+                        "$RAGRAY_HOME or ~/.local/share/ragray)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=_positive_int, default=8265 + 2, help="port (default 8267)")
 

@@ -74,6 +74,9 @@ class Generator(Component):
     #: questions whose prompts the pipeline keeps with this backend at once when
     #: ``execution.max_questions_in_flight`` is unset (endpoints: many; one local model: one)
     default_questions_in_flight: ClassVar[int] = 1
+    #: True when the backend reports each prompt as it finishes (:func:`ragray.progress.calls_done`);
+    #: for the others the ablation engine reports a call's prompts when it returns
+    reports_calls: ClassVar[bool] = False
     #: True when calls from many threads may run at once (endpoints: each request waits on the
     #: server); False for one in-process engine: questions in flight then have their calls merged
     #: into one engine call (:mod:`ragray.pipeline.in_flight`)
@@ -190,6 +193,7 @@ class GeneratorProxy(Generator):
         self.cacheable = inner.cacheable
         self.concurrent_calls = inner.concurrent_calls
         self.default_questions_in_flight = inner.default_questions_in_flight
+        self.reports_calls = inner.reports_calls
 
     @property
     def model_id(self) -> str:

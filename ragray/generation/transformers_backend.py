@@ -60,10 +60,13 @@ from ragray.generation.row_chunks import chunk_rows
 from ragray.generation.static_decode import StaticDecoder
 from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, GpuSizes, gpu_sizes, resolve_strategy
 from ragray.model_loads import MODEL_LOADS, check_materialized
+from ragray.progress import calls_done
 
 __all__ = ["TransformersGenerator"]
 
 log = logging.getLogger(__name__)
+#: what loads and from where, shown by default (the CLI and the Python API give it a handler)
+loads = logging.getLogger("ragray.loads")
 
 
 def _torch_dtype(torch: Any, name: str, device: str) -> Any:
@@ -78,6 +81,7 @@ class TransformersGenerator(Generator):
     """A causal LM loaded once with ``AutoModelForCausalLM`` (eval mode, no gradients)."""
 
     name = "transformers"
+    reports_calls = True  # each prompt as it is scored or its decoding ends (ragray.progress)
 
     def __init__(
         self, model: Any, tokenizer: Any, config: GenerationConfig, *, path: str, device: str
@@ -166,6 +170,7 @@ class TransformersGenerator(Generator):
         device = resolve_device(config.device)
         path = resolve_generator_model(config.model)
         dtype = _torch_dtype(torch, config.dtype, device)
+        loads.info("loading the generator %s from %s on %s (%s)", config.model, path, device, str(dtype).removeprefix("torch."))
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(path)
             model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
@@ -372,6 +377,7 @@ class TransformersGenerator(Generator):
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)
             budgets[i] = min(self.config.max_tokens, room)
         live = {i: ids for i, ids in enumerate(token_ids) if i not in results}
+        calls_done(len(results))  # too long: answered with an error at once
         self._count_minimum(live, {i: len(ids) - 1 for i, ids in live.items()})
         with self._torch.inference_mode():
             if self._batched is not None:
@@ -490,6 +496,7 @@ class TransformersGenerator(Generator):
             text_ids = [t for t in out if t not in self._eos]
             text = self._tok.decode(text_ids, skip_special_tokens=True).strip()
             results[i] = Generation(text, n, len(out), share)
+        calls_done(len(indices))
 
     def _plan(self, seqs: dict[int, list[int]], caps: dict[int, int] | None = None) -> list[PrefillStep]:
         """:func:`plan_prefills` over a subset of the caller's prompts, keyed by their index."""
@@ -574,6 +581,7 @@ class TransformersGenerator(Generator):
         fulls: dict[int, list[int]] = {}
         prompt_lens: dict[int, int] = {}
         scored = [i for i, answer in enumerate(answers) if answer]  # no answer tokens: log-probability 0
+        calls_done(len(answers) - len(scored))
         texts = [render_chat(self._tok, prompts[i]) for i in scored]
         for i, (ids, answer_ids) in zip(scored, encode_scored(self._tok, texts, [answers[i] for i in scored])):
             fulls[i] = ids + answer_ids
@@ -603,6 +611,7 @@ class TransformersGenerator(Generator):
             logprobs = self._torch.log_softmax(logits[:-1].float(), dim=-1)
             target = self._torch.tensor(fulls[i][prompt_lens[i]:], device=logprobs.device)
             store(i, logprobs, target)
+            calls_done(1)
 
         with self._torch.inference_mode():
             plans = self._waves(fulls, caps)
@@ -626,6 +635,7 @@ class TransformersGenerator(Generator):
         torch = self._torch
 
         def consume(indices: list[int], logits: Any, keeps: list[int]) -> None:
+            calls_done(len(indices))
             width = logits.shape[1]
             if store is not None:
                 for b, i in enumerate(indices):

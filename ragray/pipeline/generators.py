@@ -13,10 +13,11 @@ from ragray.generation import Generator, build_generator
 __all__ = ["call_cache_counts", "open_generator"]
 
 
-def open_generator(config: ExperimentConfig) -> Generator:
-    """``generation.backend`` built from ``config``; behind the call cache when ``cache.calls``
-    is on and the backend's answers are worth keeping (``Generator.cacheable``)."""
-    gen = build_generator(config.generation)
+def open_generator(config: ExperimentConfig, loaded: Generator | None = None) -> Generator:
+    """``generation.backend`` built from ``config`` (or ``loaded``, a generator on a model this
+    process keeps: :mod:`ragray.generation.kept`); behind the call cache when ``cache.calls`` is on
+    and the backend's answers are worth keeping (``Generator.cacheable``)."""
+    gen = loaded if loaded is not None else build_generator(config.generation)
     if not (config.cache.calls and gen.cacheable):
         return gen
     return CachedGenerator(gen, CallStore(calls_path(config.cache.dir)), config.generation)

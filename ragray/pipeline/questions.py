@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from ragray.console import progress_bar
+from ragray.progress import calls_bar
 
 from ragray.config import ExperimentConfig, read_yaml, validate_config
 from ragray.data import load_dataset
@@ -139,17 +140,18 @@ class QuestionRun:
         bar = progress_bar(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
                    disable=not progress)
         try:
-            if on_record is not None:
-                for q in self.dataset.questions:
-                    if q.id in self.done:
-                        on_record(self.done[q.id])
-            for record in records:
-                self.finish(record)
-                bar.update(1)
-                if postfix is not None:
-                    bar.set_postfix(postfix(record))
+            with calls_bar(progress):  # the model calls inside the questions: it moves while one runs
                 if on_record is not None:
-                    on_record(record)
+                    for q in self.dataset.questions:
+                        if q.id in self.done:
+                            on_record(self.done[q.id])
+                for record in records:
+                    self.finish(record)
+                    bar.update(1)
+                    if postfix is not None:
+                        bar.set_postfix(postfix(record))
+                    if on_record is not None:
+                        on_record(record)
         finally:
             bar.close()
 

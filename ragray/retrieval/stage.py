@@ -86,7 +86,9 @@ def resolve_scope(retrieval: RetrievalConfig, dataset: Dataset) -> str:
         return retrieval.scope
     if not ranks_corpus(retrieval.retriever):
         return "per_question"
-    if dataset.corpus_name is not None or not any(q.passages for q in dataset.questions):
+    if dataset.corpus_name is not None:
+        return "global"
+    if dataset.corpus and not any(q.passages for q in dataset.questions):  # a corpus is all there is
         return "global"
     return "per_question"
 

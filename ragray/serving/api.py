@@ -263,9 +263,10 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
             raise HTTPException(404, f"no run '{run_id}'") from None
 
     from ragray.dashboard.app import dashboard_router
+    from ragray.store.history import history_url
 
     # the dashboard over the runs POST /runs writes (and the history), behind the same key
-    app.include_router(dashboard_router(config.serve.runs_dir, config.history.url, prefix="/dashboard"),
+    app.include_router(dashboard_router(config.serve.runs_dir, history_url(config.history.url), prefix="/dashboard"),
                        include_in_schema=False)
     app.add_middleware(BodyLimit, limit=config.serve.max_request_bytes)
     ingress = config.serve.ingress

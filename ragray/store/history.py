@@ -52,6 +52,7 @@ from ragray.store.liveness import ProcessInfo, is_gone, this_process
 
 __all__ = [
     "History",
+    "history_url",
     "PresetRecord",
     "RunRecord",
     "CleanupCounts",
@@ -260,16 +261,28 @@ def _remove(path: Path) -> None:
             raise
 
 
+def history_url(url: str | None = None) -> str:
+    """``url``, or the default history: ``history.sqlite`` in ragray's data folder
+    (:func:`ragray.paths.data_root`: ``$RAGRAY_HOME`` or ``~/.local/share/ragray``), never the
+    working directory unasked."""
+    if url:
+        return url
+    from ragray.paths import data_root
+
+    return f"sqlite:///{(data_root() / 'history.sqlite').resolve()}"
+
+
 class History:
-    """Presets, runs and ephemeral indexes in the database at ``url`` (see the module docstring).
+    """Presets, runs and ephemeral indexes in the database at ``url`` (see the module docstring;
+    None: :func:`history_url`'s default).
 
     Relative SQLite paths are resolved against the current directory and their folder is created.
     Bad URLs raise :class:`InputError` naming ``history.url``; database failures while working
     raise :class:`BackendError`.
     """
 
-    def __init__(self, url: str = "sqlite:///runs/ragray.sqlite") -> None:
-        self.engine = _engine(url)
+    def __init__(self, url: str | None = None) -> None:
+        self.engine = _engine(history_url(url))
         self.url = self.engine.url.render_as_string(hide_password=True)
         # an in-memory database is one shared connection: its users (a run's heartbeat thread
         # among them) take turns
@@ -550,7 +563,7 @@ def _engine(text: str) -> sa.Engine:
         url = make_url(text)
     except (ArgumentError, ValueError, TypeError):
         raise InputError(
-            f"history.url: not a valid SQLAlchemy URL: {text!r} (e.g. sqlite:///runs/ragray.sqlite)"
+            f"history.url: not a valid SQLAlchemy URL: {text!r} (e.g. sqlite:///runs/history.sqlite)"
         ) from None
     shown = url.render_as_string(hide_password=True)
     kwargs: dict[str, Any] = {}
@@ -562,7 +575,7 @@ def _engine(text: str) -> sa.Engine:
     except NoSuchModuleError:
         raise InputError(
             f"history.url: unknown database {url.drivername!r} in {shown!r} "
-            "(e.g. sqlite:///runs/ragray.sqlite or postgresql://user@host/db)"
+            "(e.g. sqlite:///runs/history.sqlite or postgresql://user@host/db)"
         ) from None
     except ImportError as exc:
         raise InputError(f"history.url {shown!r} needs its database driver: {exc}") from None

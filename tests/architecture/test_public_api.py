@@ -11,7 +11,7 @@ import ragray.pipeline as pipeline
 import ragray.rows as rows
 
 PUBLIC = [
-    "__version__", "attribute", "run", "interpret", "score", "audit_retrieval", "run_retriever", "load_run", "Run", "Attribution", "ExperimentConfig", "load_config", "run_influence", "run_interpret", "run_audit", "run_score",
+    "__version__", "attribute", "run", "interpret", "score", "audit_retrieval", "run_retriever", "load_run", "clear_models", "Run", "Attribution", "ExperimentConfig", "load_config", "run_influence", "run_interpret", "run_audit", "run_score",
     "run_retrieve", "run_sweep", "simulate", "RunResult", "AuditRun", "InfluenceRecord", "FaithfulnessRecord",
     "AuditEntry",
 ]

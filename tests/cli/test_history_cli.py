@@ -2,6 +2,7 @@
 
 import json
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,9 +179,12 @@ def test_bad_offset_is_an_argparse_error(capsys):
     assert info.value.code == 2 and "argument --offset: must be >= 0, got -1" in capsys.readouterr().err
 
 
-def test_console_script_uses_the_default_database_under_the_cwd(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "ragray.cli", "runs", "list"], cwd=tmp_path,
+def test_console_script_uses_the_default_database_in_the_data_folder(tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    env = {**os.environ, "RAGRAY_HOME": str(home)}
+    result = subprocess.run([sys.executable, "-m", "ragray.cli", "runs", "list"], cwd=work, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"no runs recorded in sqlite:///{tmp_path / 'runs' / 'ragray.sqlite'}\n"
-    assert (tmp_path / "runs" / "ragray.sqlite").is_file()
+    assert result.stdout == f"no runs recorded in sqlite:///{home / 'history.sqlite'}\n"
+    assert (home / "history.sqlite").is_file() and os.listdir(work) == []

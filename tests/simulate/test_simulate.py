@@ -127,7 +127,8 @@ def test_designs_are_seeded_and_quantized():
 
 
 def test_cli(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the run history goes to ./runs/ragray.sqlite
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAGRAY_HOME", str(tmp_path / "home"))  # the run history: home/history.sqlite
     out = tmp_path / "sim"
     assert main(["simulate", "--scenario", "inverted", "--questions", "3", "--k", "4", "--out", str(out),
                  "--no-progress"]) == 0
@@ -141,7 +142,7 @@ def test_cli(tmp_path, capsys, monkeypatch):
         main(["simulate", "--k", "1"])
     from ragray.store.history import History
 
-    (record,) = History(f"sqlite:///{tmp_path / 'runs' / 'ragray.sqlite'}").list_runs()
+    (record,) = History(f"sqlite:///{tmp_path / 'home' / 'history.sqlite'}").list_runs()
     assert record.kind == "run" and record.name == "simulated-inverted" and record.summary["simulated"]
 
 

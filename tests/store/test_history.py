@@ -51,7 +51,7 @@ def test_in_memory_database_works():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("not a url", r"history.url: not a valid SQLAlchemy URL: 'not a url' \(e.g. sqlite:///runs/ragray.sqlite\)"),
+    ("not a url", r"history.url: not a valid SQLAlchemy URL: 'not a url' \(e.g. sqlite:///runs/history.sqlite\)"),
     ("nosuchdb://host/db", r"history.url: unknown database 'nosuchdb' in 'nosuchdb://host/db'"),
 ])
 def test_bad_urls_name_history_url(bad, message):
@@ -402,9 +402,18 @@ def test_recording_is_per_thread(url, tmp_path):
     assert seen["id"] not in (None, run_id) and history.get_run(seen["id"]).parent_id is None
 
 
-def test_default_url_is_relative_to_the_cwd(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with recorded_run(config(), "run", "runs/x") as rec:
+def test_the_default_history_lives_in_the_data_folder_never_the_cwd(tmp_path, monkeypatch):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("RAGRAY_HOME", str(home))
+    with recorded_run(config(), "run", tmp_path / "elsewhere" / "x") as rec:
         rec.summary = {}
-    assert (tmp_path / "runs" / "ragray.sqlite").is_file()
-    assert History("sqlite:///runs/ragray.sqlite").get_run(rec.id).out == os.path.join(tmp_path, "runs", "x")
+    assert os.listdir(work) == []  # nothing in the working directory
+    assert (home / "history.sqlite").is_file()
+    assert History().get_run(rec.id).out == str(tmp_path / "elsewhere" / "x")
+    # a relative SQLite URL the user names is still read against the cwd
+    mine = load_config(None, ["history.url=sqlite:///runs/mine.sqlite"])
+    with recorded_run(mine, "run", "runs/y") as rec:
+        rec.summary = {}
+    assert History("sqlite:///runs/mine.sqlite").get_run(rec.id).out == os.path.join(work, "runs", "y")

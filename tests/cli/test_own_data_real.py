@@ -1,0 +1,78 @@
+"""Issue 44's done-when on the packaged SmolLM2: a user's question file with its corpus beside it,
+answerable and unanswerable rows, run from an empty folder with ``--out`` elsewhere, and two
+``ragray.attribute`` calls in one process that load the model once.
+
+The set is built at test time from ``../shared/data`` (SQuAD v1.1 dev): three questions with their
+own paragraph, and three SQuAD questions paired with a paragraph of another article and no gold
+answer (unanswerable, as in SQuAD 2.0); the corpus file beside it holds every dev paragraph."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+import ragray
+from ragray.cli import main
+from ragray.generation.transformers_backend import TransformersGenerator
+
+pytestmark = [pytest.mark.slow, pytest.mark.realdata]
+
+
+def _rows(shared_data):
+    rows = [json.loads(line) for line in (shared_data / "squad_v11_dev.jsonl").read_text(encoding="utf-8").splitlines()[:400]]
+    answerable = rows[:3]
+    far = [r for r in rows if r["passages"][0]["title"] != rows[0]["passages"][0]["title"]]
+    unanswerable = [{"id": f"u{i}", "question": r["question"], "answers": [],
+                     "passages": far[-1 - i]["passages"], "gold_passage_ids": []} for i, r in enumerate(rows[:3])]
+    # interleaved, as a SQuAD 2.0 file is: --limit 6 takes both kinds
+    return [x for pair in zip(answerable, unanswerable) for x in pair]
+
+
+def test_a_question_file_with_its_corpus_beside_it_run_from_an_empty_folder(shared_data, tmp_path, monkeypatch, capsys):
+    data, work, out = tmp_path / "data", tmp_path / "work", tmp_path / "runs" / "mine"
+    data.mkdir()
+    work.mkdir()
+    (data / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(shared_data)), encoding="utf-8")
+    shutil.copy(shared_data / "squad_v11_dev.corpus.jsonl", data / "mine.corpus.jsonl")
+    monkeypatch.chdir(work)
+    code = main(["run", "--dataset", str(data / "mine.jsonl"), "--limit", "6", "--top-k", "3", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    printed = captured.out
+    # retrieved from the corpus beside the file, without a flag, and said so
+    assert "bm25 top-3 of 2,067 corpus passages (mine.corpus.jsonl)" in printed.splitlines()[0]
+    # unanswerable rows are judged by declining and counted apart
+    table = printed.split("\n\n")[0]
+    marks = re.findall(r"\b(yes|no|declined|answered anyway)\b", table)
+    assert len(marks) == 6 and sum(m in ("declined", "answered anyway") for m in marks) == 3
+    assert "correct: yes / no = the answer contains a gold answer; declined / answered anyway" in printed
+    assert re.search(r"answered correctly: \d of 3 answerable .*; declined \d of 3 unanswerable", printed)
+    # what loaded, and a bar of model calls
+    assert "ragray: loading the generator smollm2 from" in captured.err
+    assert "model calls" in captured.err
+    # nothing outside --out (the history is in the data folder)
+    assert os.listdir(work) == []
+    questions = ragray.load_run(out).questions
+    assert list(questions["answerable"]) == [True, False] * 3
+
+
+def test_two_attribute_calls_in_one_process_load_the_model_once(monkeypatch):
+    ragray.clear_models()
+    real = TransformersGenerator._load.__func__
+    loads = []
+
+    def counting(cls, config):
+        loads.append(config.model)
+        return real(cls, config)
+
+    monkeypatch.setattr(TransformersGenerator, "_load", classmethod(counting))
+    passages = ["Skerrow Point Lighthouse was first lit on 14 October 1871.", "The museum opens at ten."]
+    try:
+        first = ragray.attribute("When was Skerrow Point Lighthouse first lit?", passages, progress=False)
+        second = ragray.attribute("When does the museum open?", passages, progress=False)
+        assert loads == ["smollm2"]
+        assert first.answer and second.answer
+    finally:
+        assert ragray.clear_models() == 1

@@ -100,6 +100,8 @@ class Dataset:
     skipped: tuple[SkippedRow, ...] = ()
     documents: bool = False
     corpus_name: str | None = None
+    #: unanswerable questions in the whole set (:mod:`ragray.data.answerable`), kept by :meth:`limit`
+    n_unanswerable: int = 0
 
     def global_corpus(self) -> tuple[Passage, ...]:
         """The corpus file if there is one, else the union of all questions' passages by id."""
@@ -128,6 +130,7 @@ class Dataset:
             skipped=self.skipped,
             documents=self.documents,
             corpus_name=self.corpus_name,
+            n_unanswerable=self.n_unanswerable,
         )
 
 

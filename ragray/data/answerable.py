@@ -40,14 +40,19 @@ def mark_unanswerable(dataset: Dataset) -> Dataset:
             q = replace(q, meta=frozen_meta({**dict(q.meta or {}), "answerable": False}))
             changed = True
         questions.append(q)
-    return replace(dataset, questions=tuple(questions)) if changed else dataset
+    n = sum(is_unanswerable(q) for q in questions)
+    if not changed and n == dataset.n_unanswerable:
+        return dataset
+    return replace(dataset, questions=tuple(questions), n_unanswerable=n)
 
 
 def resolve_decline(config: ExperimentConfig, dataset: Dataset) -> ExperimentConfig:
     """``config`` with ``generation.decline: auto`` resolved for ``dataset``: ``always`` (the prompt
-    tells the model how to decline) where the set has an unanswerable question, else ``never``."""
+    tells the model how to decline) where the whole set has an unanswerable question (``--limit``
+    does not change a question's prompt), else ``never``."""
     gen = config.generation
     if gen.decline != "auto":
         return config
-    decline = "always" if any(is_unanswerable(q) for q in dataset.questions) else "never"
+    unanswerable = dataset.n_unanswerable or any(is_unanswerable(q) for q in dataset.questions)
+    decline = "always" if unanswerable else "never"
     return config.model_copy(update={"generation": gen.model_copy(update={"decline": decline})})

@@ -112,7 +112,8 @@ def _answer(q: dict[str, Any]) -> str:
                 if correct else ' <span class=mark-no title="unanswerable: the model answered anyway">✗ answered anyway</span>')
     else:
         mark = ("" if correct is None else ' <span class=mark-ok title="contains a gold answer">✓</span>' if correct
-                else ' <span class=mark-no title="contains no gold answer">✗</span>')
+                else ' <span class=mark-no title="the model declined, though a gold answer exists">✗ declined</span>'
+                if q.get("declined") else ' <span class=mark-no title="contains no gold answer">✗</span>')
     gold = q.get("gold_answers") or []
     gold_text = (f' <span class=muted>gold: {esc(" | ".join(gold))}</span>' if gold else
                  ' <span class=muted>unanswerable: no gold answer</span>' if q.get("answerable") is False else "")

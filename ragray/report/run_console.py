@@ -66,8 +66,9 @@ def verdict_words(q: Mapping[str, Any]) -> str:
 
 
 #: what the console's ``correct`` column says, in one line under the table
-CORRECT_LEGEND = ("correct: yes / no = the answer contains a gold answer; declined / answered anyway = an "
-                  "unanswerable question (no gold answer: declining is right); - = no gold answer to judge by")
+CORRECT_LEGEND = ("correct: yes / no = the answer contains a gold answer (no, declined: the model said it cannot "
+                  "answer); declined / answered anyway = an unanswerable question (no gold answer: declining is "
+                  "right); - = no gold answer to judge by")
 
 
 def correct_words(q: Mapping[str, Any]) -> str:
@@ -77,7 +78,7 @@ def correct_words(q: Mapping[str, Any]) -> str:
         declined = q.get("declined")
         return "-" if declined is None else ("declined" if declined else "answered anyway")
     v = q.get("answer_correct")
-    return "-" if v is None else ("yes" if v else "no")
+    return "-" if v is None else ("yes" if v else "no, declined" if q.get("declined") else "no")
 
 
 def _name(p: Mapping[str, Any], width: int = 32) -> str:
@@ -96,16 +97,20 @@ def used_groups(passages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
 
 
 def group_words(members: Sequence[Mapping[str, Any]], width: int = 32) -> str:
-    """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)``; a group whose
-    members share a title reads ``A or its copy``."""
+    """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)``; a group of one
+    passage repeated reads ``A or its copy``, of passages that only share a title (chunks of one
+    document) ``2 passages of A``."""
     influence = sum(p.get("influence") or 0.0 for p in members)
     ranks = " ".join(f"#{p['retrieval_rank']}" for p in members)
     if len(members) == 1:
         return f"{_name(members[0], width)} ({influence:.2f}, {ranks})"
     relation = members[0].get("relation") or "either suffices"
     names = [_name(p, width) for p in members]
-    if len(set(names)) == 1:
+    texts = {" ".join((p.get("text") or "").split()) for p in members}
+    if len(set(names)) == 1 and len(texts) == 1:  # the same passage again
         words = names[0] + (" or its copy" if len(names) == 2 else f" or its {len(names) - 1} copies")
+    elif len(set(names)) == 1:  # passages of one document (a corpus's chunks share its title)
+        words = f"{len(names)} passages of {names[0]}"
     else:
         words = (" or " if relation == "either suffices" else " and ").join(names)
     return f"{words} ({relation}; {influence:.2f}, {ranks})"
@@ -196,8 +201,10 @@ def correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary | None = 
     parts = []
     if judged:
         quality = (f"; exact match {_fmt(s.baseline_exact_match)}, token F1 {_fmt(s.quality.f1)}" if s is not None else "")
+        refused = sum(bool(q.get("declined")) for q in questions if q.get("answerable") is not False
+                      and q.get("answer_correct") is not None)
         parts.append(f"answered correctly: {sum(judged)} of {len(judged)} answerable (the answer contains a gold "
-                     f"answer{quality})")
+                     f"answer{quality}{f'; {refused} declined' if refused else ''})")
     if unanswerable:
         parts.append(f"declined {sum(declined)} of {len(unanswerable)} unanswerable (declining is right; "
                      f"{len(declined) - sum(declined)} answered anyway)")

@@ -197,8 +197,10 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert re.search(r"^2 .*q2-p3 \(1\.00, #4\)\s+MISALIGNED", lines[3])
     # either copy of the mill's answer suffices: drop-one sees neither, the keep-alone contexts see both
     assert re.search(r"^4 .*q4-p0 or q4-p1 \(either suffices; 1\.00, #1 #2\)\s+aligned$", lines[5])
-    assert lines[6] == "" and lines[7].startswith("misaligned: 1 of 3 questions (33%, 95% CI")  # one headline after the table
-    assert lines[8].startswith("answered correctly: 1 of 4 answerable (the answer contains a gold answer")
+    # q3's model says "unknown": a decline, though the set has a gold answer; the legend says what that mark means
+    assert re.search(r"^3 .*\bno, declined\b", lines[4]) and lines[6].startswith("(correct: yes / no")
+    assert lines[7] == "" and lines[8].startswith("misaligned: 1 of 3 questions (33%, 95% CI")  # one headline after the table
+    assert lines[9].startswith("answered correctly: 1 of 4 answerable (the answer contains a gold answer")
     assert "validity against gold passages: " in out and "(free control)" in out
     assert re.search(r"Spearman rule \(original, rho < 0.7\)\s+divergent rate", out)
     assert out.index("misaligned: ") < out.index("Spearman rule")  # the tie-robust verdict leads
@@ -353,6 +355,8 @@ def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_
         {**record("u1", "Who designed the Palm Vault?", ["Gardens grow.", "Glass houses."]), "answers": []},
         # a passage invites an answer the set says is not there: answered anyway
         {**record("u2", "How much is a jar of honey?", ["Honey is sold ANSWER=cheap", "Bees buzz."]), "answers": []},
+        # answerable, but the model declines: wrong, and said so
+        record("b", "Who keeps the light?", ["Keepers keep.", "Lights shine."]),
     ]
     path = tmp_path / "qa.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -367,9 +371,9 @@ def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_
     assert qs["u2"]["decline_margin"] is not None and qs["a"]["decline_margin"] is None
     used = {p["passage_id"] for p in read(res.out, "passages") if p["used"]}
     assert "u2-p0" in used  # what the made-up answer leaned on
-    assert res.summary.alignment.n_scored == 1  # only the answerable question has a verdict
+    assert res.summary.alignment.n_scored <= 2 and qs["u1"]["misaligned"] is None  # unanswerable: no verdict
     from ragray.report.run_console import correct_line, correct_words, verdict_words
-    assert [correct_words(qs[i]) for i in ("a", "u1", "u2")] == ["yes", "declined", "answered anyway"]
+    assert [correct_words(qs[i]) for i in ("a", "u1", "u2", "b")] == ["yes", "declined", "answered anyway", "no, declined"]
     assert correct_line(list(qs.values())).startswith(
-        "answered correctly: 1 of 1 answerable (the answer contains a gold answer); declined 1 of 2 unanswerable")
+        "answered correctly: 1 of 2 answerable (the answer contains a gold answer; 1 declined); declined 1 of 2 unanswerable")
     assert verdict_words(qs["u2"]).startswith("unanswerable: the answer is made up")

@@ -233,3 +233,20 @@ def test_a_budget_adds_random_subsets_scored_in_the_same_call(tmp_path):
     design = [s for s in record.subsets if s.purpose == "design"]
     assert len(design) == 5 + 6  # kept alone, then three complementary pairs
     assert [p.used for p in sorted(record.passages, key=lambda p: p.retrieval_rank)] == used
+
+
+def test_a_group_reads_as_copies_only_when_the_text_repeats():
+    """"A or its copy" for the same passage twice; chunks of one document share its title, not
+    their text: "2 passages of A"; passages of different titles are named each."""
+    from ragray.report.run_console import group_words
+
+    def p(pid, title, text, rank, influence=0.4):
+        return {"passage_id": pid, "title": title, "text": text, "retrieval_rank": rank, "influence": influence,
+                "relation": "either suffices"}
+
+    copy = [p("a", "Lighthouse", "Lit in 1871.", 1), p("b", "Lighthouse", "Lit in  1871.", 4)]
+    assert group_words(copy) == "Lighthouse or its copy (either suffices; 0.80, #1 #4)"
+    chunks = [p("c0", "1973 oil crisis", "The embargo began.", 2), p("c1", "1973 oil crisis", "It was lifted.", 3)]
+    assert group_words(chunks) == "2 passages of 1973 oil crisis (either suffices; 0.80, #2 #3)"
+    other = [p("x", "Ferries", "MV Sula.", 1), p("y", "Fleet", "MV Sula again.", 2)]
+    assert group_words(other) == "Ferries or Fleet (either suffices; 0.80, #1 #2)"

@@ -70,3 +70,12 @@ def test_squad2_rows_keep_their_unanswerable_questions():
     assert PUBLIC_SETS["squad2"].corpus_file == "squad_v20_dev.corpus.jsonl"
     # SQuAD v1.1 keeps refusing a row without an answer
     assert len(parse_squad_rows(rows, on_bad_row="skip").questions) == 1
+
+
+def test_limit_does_not_change_a_questions_prompt():
+    """The decline instruction follows the whole set: the demo's first 3 questions (all answerable)
+    get it too, so a question reads the same under --limit 3 and --limit 12."""
+    config = load_config(None, ["data.limit=3"])
+    first3 = load_dataset(config.data)
+    assert not any(is_unanswerable(q) for q in first3.questions) and first3.n_unanswerable == 4
+    assert resolve_decline(config, first3).generation.decline == "always"

@@ -135,7 +135,7 @@ def run_questions(
     executor = (LocalExecutor(record_type, generator) if generator is not None
                 else EXECUTORS.get(config.execution.executor)(record_type))
     qr.drain(executor.records(config, qr.pending(), builder), desc=desc, progress=progress, postfix=postfix,
-             on_record=on_record)
+             on_record=on_record, calls=isinstance(executor, LocalExecutor))  # Ray actors: Ray Data's own bars
     return executor
 
 

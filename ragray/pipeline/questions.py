@@ -133,14 +133,15 @@ class QuestionRun:
     def drain(
         self, records: Iterator[QuestionRecord], *, desc: str, progress: bool,
         postfix: Callable[[QuestionRecord], dict[str, str]] | None = None,
-        on_record: Callable[[QuestionRecord], None] | None = None,
+        on_record: Callable[[QuestionRecord], None] | None = None, calls: bool = True,
     ) -> None:
-        """Log records as they arrive (in any order) with a progress bar; ``on_record`` sees every
-        record of the run once it is logged: the resumed ones first, then each new one."""
+        """Log records as they arrive (in any order) with a progress bar (and with ``calls``, a bar
+        of the model calls made in this process); ``on_record`` sees every record of the run once
+        it is logged: the resumed ones first, then each new one."""
         bar = progress_bar(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
                    disable=not progress)
         try:
-            with calls_bar(progress):  # the model calls inside the questions: it moves while one runs
+            with calls_bar(progress and calls):  # the model calls inside the questions: it moves while one runs
                 if on_record is not None:
                     for q in self.dataset.questions:
                         if q.id in self.done:

@@ -50,7 +50,7 @@ def test_a_question_file_with_its_corpus_beside_it_run_from_an_empty_folder(shar
     marks = [re.split(r"\s{2,}", line)[2] for line in rows]
     assert len(marks) == 6 and set(marks[1::2]) <= {"declined", "answered anyway"}
     assert set(marks[0::2]) <= {"yes", "no"}
-    assert "correct: yes / no = the answer contains a gold answer; declined / answered anyway" in printed
+    assert "(correct: yes / no = the answer contains a gold answer" in printed and "declined / answered anyway" in printed
     assert re.search(r"answered correctly: \d of 3 answerable .*; declined \d of 3 unanswerable", printed)
     # what loaded, and a bar of model calls
     assert "ragray: loading the generator smollm2 from" in captured.err
@@ -79,3 +79,36 @@ def test_two_attribute_calls_in_one_process_load_the_model_once(monkeypatch):
         assert first.answer and second.answer
     finally:
         assert ragray.clear_models() == 1
+
+
+def test_the_bar_moves_inside_a_question_with_the_real_model(monkeypatch):
+    """The transformers backend reports each prompt as it is scored: one question of the demo (22
+    contexts in a handful of backend calls) moves the calls bar many times before it finishes."""
+    events = []
+
+    class Recorder:
+        def __init__(self, iterable=None, total=None, initial=0, unit="it", **_):
+            self.iterable, self.total, self.n, self.unit = iterable, total, initial, unit
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def update(self, n=1):
+            self.n += n
+            events.append((self.unit, self.n, self.total))
+
+        def refresh(self):
+            pass
+
+        def set_postfix(self, *_a, **_k):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("ragray.console._bar_class", lambda: Recorder)
+    ragray.run("demo", limit=1, progress=True, history=False)
+    units = [u for u, _, _ in events]
+    assert "q" in units
+    inside = units[: units.index("q")].count("call")
+    assert inside >= 15, events  # per prompt, not per backend call (a handful)

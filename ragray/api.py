@@ -37,7 +37,7 @@ _KEYWORD_FLAGS = ("model", "backend", "dtype", "top_k", "retriever", "scope", "p
 
 def _keyword_settings() -> dict[str, str]:
     """keyword -> setting, from the CLI's own flag map (one list of what each name means)."""
-    from ragray.commands.parser import FLAG_SETTINGS
+    from ragray.shortcuts import FLAG_SETTINGS
 
     return {**{k: FLAG_SETTINGS[k] for k in _KEYWORD_FLAGS}, "mode": FLAG_SETTINGS["influence_mode"]}
 

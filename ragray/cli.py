@@ -105,7 +105,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _print_where(s: Any) -> None:
     """What the backend's ``auto`` settings became and, on Ray, where each actor ran."""
-    from ragray.execution.placement import placement_lines
+    from ragray.rows.placement import placement_lines
 
     if s.backend_settings:
         print("  backend: " + ", ".join(f"{k} {v}" for k, v in s.backend_settings.items()))

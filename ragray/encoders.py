@@ -74,7 +74,7 @@ def _ray_device(has_cuda: bool) -> str:
     """``auto`` where Ray may have placed this process: inside a Ray worker the device follows Ray's
     assignment (no GPU assigned → CPU, even on a GPU node; assigned → ``cuda``, which is its own GPU:
     Ray set ``CUDA_VISIBLE_DEVICES``); elsewhere CUDA when torch sees it."""
-    from ragray.execution.ray_runtime import assigned_gpus
+    from ragray.worker import assigned_gpus
 
     gpus = assigned_gpus()
     if gpus is None:

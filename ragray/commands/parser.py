@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ragray import __version__
+from ragray.shortcuts import FLAG_SETTINGS
 from ragray.commands.help_text import HELP, description, epilog
 from ragray.config import (
     DTYPES,
@@ -331,20 +332,6 @@ def _add_history_commands(sub: Any) -> None:
     _add_history_config(_command(sub, "cleanup"))
 
 
-#: flag (its argparse ``dest``) -> the config setting it sets; validated there, like ``--set``
-FLAG_SETTINGS = {
-    "dataset": "data.path", "corpus": "data.corpus", "limit": "data.limit", "columns": "data.columns",
-    "top_k": "retrieval.top_k", "retriever": "retrieval.retriever", "scope": "retrieval.scope",
-    "backend": "generation.backend", "model": "generation.model", "dtype": "generation.dtype",
-    "influence_mode": "influence.mode", "position_control": "influence.position_control",
-    "level": "faithfulness.level", "hierarchical": "faithfulness.hierarchical",
-    "repeats": "faithfulness.random_repeats", "explainer": "faithfulness.explainer",
-    "faithfulness_mode": "faithfulness.mode",
-    "executor": "execution.executor", "address": "execution.address",
-    "diversity": "metrics.diversity", "chunk_metrics": "metrics.chunking",
-    "host": "serve.host", "port": "serve.port", "insecure": "serve.insecure",
-    "queries": "data.queries", "ground_truth": "data.ground_truth", "llm": "audit.llm", "audit_k": "audit.k",
-}
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, object]:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragray.metrics.similarity import normalize_answer
+from ragray.text.normalize import normalize_answer
 
 __all__ = ["ConflictCase", "conflict_cases", "taken_source"]
 

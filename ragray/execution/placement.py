@@ -5,7 +5,7 @@ Tune trial of ``ragray sweep``, a Serve replica of ``ragray serve``. Ray places 
 resources they ask for, and a process that asked for no GPU is *not* hidden from the GPUs (its
 ``CUDA_VISIBLE_DEVICES`` is left unset, so torch sees every GPU of the node): N such actors on a
 GPU node would all load onto ``cuda:0`` while Ray thinks they use none. So on a cluster with GPUs
-every model holder asks for one (``auto``), and :func:`ragray.execution.ray_runtime.assigned_gpus`
+every model holder asks for one (``auto``), and :func:`ragray.worker.assigned_gpus`
 makes ``device: auto`` follow what Ray assigned (no GPU assigned: CPU, even on a GPU node).
 
 The ``auto`` rules (explicit numbers are used as given):
@@ -30,9 +30,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ragray.rows.placement import idle_gpus, placement_lines, summarize_placements  # re-exported
 
 __all__ = ["SMALL_MODEL_GPU", "ClusterView", "HolderResources", "Placement", "cluster_view", "current_placement",
            "holder_resources", "idle_gpus", "local_view", "placement_lines", "serve_gpus", "summarize_placements"]
@@ -183,37 +185,3 @@ def current_placement(role: str, device: str | None = None, holds_model: bool = 
     if (message := placement.warning()) is not None:
         log.warning(message)
     return placement
-
-
-def idle_gpus(entry: Mapping[str, Any]) -> bool:
-    """A placement entry (:meth:`Placement.as_dict`, as saved) of a holder that loads a model on a
-    node with GPUs and was given none."""
-    return bool(entry.get("holds_model", True) and float(entry.get("node_gpus") or 0) > 0 and not entry.get("gpu_ids"))
-
-
-def summarize_placements(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per holder (node id + pid) from the ``worker`` entries of many records, with how
-    many records each made (``questions``), in order of first appearance."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for e in entries:
-        key = (str(e.get("node_id")), int(e.get("pid") or 0))
-        if key not in rows:
-            rows[key] = {**dict(e), "questions": 0}
-        rows[key]["questions"] += 1
-    return list(rows.values())
-
-
-def placement_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What the console prints: one line per holder, then a warning per holder with idle GPUs."""
-    lines = []
-    for r in rows:
-        gpus = ",".join(r.get("gpu_ids") or []) or "none"
-        device = f", device {r['device']}" if r.get("device") else ""
-        count = f", {r['questions']} questions" if "questions" in r else ""
-        lines.append(f"  {r.get('role', 'worker')} pid {r.get('pid')} on {r.get('node_ip') or '?'} "
-                     f"({str(r.get('node_id'))[:8]}): GPU {gpus}{device}{count}")
-    for r in rows:
-        if idle_gpus(r):
-            lines.append(f"  warning: {r.get('role', 'worker')} pid {r.get('pid')} ran with no GPU on a node "
-                         f"with {float(r['node_gpus']):g} GPU(s)")
-    return lines

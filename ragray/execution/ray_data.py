@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -44,8 +44,9 @@ from ragray.execution.placement import HolderResources, cluster_view, current_pl
 from ragray.execution.ray_runtime import connect
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.base import QuestionRecord
+from ragray.pipeline.executors import EXECUTORS, Executor
 
-__all__ = ["QuestionWorker", "actor_resources", "ray_records"]
+__all__ = ["QuestionWorker", "RayExecutor", "actor_resources", "ray_records"]
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +142,15 @@ def ray_records(
             continue
         seen.add(row["question_id"])
         yield record_type.from_dict(json.loads(row["record"]))
+
+
+@EXECUTORS.register("ray")
+class RayExecutor(Executor):
+    """Over ``execution.actors`` Ray Data actors, each holding its own generator
+    (:mod:`ragray.execution.ray_data`)."""
+
+    name = "ray"
+
+    def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
+                builder: Builder) -> Iterator[QuestionRecord]:
+        return ray_records(config, list(pending), builder, self.record_type, self.call_counts, self.resources)

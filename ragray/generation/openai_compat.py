@@ -317,9 +317,9 @@ class OpenAIGenerator(Generator):
     def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
                          ) -> list[tuple[float, float]]:
         """``(log p(answer | prompt), Σ JSD)`` per prompt from ``/completions`` with ``echo`` and
-        ``logprobs: jsd_top_n`` (:func:`ragray.metrics.divergence.jsd_top_n`: top-N JSD, a lower
+        ``logprobs: jsd_top_n`` (:func:`ragray.generation.divergence.jsd_top_n`: top-N JSD, a lower
         bound of the full-vocabulary one). A request that fails after its retries gives NaN."""
-        from ragray.metrics.divergence import jsd_top_n
+        from ragray.generation.divergence import jsd_top_n
 
         if not answer:
             return [(0.0, 0.0)] * len(prompts)

@@ -97,7 +97,7 @@ class TransformersGenerator(Generator):
             # worker (a sweep trial's cpus_per_trial), else every core this process may use (a
             # driver; a Serve replica's fractional num_cpus is a weight, not cores), unless
             # generation.transformers.threads says
-            from ragray.execution.ray_runtime import reserved_cpus
+            from ragray.worker import reserved_cpus
 
             self._torch.set_num_threads(
                 config.transformers.threads or reserved_cpus() or len(os.sched_getaffinity(0)))

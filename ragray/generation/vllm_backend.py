@@ -258,9 +258,9 @@ class VLLMGenerator(Generator):
     def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
                          ) -> list[tuple[float, float]]:
         """``(log p(answer | prompt), Σ JSD)`` per prompt from the top-``jsd_top_n`` prompt
-        log-probabilities at each answer position (:func:`ragray.metrics.divergence.jsd_top_n`: a
+        log-probabilities at each answer position (:func:`ragray.generation.divergence.jsd_top_n`: a
         lower bound of the full-vocabulary JSD)."""
-        from ragray.metrics.divergence import jsd_top_n
+        from ragray.generation.divergence import jsd_top_n
 
         llm = self._check_open()
         if not answer:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-import string
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ import numpy as np
 from ragray._imports import require
 from ragray.encoders import SentenceEncoder  # light: torch and the model load on first use
 from ragray.registry import Registry
+from ragray.text.normalize import normalize_answer  # re-exported: the metrics' normalization
 
 __all__ = [
     "Similarity",
@@ -46,13 +46,6 @@ __all__ = [
     "normalize_answer",
 ]
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalization: lowercase, drop punctuation and articles, squash spaces."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
 
 
 def _convention(a: str, b: str) -> float | None:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ragray.config import ExperimentConfig
 from ragray.data.answerable import resolve_decline
 from ragray.generation import GENERATORS, Generator
-from ragray.execution.placement import summarize_placements
+from ragray.rows.placement import summarize_placements
 from ragray.pipeline.generators import call_cache_counts, open_generator
 from ragray.pipeline.in_flight import InFlight, questions_in_flight
 from ragray.pipeline.questions import (
@@ -38,7 +38,7 @@ from ragray.rows.base import QuestionRecord
 from ragray.rows.summaries import FaithfulnessSummary, RunSummary
 from ragray.store.recording import recorded_run
 
-__all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "RayExecutor", "run_questions"]
+__all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "run_questions"]
 
 #: ``builder(config[, generator])`` -> the per-question function (records carry ``model``)
 Builder = Callable[..., Callable[[QuestionHits], QuestionRecord]]
@@ -65,7 +65,8 @@ class Executor(ABC):
         """One record per pending question, each at most once."""
 
 
-EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": __name__})
+#: ``ray`` lives with its adapter (:mod:`ragray.execution.ray_data`), imported when first asked for
+EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": "ragray.execution.ray_data"})
 
 
 @EXECUTORS.register("local")
@@ -102,20 +103,6 @@ class LocalExecutor(Executor):
             self.backend_settings = gen.resolved_settings()
             if self.generator is None:
                 gen.close()
-
-
-@EXECUTORS.register("ray")
-class RayExecutor(Executor):
-    """Over ``execution.actors`` Ray Data actors, each holding its own generator
-    (:mod:`ragray.execution.ray_data`)."""
-
-    name = "ray"
-
-    def records(self, config: ExperimentConfig, pending: Iterable[QuestionHits],
-                builder: Builder) -> Iterator[QuestionRecord]:
-        from ragray.execution.ray_data import ray_records
-
-        return ray_records(config, list(pending), builder, self.record_type, self.call_counts, self.resources)
 
 
 def run_questions(

@@ -88,7 +88,7 @@ def test_placement_warns_when_a_gpu_node_runs_a_holder_without_a_gpu():
 def test_device_auto_follows_the_gpu_ray_assigned(monkeypatch, assigned, cuda, device):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    monkeypatch.setattr("ragray.execution.ray_runtime.assigned_gpus", lambda: assigned)
+    monkeypatch.setattr("ragray.worker.assigned_gpus", lambda: assigned)
     assert resolve_device("auto") == device
     assert resolve_device("cpu") == "cpu"
 

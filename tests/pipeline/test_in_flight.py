@@ -192,7 +192,7 @@ def test_one_in_flight_serves_batch_after_batch():
 
 def test_jsd_mode_on_an_endpoint_reads_its_top_logprobs(tmp_path):
     """influence.mode jsd through an OpenAI-compatible endpoint: every scored arm asks for the top
-    20 log-probabilities; the JSD comes from them (lower bound: ragray.metrics.divergence)."""
+    20 log-probabilities; the JSD comes from them (lower bound: ragray.generation.divergence)."""
     pytest.importorskip("transformers")
     with LoopbackServer(latency=0.0, limit=64) as server:
         res = run_influence(config(server, tmp_path, "data.limit=2", "influence.mode=jsd",

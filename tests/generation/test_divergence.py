@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from ragray.metrics.divergence import jsd_top_n
+from ragray.generation.divergence import jsd_top_n
 
 
 def full_jsd(p, q):

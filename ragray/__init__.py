@@ -1,10 +1,12 @@
 """ragray: influence-aware RAG diagnostics on Ray.
 
-For notebooks: :func:`ragray.attribute` (one question), :func:`ragray.run` / ``interpret`` /
-``score`` (many; DataFrames in and out), :func:`ragray.run_retriever` (a LangChain or LlamaIndex
-retriever), :func:`ragray.load_run` (see :mod:`ragray.api`). Underneath, the pipeline
-(:mod:`ragray.pipeline`) and its typed rows (:mod:`ragray.rows`). Names are imported on first use,
-so ``import ragray`` does no work.
+The top level is the notebook API: :func:`ragray.attribute` (one question), :func:`ragray.run` /
+``interpret`` / ``score`` / ``audit_retrieval`` (many; DataFrames in and out),
+:func:`ragray.run_retriever` (a LangChain or LlamaIndex retriever), :func:`ragray.load_run`,
+:func:`ragray.clear_models`, and the config (see :mod:`ragray.api`). Underneath, import from the
+layers' own modules: the pipeline (:mod:`ragray.pipeline`), its typed rows (:mod:`ragray.rows`),
+the sweep (:mod:`ragray.sweep.runner`), simulation (:mod:`ragray.simulate`). Names are imported on
+first use, so ``import ragray`` does no work.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
+#: the notebook API (public name -> the module that defines it)
 _EXPORTS = {
     "attribute": "ragray.api",
     "run": "ragray.api",
@@ -28,13 +30,17 @@ _EXPORTS = {
     "Attribution": "ragray.api",
     "ExperimentConfig": "ragray.config",
     "load_config": "ragray.config",
+}
+
+#: names the top level used to export from the layers below the API: still resolved, with a
+#: DeprecationWarning naming their module, for one release
+_DEPRECATED = {
     "run_influence": "ragray.pipeline",
     "run_interpret": "ragray.pipeline",
     "run_audit": "ragray.pipeline",
     "run_score": "ragray.pipeline",
     "run_retrieve": "ragray.pipeline",
     "run_sweep": "ragray.sweep.runner",
-    "simulate": "ragray.simulate",
     "RunResult": "ragray.pipeline",
     "AuditRun": "ragray.pipeline",
     "InfluenceRecord": "ragray.rows.influence",
@@ -48,6 +54,12 @@ __all__ = ["__version__", *_EXPORTS]
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _DEPRECATED:
+        import warnings
+
+        warnings.warn(f"ragray.{name} is deprecated and leaves the top level in the next release: "
+                      f"from {_DEPRECATED[name]} import {name}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_DEPRECATED[name]), name)
     raise AttributeError(f"module 'ragray' has no attribute {name!r}")
 
 

@@ -2,7 +2,8 @@
 
 :class:`RagService` takes a searcher, a reranker and a generator (local objects, or proxies of
 Ray Serve deployment handles) and runs the same code as the CLI for one ad-hoc question:
-``InfluenceLoop`` for ``/influence``, ``FaithfulnessExperiment`` for ``/interpretation``,
+the influence loop for ``/influence`` and the deletion experiment for ``/interpretation`` (built by the
+pipeline's own factories, :mod:`ragray.pipeline.processors`),
 ``audit_documents`` for ``/audit``. Bad input raises :class:`~ragray.errors.InputError` (400).
 """
 
@@ -13,18 +14,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ragray.ablation.loop import InfluenceLoop
 from ragray.audit.explain import explain_audits
 from ragray.config import ExperimentConfig
 from ragray.config_access import ClientPolicy
 from ragray.errors import BackendError, ConfigError, InputError, PromptTooLongError
-from ragray.faithfulness.experiment import FaithfulnessExperiment
 from ragray.generation import Generator
 from ragray.generation.base import too_long
 from ragray.generation.prompts import get_template, system_message
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import Similarity, all_measures, get_similarity
 from ragray.pipeline.audit import audit_entry
+from ragray.pipeline.processors import faithfulness_experiment, influence_loop
 from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
 from ragray.retrieval.tail import finish_hits, first_stage_k
@@ -135,10 +135,7 @@ class RagService:
         qh = self._question_hits(req, qid, req.answers)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
-        system = system_message(self.template, cfg.generation.system_prompt, cfg.generation.decline)
-        loop = InfluenceLoop(self.generator, self.template, similarity, icfg, system,
-                             quality=quality, model=cfg.generation.model,
-                             retrieval_k=req.top_k_docs or cfg.retrieval.top_k)
+        loop = influence_loop(cfg, self.generator, similarity=similarity, quality=quality, retrieval_k=req.top_k_docs)
         record = loop.run(qh)
         _raise_too_long(record.question.error)
         return s.InfluenceResponse(question=record.question, passages=list(record.passages),
@@ -147,23 +144,24 @@ class RagService:
     # ------------------------------------------------------------------------ interpretation
 
     def _faithfulness_config(self, req: s.InterpretationRequest) -> Any:
+        """The config with the request's faithfulness settings (through the client policy)."""
         return self._settings({
             "faithfulness.level": req.explanation_level, "faithfulness.hierarchical": req.hierarchical,
             "faithfulness.explainer": req.explainer, "faithfulness.mode": req.mode,
             "faithfulness.k_values": list(req.k_values) if req.k_values else None,
             "faithfulness.random_repeats": req.random_repeats, "faithfulness.threshold_t": req.semantic_threshold_t,
-        }).faithfulness
+        })
 
     def interpretation(self, req: s.InterpretationRequest, qid: str) -> s.InterpretationResponse:
-        fc = self._faithfulness_config(req)
+        cfg = self._faithfulness_config(req)
+        fc = cfg.faithfulness
         names = tuple(dict.fromkeys((fc.similarity, *fc.measures)))
         try:
             measures = self._cache.get(("measures", names), lambda: all_measures(names))
         except ConfigError as exc:
             raise InputError(str(exc)) from None
         qh = self._question_hits(req, qid, req.answers)
-        experiment = FaithfulnessExperiment(self.generator, self.template, measures, fc, seed=self.config.seed,
-                                            system_prompt=self.system)
+        experiment = faithfulness_experiment(cfg, self.generator, measures=measures)
         record = experiment.run(qh)
         _raise_too_long(record.question.error)
         arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]

@@ -77,12 +77,25 @@ class Run:
     #: HTTP API print and serve from, so they take this same path
     result: Any = field(default=None, repr=False)
 
-    def __getattr__(self, name: str) -> Any:
-        tables = self.__dict__.get("tables", {})
-        if name in tables:
-            return tables[name]
-        raise AttributeError(f"this {self.__dict__.get('kind', 'run')} run has no table {name!r} "
-                             f"(tables: {', '.join(sorted(tables))})")
+    def table(self, name: str) -> Any:
+        """The table ``name`` as a DataFrame (:class:`AttributeError` naming the tables this run has)."""
+        if name in self.tables:
+            return self.tables[name]
+        raise AttributeError(f"this {self.kind} run has no table {name!r} (tables: {', '.join(sorted(self.tables))})")
+
+    # every table a run can have, declared (an editor completes them; absent ones say which exist)
+    questions = property(lambda self: self.table("questions"), doc="one row per question (every kind)")
+    passages = property(lambda self: self.table("passages"), doc="ragray.run: one row per (question, passage)")
+    calls = property(lambda self: self.table("calls"), doc="ragray.run: one row per model call")
+    subsets = property(lambda self: self.table("subsets"), doc="ragray.run: every scored context beyond drop-one")
+    checks = property(lambda self: self.table("checks"), doc="ragray.run with influence.check_*: top-k drop and LDS")
+    units = property(lambda self: self.table("units"), doc="ragray.interpret: each unit's importance")
+    arms = property(lambda self: self.table("arms"), doc="ragray.interpret: each deletion and its answer")
+    cases = property(lambda self: self.table("cases"), doc="ragray.interpret: Case A/B/C per question and k")
+    curves = property(lambda self: self.table("curves"), doc="ragray.interpret: the deletion curves")
+    audit = property(lambda self: self.table("audit"), doc="ragray.audit_retrieval: one row per query")
+    scores = property(lambda self: self.table("scores"), doc="ragray.score: one row per answer")
+    hits = property(lambda self: self.table("hits"), doc="retrieval: one row per hit")
 
     def report(self) -> _Html:
         """The run's report (what ``report.html`` holds), shown inline in a notebook."""

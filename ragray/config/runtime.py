@@ -1,0 +1,165 @@
+"""Where and how it runs: execution, Serve, the run history and the caches."""
+
+from __future__ import annotations
+
+
+
+
+from typing import Annotated, Literal
+
+
+from pydantic import Field, model_validator
+
+
+
+
+from ragray.config.base import Executor, Section
+
+
+class ExecutionConfig(Section):
+    """Where the per-question work runs (``ragray run`` / ``ragray interpret``)."""
+
+    executor: Executor = Field(
+        "local", description="local: in this process; ray: Ray Data over generator actors"
+    )
+    address: str | None = Field(
+        None, description="Ray cluster address (or RAY_ADDRESS); none = in-process Ray"
+    )
+    actors: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto", description="generator actors (each loads the model once); auto: one per GPU of the cluster "
+                            "(GPUs / num_gpus), 1 on a cluster without GPUs")
+    num_cpus: float | None = Field(
+        None, gt=0, description="CPUs reserved per actor, and its model's threads; null: the smallest node's "
+                                "cores shared by the actors on it (one actor gets them all)")
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="GPUs per actor (fractions share a GPU); auto: 1 when the cluster has GPUs, else 0")
+    max_questions_in_flight: int | None = Field(
+        None, ge=1, le=1024,
+        description="questions whose prompts wait on the backend at once (local executor); null: the "
+                    "backend's default (openai: 64, local models: 1)",
+    )
+
+
+class AutoscalingConfig(Section):
+    """Ray Serve autoscaling of one deployment (replaces its fixed ``num_replicas``)."""
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(2, ge=1)
+    target_ongoing_requests: float = Field(2.0, gt=0, description="requests per replica to aim for")
+
+    @model_validator(mode="after")
+    def _order(self) -> AutoscalingConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})"
+            )
+        return self
+
+
+class DeploymentOptions(Section):
+    """Replicas, resources and backpressure of one Ray Serve deployment."""
+
+    num_replicas: int = Field(1, ge=1, description="fixed replica count (ignored with autoscaling)")
+    autoscaling: AutoscalingConfig | None = None
+    num_cpus: float = Field(0.25, ge=0, description="CPUs reserved per replica (fractions share a core)")
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="GPUs per replica; auto: none on a cluster without GPUs, else 1 for the "
+                            "generator, 0.25 for a small model (reranker, dense encoder), 0 for no model")
+    max_ongoing_requests: int = Field(4, ge=1, description="requests a replica works on at once")
+    max_queued_requests: int = Field(
+        32, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
+    )
+
+    @model_validator(mode="after")
+    def _queue(self) -> DeploymentOptions:
+        if self.max_queued_requests == 0:
+            raise ValueError("max_queued_requests must be -1 (no limit) or >= 1, got 0")
+        return self
+
+
+class IngressOptions(DeploymentOptions):
+    """The FastAPI ingress: cheap per request, so more requests at once and a short queue."""
+
+    num_gpus: Annotated[float, Field(ge=0)] | Literal["auto"] = Field(0.0, description="GPUs per replica (it holds no model)")
+    max_ongoing_requests: int = Field(8, ge=1, description="requests a replica works on at once")
+    max_queued_requests: int = Field(
+        16, ge=-1, description="requests waiting per caller beyond that; more are refused with 503 (-1: no limit)"
+    )
+
+
+class GeneratorOptions(DeploymentOptions):
+    """The generator holds the model: the largest CPU share (or a GPU)."""
+
+    num_cpus: float = Field(0.5, ge=0, description="CPUs reserved per replica (fractions share a core)")
+    max_ongoing_requests: int = Field(8, ge=1, description="requests a replica works on at once")
+    batch_size: int = Field(
+        8, ge=1, description="concurrent requests merged into one batched generate call (1: no batching)"
+    )
+    batch_wait_s: float = Field(0.02, ge=0, description="how long a batch waits to fill")
+
+
+class ServeConfig(Section):
+    """``ragray serve`` / ``serve run``: the HTTP API and its Ray Serve deployments."""
+
+    host: str = Field("127.0.0.1", description="HTTP bind address (0.0.0.0 to listen on every interface)")
+    port: int = Field(8000, ge=1, le=65535)
+    api_key_env: str = Field(
+        "RAGRAY_API_KEY", description="env var holding the bearer token; auth is off while it is unset"
+    )
+    max_request_bytes: int = Field(1_048_576, ge=1024, description="larger request bodies get 413")
+    max_top_k: int = Field(100, ge=1, description="largest top_k_docs a request may ask for")
+    timeout_s: float = Field(600.0, gt=0, description="longest wait for a deployment call")
+    insecure: bool = Field(
+        False, description="serve on a host other than loopback without an API key (a warning at every start); "
+        "off: such a server refuses to start until $<api_key_env> is set"
+    )
+    client_settings: tuple[str, ...] | None = Field(
+        None, description="the settings an HTTP client may choose per request (POST /runs overrides, presets "
+        "saved over HTTP); none: ragray.config_access.CLIENT_SETTINGS (no model, backend, endpoint, key, "
+        "device or path)"
+    )
+    datasets: dict[str, str] = Field(
+        default_factory=dict, description="datasets a client may pick by name (data.path=<name>): name -> "
+        "file or folder; the built-in names (demo, squad, ...) are always offered"
+    )
+    runs_dir: str = Field("runs", description="where POST /runs writes run directories")
+    presets_dir: str = Field("configs", description="YAML configs offered as presets")
+    ingress: IngressOptions = Field(default_factory=IngressOptions)
+    retriever: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    reranker: DeploymentOptions = Field(default_factory=DeploymentOptions)
+    generator: GeneratorOptions = Field(default_factory=GeneratorOptions)
+
+
+class HistoryConfig(Section):
+    """Run history and presets in a database (SQLite by default; any SQLAlchemy URL)."""
+
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL, e.g. sqlite:////abs/path.sqlite or postgresql://user@host/db (null: "
+        "history.sqlite in ragray's data folder, $RAGRAY_HOME or ~/.local/share/ragray)",
+    )
+    record: bool = Field(True, description="record every run/interpret/audit/score/sweep in the history")
+
+
+class CacheConfig(Section):
+    """Fingerprint caches shared by runs and sweep trials (a changed input never hits)."""
+
+    dir: str | None = Field(None, description="default: ~/.cache/ragray")
+    chunksets: bool = Field(True, description="chunked corpora, keyed by corpus + chunking config")
+    indexes: bool = Field(True, description="built retrieval indexes, keyed by chunk set + retriever config")
+    retrievals: bool = Field(True, description="final hits per question, keyed by everything retrieval depends on")
+    calls: bool = Field(
+        True, description="model calls (greedy generations and log-prob scores) in <dir>/calls.sqlite, keyed by "
+                          "model identity, prompt and sampling: a repeated call is never paid twice",
+    )
+    embeddings: bool = Field(
+        True, description="answer-metric sentence embeddings in <dir>/embeddings.sqlite, keyed by encoder "
+                          "model and text: a rerun reads them instead of encoding again",
+    )
+    namespace: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$", max_length=128,
+        description="keep the per-question (per-sample) indexes under <dir>/ephemeral/<namespace>/ "
+                    "(a sweep with ephemeral.namespace sets one per trial and deletes or expires them)",
+    )
+
+

@@ -9,6 +9,8 @@ counts them for every call; runs record them per question and in ``summary.json`
 
 from __future__ import annotations
 
+import threading
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -24,15 +26,20 @@ class EngineCounts:
     padding, ``tokens_minimum`` is what exact prefix reuse of each call's prompts would compute."""
 
     values: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ENGINE_COUNTS, 0))
+    #: calls from several threads (JSD questions, Serve's requests) may count at once
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: float) -> None:
-        for name, value in counts.items():
-            if name not in self.values:
-                raise KeyError(f"unknown engine count {name!r}; known: {', '.join(ENGINE_COUNTS)}")
-            self.values[name] += value
+        unknown = [name for name in counts if name not in self.values]
+        if unknown:
+            raise KeyError(f"unknown engine count {unknown[0]!r}; known: {', '.join(ENGINE_COUNTS)}")
+        with self._lock:
+            for name, value in counts.items():
+                self.values[name] += value
 
     def snapshot(self) -> dict[str, float]:
-        return dict(self.values)
+        with self._lock:
+            return dict(self.values)
 
 
 def counts_delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:

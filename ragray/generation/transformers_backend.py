@@ -92,15 +92,6 @@ class TransformersGenerator(Generator):
         self.config = config
         self.model_path = path
         self.device = device
-        if device == "cpu":
-            # the model is the bottleneck on CPU: it gets the whole CPUs Ray reserved for this
-            # worker (a sweep trial's cpus_per_trial), else every core this process may use (a
-            # driver; a Serve replica's fractional num_cpus is a weight, not cores), unless
-            # generation.transformers.threads says
-            from ragray.worker import reserved_cpus
-
-            self._torch.set_num_threads(
-                config.transformers.threads or reserved_cpus() or len(os.sched_getaffinity(0)))
         # caches of sliding-window / recurrent layers cannot be cut or re-stacked: one row at a time
         self._global_attention = supports_prefix_reuse(model.config)
         self.prefix_reuse = config.transformers.prefix_reuse and self._global_attention
@@ -168,6 +159,15 @@ class TransformersGenerator(Generator):
         torch = require("torch", extra="generate", feature="the transformers generator")
         transformers = require("transformers", extra="generate", feature="the transformers generator")
         device = resolve_device(config.device)
+        if device == "cpu":
+            # ragray loads this model, so it sets the process's threads (a model a user hands in
+            # keeps the user's): the model is the bottleneck on CPU, so it gets the whole CPUs Ray
+            # reserved for this worker (a sweep trial's cpus_per_trial), else every core this
+            # process may use (a driver; a Serve replica's fractional num_cpus is a weight, not
+            # cores), unless generation.transformers.threads says
+            from ragray.worker import reserved_cpus
+
+            torch.set_num_threads(config.transformers.threads or reserved_cpus() or len(os.sched_getaffinity(0)))
         path = resolve_generator_model(config.model)
         dtype = _torch_dtype(torch, config.dtype, device)
         loads.info("loading the generator %s from %s on %s (%s)", config.model, path, device, str(dtype).removeprefix("torch."))

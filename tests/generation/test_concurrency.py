@@ -82,3 +82,24 @@ def test_adaptive_limit_halves_once_per_burst_and_recovers():
     for _ in range(40):
         limit.release(limit.acquire(), throttled=False)
     assert limit.limit == 8  # never above the configured concurrency
+
+
+def test_engine_counts_add_from_many_threads_without_losing_any():
+    """Two JSD questions (or Serve requests) can be inside one engine at once: their counts all land."""
+    import threading
+
+    from ragray.generation.engine_counts import EngineCounts
+
+    counts = EngineCounts()
+
+    def work():
+        for _ in range(20_000):
+            counts.add(forward_passes=1, host_syncs=2)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    snap = counts.snapshot()
+    assert snap["forward_passes"] == 80_000 and snap["host_syncs"] == 160_000

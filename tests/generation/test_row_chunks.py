@@ -49,3 +49,20 @@ def test_chunk_norms_leaves_the_model_output_unchanged(dtype) -> None:
         assert torch.equal(out, ref)
     else:  # the MLP's bf16 GEMMs may block their reduction differently for 128 rows
         torch.testing.assert_close(out, ref, rtol=0.02, atol=0.02)
+
+
+def test_a_model_handed_in_keeps_the_process_threads() -> None:
+    """ragray sets torch's threads only for a model it loads; a user's model (a notebook's) leaves them."""
+    from types import SimpleNamespace
+
+    from ragray.config import GenerationConfig
+    from ragray.generation.transformers_backend import TransformersGenerator
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        gen = TransformersGenerator(_tiny_llama(torch.float32), SimpleNamespace(eos_token_id=2), GenerationConfig(),
+                                    path="tiny", device="cpu")
+        assert torch.get_num_threads() == 1 and gen.device == "cpu"
+    finally:
+        torch.set_num_threads(before)

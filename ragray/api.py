@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,12 +241,37 @@ def clear_models() -> int:
     return clear()
 
 
-def _read_run(folder: Path, kind: str) -> Run:
-    import pandas as pd
+class _Tables(Mapping[str, Any]):
+    """A run's tables by name, each read into a DataFrame when first asked for: the CLI and the
+    HTTP API read ``Run.result`` and never need pandas (``ragray[generate]`` has none)."""
 
+    def __init__(self, files: Mapping[str, bytes]) -> None:
+        self._files = files
+        self._names = [name[: -len(_TABLE_SUFFIX)] for name in files if name.endswith(_TABLE_SUFFIX)]
+        self._read: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            import io
+
+            from ragray._imports import require
+
+            pd = require("pandas", extra="notebook", feature="a run's tables as DataFrames")
+            self._read[name] = pd.read_parquet(io.BytesIO(self._files[name + _TABLE_SUFFIX]))
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _read_run(folder: Path, kind: str) -> Run:
     files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-    tables = {name[: -len(_TABLE_SUFFIX)]: pd.read_parquet(folder / name)
-              for name in files if name.endswith(_TABLE_SUFFIX)}
+    tables = _Tables(files)
     summary_name = "audit_report.json" if "audit_report.json" in files else "summary.json"
     summary = json.loads(files[summary_name]) if summary_name in files else {}
     return Run(kind, summary, tables, files)

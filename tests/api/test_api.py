@@ -217,3 +217,29 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
     manager._work("r2", "interpret", config, in_empty_folder / "http2", ScriptedGenerator())
     assert called == [("run", True), ("interpret", True)]
     assert (in_empty_folder / "http" / "summary.json").is_file()
+
+
+def test_the_cli_runs_without_pandas(tmp_path):
+    """``ragray[generate]`` brings no pandas: the CLI reads the pipeline's result, and a run's
+    tables become DataFrames only when a notebook asks for them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class NoPandas:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pandas' or name.startswith('pandas.'):\n"
+        "            raise ImportError('no pandas here')\n"
+        "sys.meta_path.insert(0, NoPandas())\n"
+        "from ragray.cli import main\n"
+        f"code = main(['run', '--limit', '2', '--backend', 'scripted', '--out', {str(tmp_path / 'out')!r}, '--no-progress'])\n"
+        "assert 'pandas' not in sys.modules\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "RAGRAY_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ragray run: 2 questions" in done.stdout
+    run = ragray.load_run(tmp_path / "out")  # here pandas is installed: the tables read on access
+    assert sorted(run.tables) == ["calls", "passages", "questions", "subsets"] and len(run.questions) == 2

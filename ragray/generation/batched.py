@@ -81,6 +81,11 @@ class BatchedPrefill:
         # scoring prompts are those prompts plus an answer, and the ablations share their prefixes)
         self._carried: list[tuple[list[int], tuple[Piece, ...]]] = []
 
+    def release(self) -> None:
+        """Drop the model and the KV carried between calls (the generator is closing)."""
+        self.model = None
+        self._carried = []
+
     def run(self, seqs: dict[int, list[int]], caps: dict[int, int], keep: dict[int, int], consume: Consume,
             *, hold: bool = False) -> dict[int, tuple[Piece, ...]]:
         """Run every prompt of ``seqs`` (its reuse capped by ``caps``), hand each pass's logits of

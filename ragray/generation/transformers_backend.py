@@ -658,10 +658,15 @@ class TransformersGenerator(Generator):
         return consume
 
     def close(self) -> None:
+        """Release the weights and every cache that holds them or KV built from them (the gpu
+        strategy's padded prefill and its carried KV, the fixed-shape decoder), then the CUDA cache."""
         if self._model is None:
             return
         cuda = self.device.startswith("cuda")
         self._model = self._decoder.model = None
+        if self._batched is not None:
+            self._batched.release()
+        self._batched = self._static = None
         gc.collect()
         if cuda:
             self._torch.cuda.empty_cache()

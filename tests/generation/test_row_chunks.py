@@ -66,3 +66,23 @@ def test_a_model_handed_in_keeps_the_process_threads() -> None:
         assert torch.get_num_threads() == 1 and gen.device == "cpu"
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+def test_close_releases_the_weights(strategy) -> None:
+    """After close() nothing of the generator holds the model (the gpu strategy's padded prefill and
+    decoders included), so its memory can go."""
+    import gc
+    import weakref
+    from types import SimpleNamespace
+
+    from ragray.config import GenerationConfig
+    from ragray.generation.transformers_backend import TransformersGenerator
+
+    gen = TransformersGenerator(_tiny_llama(torch.float32), SimpleNamespace(eos_token_id=2),
+                                GenerationConfig(transformers={"strategy": strategy}), path="tiny", device="cpu")
+    assert gen.strategy == strategy
+    weights = weakref.ref(gen.model)
+    gen.close()
+    gc.collect()
+    assert weights() is None and gen.model is None

@@ -74,6 +74,10 @@ class BatchedPrefill:
         self.model, self.torch, self.device = model, torch, device
         self.keep_arg = keep_arg
         self.tokens_per_pass = tokens_per_pass
+        #: the planned pass size: an out-of-memory pass halves ``tokens_per_pass``; each call that
+        #: then runs without one doubles it back, up to this
+        self.planned_tokens_per_pass = tokens_per_pass
+        self._halved = False  # a pass of the current call ran out of memory
         self.plan_tokens = plan_tokens
         self.counts = counts
         self.pad_id = pad_id
@@ -93,6 +97,7 @@ class BatchedPrefill:
         when ``hold`` (to decode from), else nothing (a prompt's KV lives while a later wave needs it)."""
         keys = list(seqs)
         held: dict[int, tuple[Piece, ...]] = {}
+        self._halved = False
         if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
             self._carried = []
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
@@ -114,6 +119,8 @@ class BatchedPrefill:
                 held.update((k, v) for k, v in kv.items() if k >= 0)
         if hold and sum(len(seqs[k]) for k in held) <= self.plan_tokens:
             self._carried = [(seqs[k], held[k]) for k in held]
+        if not self._halved and self.tokens_per_pass < self.planned_tokens_per_pass:  # memory came back
+            self.tokens_per_pass = min(self.planned_tokens_per_pass, 2 * self.tokens_per_pass)
         return held
 
     def _reuse_carried(self, steps: list[Step], seqs: dict[int, list[int]], caps: dict[int, int]) -> list[Step]:
@@ -154,7 +161,7 @@ class BatchedPrefill:
     def _pass_or_halve(self, rows: list[PassRow], seqs: dict[int, list[int]], keep: dict[int, int],
                        consume: Consume) -> list[tuple[int, tuple[Piece, ...]]]:
         """One pass; out of device memory, two passes of half the rows each (recursively), and a
-        smaller ``tokens_per_pass`` from then on."""
+        smaller ``tokens_per_pass`` until calls run without running out again (:meth:`run` grows it back)."""
         oom = getattr(self.torch, "OutOfMemoryError", None) or self.torch.cuda.OutOfMemoryError
         try:
             return self._pass(rows, seqs, keep, consume)
@@ -164,6 +171,7 @@ class BatchedPrefill:
             if self.device.startswith("cuda"):
                 self.torch.cuda.empty_cache()
             half = len(rows) // 2
+            self._halved = True
             self.tokens_per_pass = max(1, min(self.tokens_per_pass, half * rows[0].new(seqs)))
             return (self._pass_or_halve(rows[:half], seqs, keep, consume)
                     + self._pass_or_halve(rows[half:], seqs, keep, consume))

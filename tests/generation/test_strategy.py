@@ -199,7 +199,14 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
     small_batches_only.config = model.config
     monkeypatch.setattr(gen._batched, "model", small_batches_only)
     assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-5)
-    assert refused and gen._batched.tokens_per_pass < 100_000  # later passes start smaller
+    shrunk = gen._batched.tokens_per_pass
+    assert refused and shrunk < 100_000  # later passes start smaller
+    monkeypatch.setattr(gen._batched, "model", model)  # the memory is back
+    gen.score(prompts[:1], [answer])
+    assert gen._batched.tokens_per_pass == min(100_000, 2 * shrunk)  # each clean call doubles it back
+    for _ in range(20):
+        gen.score(prompts[:1], [answer])
+    assert gen._batched.tokens_per_pass == 100_000
 
 
 @pytest.mark.slow

@@ -39,6 +39,7 @@ def test_a_question_file_with_its_corpus_beside_it_run_from_an_empty_folder(shar
     (data / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows(shared_data)), encoding="utf-8")
     shutil.copy(shared_data / "squad_v11_dev.corpus.jsonl", data / "mine.corpus.jsonl")
     monkeypatch.chdir(work)
+    ragray.clear_models()  # an earlier test of this process may have kept the model: this run loads it
     code = main(["run", "--dataset", str(data / "mine.jsonl"), "--limit", "6", "--top-k", "3", "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err

@@ -62,6 +62,11 @@ class _Html:
         return f"<HTML, {len(self.html) // 1024} KiB: shown as a page in a notebook; str() is the HTML>"
 
 
+def _table(name: str, doc: str) -> property:
+    """A declared table of :class:`Run` (``run.questions`` ...), read through :meth:`Run.table`."""
+    return property(lambda self: self.table(name), doc=doc)
+
+
 @dataclass
 class Run:
     """A finished run: its tables as DataFrames (``run.questions``, ``run.passages``, ``run.calls``;
@@ -84,18 +89,18 @@ class Run:
         raise AttributeError(f"this {self.kind} run has no table {name!r} (tables: {', '.join(sorted(self.tables))})")
 
     # every table a run can have, declared (an editor completes them; absent ones say which exist)
-    questions = property(lambda self: self.table("questions"), doc="one row per question (every kind)")
-    passages = property(lambda self: self.table("passages"), doc="ragray.run: one row per (question, passage)")
-    calls = property(lambda self: self.table("calls"), doc="ragray.run: one row per model call")
-    subsets = property(lambda self: self.table("subsets"), doc="ragray.run: every scored context beyond drop-one")
-    checks = property(lambda self: self.table("checks"), doc="ragray.run with influence.check_*: top-k drop and LDS")
-    units = property(lambda self: self.table("units"), doc="ragray.interpret: each unit's importance")
-    arms = property(lambda self: self.table("arms"), doc="ragray.interpret: each deletion and its answer")
-    cases = property(lambda self: self.table("cases"), doc="ragray.interpret: Case A/B/C per question and k")
-    curves = property(lambda self: self.table("curves"), doc="ragray.interpret: the deletion curves")
-    audit = property(lambda self: self.table("audit"), doc="ragray.audit_retrieval: one row per query")
-    scores = property(lambda self: self.table("scores"), doc="ragray.score: one row per answer")
-    hits = property(lambda self: self.table("hits"), doc="retrieval: one row per hit")
+    questions = _table("questions", "one row per question (every kind)")
+    passages = _table("passages", "ragray.run: one row per (question, passage)")
+    calls = _table("calls", "ragray.run: one row per model call")
+    subsets = _table("subsets", "ragray.run: every scored context beyond drop-one")
+    checks = _table("checks", "ragray.run with influence.check_*: top-k drop and LDS")
+    units = _table("units", "ragray.interpret: each unit's importance")
+    arms = _table("arms", "ragray.interpret: each deletion and its answer")
+    cases = _table("cases", "ragray.interpret: Case A/B/C per question and k")
+    curves = _table("curves", "ragray.interpret: the deletion curves")
+    audit = _table("audit", "ragray.audit_retrieval: one row per query")
+    scores = _table("scores", "ragray.score: one row per answer")
+    hits = _table("hits", "retrieval: one row per hit")
 
     def report(self) -> _Html:
         """The run's report (what ``report.html`` holds), shown inline in a notebook."""
@@ -329,7 +334,8 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
             extra["history.record"] = False
         cfg = _config(config, extra, keywords)
         generator = _generator(model, tokenizer, cfg)
-        if generator is None and kind != "score" and cfg.execution.executor == "local":
+        needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
+        if generator is None and needs_model and cfg.execution.executor == "local":
             generator = _kept(cfg)
         target = Path(out) if out is not None else Path(tmp) / "run"
         done = _dispatch(kind, cfg, target, records_path, progress, generator, resume)

@@ -237,12 +237,13 @@ class InfluenceLoop:
         build = lambda ps: self._build(qh, list(ps))  # noqa: E731
         lp_all = lps[0]
         drops = [lp_all - lp for lp in lps[1:]]
-        n_tokens = self.generator.answer_length(build(passages), answer)
+        full_prompt = build(passages)
+        n_tokens = self.generator.answer_length(full_prompt, answer)
         ev = _Evidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
                        jsd=m.divergences[0][1:] if m.divergences is not None else None)
         if is_unanswerable(q):  # how likely declining was, beside the answer the model gave
-            (lp_decline,) = book.score([build(passages)], [DECLINE_PHRASE])
-            ev.decline_margin = decline_margin(lp_decline, self.generator.answer_length(build(passages), DECLINE_PHRASE),
+            (lp_decline,) = book.score([full_prompt], [DECLINE_PHRASE])
+            ev.decline_margin = decline_margin(lp_decline, self.generator.answer_length(full_prompt, DECLINE_PHRASE),
                                                lp_all, n_tokens)
         full = frozenset(range(k))
         scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]

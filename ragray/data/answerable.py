@@ -18,32 +18,28 @@ from ragray.types import Dataset, Question, frozen_meta
 __all__ = ["is_unanswerable", "mark_unanswerable", "resolve_decline"]
 
 
-def _says_unanswerable(q: Question) -> bool:
-    meta = q.meta or {}
-    return meta.get("answerable") is False or meta.get("is_impossible") is True
-
-
 def is_unanswerable(q: Question) -> bool:
     """True when ``q`` is marked unanswerable (by its row or by :func:`mark_unanswerable`)."""
-    return _says_unanswerable(q)
+    meta = q.meta or {}
+    return meta.get("answerable") is False or meta.get("is_impossible") is True
 
 
 def mark_unanswerable(dataset: Dataset) -> Dataset:
     """``dataset`` with ``meta["answerable"] = False`` on every unanswerable question (see above);
     the same object when there is none."""
     labelled = any(q.answers for q in dataset.questions)
-    changed = False
-    questions = []
-    for q in dataset.questions:
-        unanswerable = not q.answers and (_says_unanswerable(q) or (labelled and (q.meta or {}).get("answerable") is not True))
-        if unanswerable and (q.meta or {}).get("answerable") is not False:
-            q = replace(q, meta=frozen_meta({**dict(q.meta or {}), "answerable": False}))
-            changed = True
-        questions.append(q)
+
+    def marked(q: Question) -> Question:
+        meta = q.meta or {}
+        if q.answers or is_unanswerable(q) or not labelled or meta.get("answerable") is True:
+            return q
+        return replace(q, meta=frozen_meta({**dict(meta), "answerable": False}))
+
+    questions = tuple(marked(q) for q in dataset.questions)
     n = sum(is_unanswerable(q) for q in questions)
-    if not changed and n == dataset.n_unanswerable:
+    if all(a is b for a, b in zip(questions, dataset.questions)) and n == dataset.n_unanswerable:
         return dataset
-    return replace(dataset, questions=tuple(questions), n_unanswerable=n)
+    return replace(dataset, questions=questions, n_unanswerable=n)
 
 
 def resolve_decline(config: ExperimentConfig, dataset: Dataset) -> ExperimentConfig:

@@ -39,7 +39,7 @@ class EngineCounts:
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            return dict(self.values)
+            return dict(self.values.copy())
 
 
 def counts_delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:

@@ -28,8 +28,8 @@ _LOCK = threading.Lock()
 
 def _key(config: GenerationConfig) -> tuple[str, ...]:
     """What defines a load: the rest (template, decoding options, the decline instruction) does not."""
-    engine = config.transformers.model_dump_json() if hasattr(config, "transformers") else ""
-    return (config.backend, str(config.model), str(config.dtype), str(config.device), engine)
+    return (config.backend, str(config.model), str(config.dtype), str(config.device),
+            config.transformers.model_dump_json())
 
 
 def kept_generator(config: GenerationConfig) -> Generator | None:

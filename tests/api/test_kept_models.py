@@ -54,3 +54,6 @@ def test_two_attribute_calls_load_the_model_once(loads, tmp_path, monkeypatch):
     assert ragray.clear_models() == 2 and Shared.closed >= 2 and kept_models() == []
     ragray.attribute("Which ferry sails to Kell?", PASSAGES, progress=False)
     assert len(loads) == 3  # freed: the next call loads again
+    ragray.clear_models()
+    ragray.audit_retrieval("demo", limit=2, progress=False)
+    assert len(loads) == 3 and kept_models() == []  # an audit without its LLM steps loads no model

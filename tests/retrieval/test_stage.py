@@ -134,3 +134,24 @@ def test_given_retriever_keeps_the_dataset_order_and_scores():
     assert [h.score for h in out.hits] == [1.0, 7.5]  # 1/rank unless the passage carries a score
     with pytest.raises(ConfigError, match="needs scope per_question"):
         load(None, ["retrieval.retriever=given", "retrieval.scope=global"])
+
+
+def test_the_run_line_says_which_questions_got_fewer_passages_than_top_k():
+    """Over a corpus, a short question is named on the run line; over the rows' own passages only a
+    question with fewer than 2 (no verdict) is, since the line already gives the counts."""
+    from types import SimpleNamespace
+
+    from ragray.report.run_console import short_of_top_k_line, sources_words
+
+    corpus = SimpleNamespace(n_questions=6, passages_from="bm25 top-10 of 2,067 corpus passages (x.corpus.jsonl)",
+                             short_of_top_k={"1": 1, "3": 3})
+    assert short_of_top_k_line(corpus, 10) == (
+        "4 of 6 questions got fewer than 10 passages (1 passage: 1; 3 passages: 3); with one passage there is "
+        "no retrieval order to check, so no verdict")
+    own = SimpleNamespace(n_questions=6, passages_from="bm25 top-10 of the rows' own passages (3–10 per question)",
+                          short_of_top_k={"3": 2})
+    assert short_of_top_k_line(own, 10) is None
+    assert short_of_top_k_line(SimpleNamespace(**{**vars(own), "short_of_top_k": {"1": 1}}), 10).startswith("1 of 6")
+    assert short_of_top_k_line(SimpleNamespace(n_questions=6, short_of_top_k=None), 10) is None
+    assert sources_words(corpus) == corpus.passages_from
+    assert sources_words(SimpleNamespace(retriever="bm25", top_k=5)) == "bm25 top-5"  # a summary from before

@@ -364,11 +364,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # resumable commands: SIGTERM stops them like Ctrl-C, saying how to resume (servers keep their own)
     handle = args.command in RESUMABLE and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if handle else None
+    bars = os.environ.get("TQDM_DISABLE")
+    if getattr(args, "no_progress", False):
+        os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     try:
         return _dispatch(args, argv)
     finally:
         if handle:
             signal.signal(signal.SIGTERM, previous)
+        # for this command only: a later command in the same process (a notebook, a test) has its bars
+        if bars is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = bars
 
 
 #: arguments that name local files or directories
@@ -389,8 +397,6 @@ def _anchor_path_args(args: argparse.Namespace) -> None:
 
 def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     _anchor_path_args(args)
-    if getattr(args, "no_progress", False):
-        os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "no_progress", False):

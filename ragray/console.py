@@ -7,6 +7,7 @@ table as plain aligned columns, one line per row (never wrapped), trailing blank
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -21,16 +22,28 @@ __all__ = ["console", "print_pairs", "print_table", "progress_bar", "show_loads"
 def show_loads() -> None:
     """Show what loads and from where (the ``ragray.loads`` logger) on stderr, once per process,
     unless the user configured that logger: a model load then says itself before its own bar."""
-    import logging
-
     logger = logging.getLogger("ragray.loads")
     if logger.handlers or logger.level not in (logging.NOTSET, logging.INFO):
         return
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("ragray: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes, not the stream of the first call:
+    a notebook, a test's capture or a redirect set up later still gets the line (a bound stream
+    that has since closed would print a logging error instead)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
 
 
 def progress_bar(*args: Any, **kwargs: Any) -> Any:

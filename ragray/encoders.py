@@ -278,7 +278,8 @@ class SentenceEncoder:
                 batch_size=batch_size,
                 normalize_embeddings=normalize,
                 convert_to_numpy=True,
-                # a bar for corpus-sized work only; TQDM_DISABLE=1 (--no-progress) hides it
+                # a bar for corpus-sized work only; TQDM_DISABLE=1 (--no-progress) hides it where the
+                # command imports tqdm first (tqdm reads the variable once, at import: the CLI's case)
                 show_progress_bar=len(texts) >= _PROGRESS_MIN_TEXTS,
             )
         except RuntimeError as exc:

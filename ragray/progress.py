@@ -49,7 +49,9 @@ def calls_bar(enabled: bool, desc: str = "model calls") -> Iterator[None]:
         return
     from ragray.console import progress_bar
 
-    bar = progress_bar(total=0, desc=desc, unit="call", position=1, leave=False, dynamic_ncols=True)
+    # disable=False said, not left to tqdm's default: tqdm reads TQDM_DISABLE once, when first imported,
+    # so an earlier --no-progress command of the same process would hide this bar for good
+    bar = progress_bar(total=0, desc=desc, unit="call", position=1, leave=False, dynamic_ncols=True, disable=False)
     with _LOCK:
         _BAR.append(bar)
     try:

@@ -283,7 +283,10 @@ class PriceConfig(Section):
 class MetricsConfig(Section):
     """Answer-quality metrics (``ragray score``, ``ragray run`` summaries)."""
 
-    embedding: bool = Field(True, description="embedding metrics (recall@k by cosine, grounding, hallucination)")
+    embedding: bool | Literal["auto"] = Field(
+        "auto", description="embedding metrics (recall@k by cosine, grounding, hallucination); auto: on where "
+        "sentence-transformers is installed (ragray[dense]), off without it (true then says what to install)",
+    )
     encoder: str = Field("minilm", description="sentence encoder: 'minilm' (packaged), a path or a hub id")
     tau_recall: float = Field(0.75, ge=-1, le=1, description="recall@k: max cos(context, gold) >= this")
     tau_h: float = Field(0.5, ge=-1, le=1, description="hallucination: Sim(A,G) and Sim(A,C) both below this")
@@ -293,5 +296,18 @@ class MetricsConfig(Section):
     prices: dict[str, PriceConfig] = Field(
         default_factory=dict, description="model name -> price; cost is reported for priced models"
     )
+
+    @property
+    def embedding_on(self) -> bool:
+        """Whether the embedding metrics run: ``auto`` asks whether their package is installed
+        (a lookup, nothing imported), so ``ragray[generate]`` alone runs without them."""
+        if self.embedding == "auto":
+            import importlib.util
+
+            try:
+                return importlib.util.find_spec("sentence_transformers") is not None
+            except (ImportError, ValueError):  # a broken or hidden install counts as none
+                return False
+        return bool(self.embedding)
 
 

@@ -73,7 +73,7 @@ class QualityScorer:
     def answer_passage_similarity(self, answer: str, passages: Sequence[str]) -> list[float] | None:
         """Cosine of the answer with each passage (the validity panel's no-model-call control);
         None when embedding metrics are off or the answer is empty."""
-        if not self.config.embedding or not answer.strip() or not passages:
+        if not self.config.embedding_on or not answer.strip() or not passages:
             return None
         emb = self.encoder.encode([answer, *passages], normalize=True, cache=False)
         return [float(v) for v in emb[1:] @ emb[0]]
@@ -85,7 +85,7 @@ class QualityScorer:
 
     def score(self, items: Sequence[QualityItem]) -> list[dict[str, Any]]:
         c = self.config
-        if c.embedding and items:
+        if c.embedding_on and items:
             records = [{"question": i.question, "answer": i.answer, "contexts": list(i.contexts),
                         "golds": list(i.golds)} for i in items]
             emb = embedding_metrics(records, self.encoder, c.tau_recall, c.tau_h)

@@ -53,7 +53,7 @@ def run_score(
             records=str(records),
             skipped_rows=len(skipped),
             skipped=tuple(SkippedRow(line=s.line, reason=s.reason) for s in skipped),
-            encoder=config.metrics.encoder if config.metrics.embedding else None,
+            encoder=config.metrics.encoder if config.metrics.embedding_on else None,
             tau_recall=config.metrics.tau_recall,
             tau_h=config.metrics.tau_h,
             wall_seconds=time.perf_counter() - start,

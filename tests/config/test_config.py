@@ -142,3 +142,22 @@ def test_example_configs_validate(name):
     assert cfg.name == name.removesuffix(".yaml").replace("_", "-")
     # a dataset by name, or a path beside the repo's configs/ (relative to the file)
     assert cfg.data.path in ("hotpotqa", "scifact") or cfg.data.path == str(root / "data" / "pdfs")
+
+
+def test_embedding_metrics_auto_follow_the_installed_package(monkeypatch):
+    """``metrics.embedding: auto`` runs them where sentence-transformers is installed and skips them
+    where it is not (``ragray[generate]`` alone); true and false are kept as set."""
+    import importlib.util
+
+    from ragray.config import load_config
+
+    auto = load_config(None, []).metrics
+    assert auto.embedding == "auto"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sentence_transformers" else real(name, *a))
+    assert auto.embedding_on is False
+    assert load_config(None, ["metrics.embedding=true"]).metrics.embedding_on is True
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert auto.embedding_on is (real("sentence_transformers") is not None)
+    assert load_config(None, ["metrics.embedding=false"]).metrics.embedding_on is False

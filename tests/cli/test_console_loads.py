@@ -1,0 +1,60 @@
+"""The ``ragray.loads`` lines go to whatever stderr is when a model loads, not the first caller's."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+
+from ragray.console import show_loads
+
+
+def test_a_load_line_reaches_the_stderr_of_its_moment_after_the_first_one_closed(monkeypatch):
+    logger = logging.getLogger("ragray.loads")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    monkeypatch.setattr(logger, "propagate", True)
+    first, later = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    show_loads()  # the first run of a process (an earlier test's capture, a closed notebook cell)
+    logger.info("loading the generator one")
+    first.close()
+    monkeypatch.setattr(sys, "stderr", later)
+    show_loads()  # a later run: the handler is already there, not added twice
+    logger.info("loading the generator two")
+    assert later.getvalue() == "ragray: loading the generator two\n"  # no '--- Logging error ---'
+    assert len(logger.handlers) == 1
+
+
+def test_no_progress_silences_bars_for_its_own_command_only(monkeypatch):
+    """``--no-progress`` hides library bars through ``TQDM_DISABLE`` while its command runs; the next
+    command of the same process (a notebook, a test) has its bars again."""
+    import os
+
+    from ragray import cli
+
+    seen = []
+    monkeypatch.setitem(cli.COMMANDS, "run", lambda args: seen.append(os.environ.get("TQDM_DISABLE")) or 0)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    assert cli.main(["run", "--no-progress"]) == 0
+    assert cli.main(["run"]) == 0
+    assert seen == ["1", None] and "TQDM_DISABLE" not in os.environ
+
+
+def test_the_calls_bar_shows_though_tqdm_was_first_imported_under_no_progress():
+    """tqdm reads ``TQDM_DISABLE`` once, at import: a process whose first command ran with
+    ``--no-progress`` must still show the model-calls bar of a later command."""
+    import os
+    import subprocess
+
+    code = (
+        "import io, os\n"
+        "import tqdm.auto, tqdm.std\n"  # imported while TQDM_DISABLE=1, as inside a --no-progress command
+        "del os.environ['TQDM_DISABLE']\n"
+        "import ragray.progress as p\n"
+        "with p.calls_bar(True):\n"
+        "    assert not p._BAR[-1].disable\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TQDM_DISABLE": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -9,9 +9,10 @@
 Every function builds an :class:`~ragray.config.ExperimentConfig` from ``config`` (a YAML path or a
 config object), the flag-like keywords of the CLI (``model``, ``backend``, ``top_k``, ``mode``,
 ``dtype``, ``retriever``, ``limit``, ``position_control`` ...) and ``settings`` (dotted keys), and
-calls the same pipeline as the CLI (:mod:`ragray.pipeline`). Without ``out`` the run goes to a
-temporary folder outside the working directory, is read into memory and deleted, and the history
-database is left alone. A model object already loaded (a transformers model with its tokenizer,
+calls the same pipeline as the CLI (:mod:`ragray.pipeline`). Rows given in memory reach the pipeline
+in memory (:mod:`ragray.data.held`); without ``out`` the run is kept in memory too (its tables,
+summary and report as the files a run directory would hold, written only by ``Run.save``), and the
+history database is left alone. A model object already loaded (a transformers model with its tokenizer,
 or a ragray generator) is used as it is: nothing loads twice; the call cache is off for it (its
 weights may change in the notebook without a file to fingerprint).
 """
@@ -19,7 +20,6 @@ weights may change in the notebook without a file to fingerprint).
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +217,7 @@ def _generator(model: Any, tokenizer: Any, config: Any) -> Any:
     if hasattr(model, "generate") and hasattr(model, "config"):  # a transformers model
         if tokenizer is None:
             raise InputError("model: a transformers model needs its tokenizer: attribute(..., model=m, tokenizer=tok)")
-        from ragray.generation.transformers_backend import TransformersGenerator
+        from ragray.generation.transformers.backend import TransformersGenerator
 
         device = str(next(model.parameters()).device)
         name = getattr(model.config, "_name_or_path", "") or type(model).__name__
@@ -274,12 +274,12 @@ class _Tables(Mapping[str, Any]):
         return len(self._names)
 
 
-def _read_run(folder: Path, kind: str) -> Run:
-    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-    tables = _Tables(files)
+def _run(files: Mapping[str, bytes], kind: str) -> Run:
+    """A run from its files (a folder's, or an in-memory run's)."""
+    files = dict(sorted(files.items()))
     summary_name = "audit_report.json" if "audit_report.json" in files else "summary.json"
     summary = json.loads(files[summary_name]) if summary_name in files else {}
-    return Run(kind, summary, tables, files)
+    return Run(kind, summary, _Tables(files), files)
 
 
 def load_run(path: str | Path) -> Run:
@@ -290,7 +290,7 @@ def load_run(path: str | Path) -> Run:
     kinds = {"arms.parquet": "interpret", "audit_report.json": "audit", "scores.parquet": "score",
              "passages.parquet": "run"}
     kind = next((k for name, k in kinds.items() if (folder / name).is_file()), "run")
-    out = _read_run(folder, kind)
+    out = _run({p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}, kind)
     out.path = folder
     return out
 
@@ -298,67 +298,74 @@ def load_run(path: str | Path) -> Run:
 def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history: bool | None, progress: bool,
              model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any],
              resume: bool = False) -> Run:
-    """Build the config, write ``data`` as records (in a temporary folder), run the pipeline's
-    ``kind`` in ``out`` or in a temporary folder (``resume``: continue the run ``out`` holds), and
-    read the result."""
+    """Build the config, hand ``data``'s rows to the pipeline in memory (:mod:`ragray.data.held`),
+    run the pipeline's ``kind`` in ``out`` or, without ``out``, in memory (``resume``: continue the
+    run ``out`` holds), and return the result with its files."""
+    from contextlib import nullcontext
+
+    from ragray.data.held import held_rows
+
     if resume and out is None:
         raise InputError("resume: needs out, the run directory to continue")
+    if history and out is None:
+        raise InputError("history=True records a run with its folder: give out (a run in memory is not recorded)")
     if progress:
         from ragray.console import show_loads
 
         show_loads()
-    with tempfile.TemporaryDirectory(prefix="ragray-") as tmp:
-        extra: dict[str, Any] = dict(settings or {})
-        if isinstance(model, (str, Path)):
-            keywords["model"] = str(model)
-        records_path = None
-        if data is not None and not isinstance(data, (str, Path)):
-            records = question_records(data, keep_answer=kind == "score", columns=keywords.pop("columns", None))
-            records_path = Path(tmp) / "data.jsonl"
-            records_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-            if kind != "score":
-                extra.setdefault("data.path", str(records_path))
-                extra.setdefault("data.format", "jsonl")
-                if any("passages" in r for r in records) and "retriever" not in keywords:
+    extra: dict[str, Any] = dict(settings or {})
+    if isinstance(model, (str, Path)):
+        keywords["model"] = str(model)
+    rows = None
+    if data is not None and not isinstance(data, (str, Path)):
+        rows = question_records(data, keep_answer=kind == "score", columns=keywords.pop("columns", None))
+    with held_rows(rows) if rows is not None else nullcontext(None) as held:
+        records = None  # score: the pipeline's outputs to score (rows or a file)
+        if kind == "score":
+            records = held if held is not None else (Path(data) if data is not None else None)
+        else:
+            if held is not None:
+                extra.setdefault("data.path", held)
+                if any("passages" in r for r in rows) and "retriever" not in keywords:
                     # the passages the user's retriever returned, in its order: measure those
                     extra.setdefault("retrieval.retriever", "given")
                     extra.setdefault("retrieval.scope", "per_question")
-        elif data is not None:
-            if kind == "score":
-                records_path = Path(data)
-            else:
+            elif data is not None:
                 extra.setdefault("data.path", str(data))
-        if out is None and not history:
-            extra.setdefault("history.record", False)
-        elif history is False:
+        if out is None or history is False:
             extra["history.record"] = False
         cfg = _config(config, extra, keywords)
         generator = _generator(model, tokenizer, cfg)
         needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
         if generator is None and needs_model and cfg.execution.executor == "local":
             generator = _kept(cfg)
-        target = Path(out) if out is not None else Path(tmp) / "run"
-        done = _dispatch(kind, cfg, target, records_path, progress, generator, resume)
-        result = _read_run(target, kind)
-        result.result = done
-        if out is not None:
-            result.path = target
-        return result
+        files: dict[str, bytes] = {}
+        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume,
+                         files)
+    result = _run(files if out is None else {p.name: p.read_bytes() for p in Path(out).iterdir() if p.is_file()},
+                  kind)
+    result.result = done
+    result.path = Path(out) if out is not None else None
+    return result
 
 
-def _dispatch(kind: str, cfg: Any, target: Path, records: Path | None, progress: bool, generator: Any,
-              resume: bool) -> Any:
+def _dispatch(kind: str, cfg: Any, target: Path | None, records: Any, progress: bool, generator: Any,
+              resume: bool, files: dict[str, bytes]) -> Any:
+    """The pipeline's ``kind`` into ``target``; without one, in memory, its files put in ``files``."""
     from ragray import pipeline
 
     if kind == "run":
-        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
-    if kind == "interpret":
-        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
-    if kind == "audit":
-        return pipeline.run_audit(cfg, target, progress=progress, generator=generator)
-    if records is None:
+        done = pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
+    elif kind == "interpret":
+        done = pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
+    elif kind == "audit":
+        done = pipeline.run_audit(cfg, target, progress=progress, generator=generator)
+    elif records is None:
         raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
-    return pipeline.run_score(cfg, records, target)
+    else:
+        done = pipeline.run_score(cfg, records, target)
+    files.update(done.files)
+    return done
 
 
 def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,

@@ -29,7 +29,8 @@ from typing import Any
 
 from ragray.data.records import BadRows, parse_passage
 from ragray.data.schemas import OUTPUT_SCHEMAS, schema_rows
-from ragray.data.tables import RowError, cell, kind, read_table
+from ragray.data.held import is_held, rows_of
+from ragray.data.tables import Row, RowError, Table, cell, kind, read_table
 from ragray.errors import InputError
 from ragray.types import Passage, SkippedRow
 
@@ -125,10 +126,15 @@ def load_outputs(path: str | Path, on_bad_row: str = "error", columns: Mapping[s
                  ) -> tuple[list[OutputRecord], list[SkippedRow]]:
     """Records of ``path`` and the rows skipped (``on_bad_row="skip"``); ``columns``
     (``data.columns``) maps ragray's field names to the file's columns."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"records file not found: {path}")
-    table = read_table(path, what="records")
+    if is_held(str(path)):  # the Python API's rows, held in memory (ragray.data.held)
+        table = Table(Path("rows"), None, iter([Row(n, dict(r)) for n, r in enumerate(rows_of(str(path)), 1)]),
+                      tabular=False)
+        path = Path("rows")
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"records file not found: {path}")
+        table = read_table(path, what="records")
     bad = BadRows(on_bad_row)
     out: list[OutputRecord] = []
     seen: dict[str, int] = {}

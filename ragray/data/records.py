@@ -23,7 +23,7 @@ to ``Question.meta``, unknown passage keys to ``Passage.meta`` (metadata filters
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from ragray.data.tables import (
     RECORD_SUFFIXES,
     Row,
     RowError,
+    Table,
     cell,
     iter_jsonl,
     kind,
@@ -41,8 +42,8 @@ from ragray.data.tables import (
 from ragray.errors import ConfigError, InputError
 from ragray.types import Dataset, Passage, Question, SkippedRow, frozen_meta
 
-__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl", "unique_rows",
-           "record_format"]
+__all__ = ["BadRows", "RowError", "load_records", "find_corpus", "read_corpus", "iter_jsonl", "rows_dataset",
+           "unique_rows", "record_format"]
 
 T = TypeVar("T")
 
@@ -284,21 +285,35 @@ def load_records(
         )
     corpus_path = Path(corpus) if corpus else find_corpus(path)
     corpus_passages = read_corpus(corpus_path, bad) if corpus_path else None
-    table = read_table(path, fmt)
-    builder = _Builder(str(path), bad, corpus_path, corpus_passages)
+    return _dataset(read_table(path, fmt), str(path), bad, corpus_path, corpus_passages, columns,
+                    name or dataset_name(path))
+
+
+def rows_dataset(rows: Sequence[Mapping[str, Any]], *, name: str = "rows", on_bad_row: str = "error",
+                 columns: Mapping[str, str] | None = None) -> Dataset:
+    """A dataset from records held in memory (the Python API's rows), parsed and checked as a
+    records file is: a bad row is reported as ``rows:N`` (its 1-based position)."""
+    bad = BadRows(on_bad_row)
+    table = Table(Path("rows"), None, iter([Row(n, dict(r)) for n, r in enumerate(rows, start=1)]), tabular=False)
+    return _dataset(table, "rows", bad, None, None, columns, name)
+
+
+def _dataset(table: Table, source: str, bad: BadRows, corpus_path: Path | None,
+             corpus_passages: tuple[Passage, ...] | None, columns: Mapping[str, str] | None, name: str) -> Dataset:
+    builder = _Builder(source, bad, corpus_path, corpus_passages)
     for row in schema_rows(table, RECORD_SCHEMAS, columns):
         builder.add(row, table.tabular)
     questions = builder.finish()
     bad.summary()
     if not questions:
         skipped = f" ({len(bad.skipped)} bad rows skipped)" if bad.skipped else ""
-        raise InputError(f"{path}: no questions{skipped}")
+        raise InputError(f"{source}: no questions{skipped}")
     logger.info(
-        "loaded %d questions from %s (corpus: %s)", len(questions), path,
+        "loaded %d questions from %s (corpus: %s)", len(questions), source,
         f"{len(corpus_passages)} passages from {corpus_path}" if corpus_passages else "union",
     )
     return Dataset(
-        name=name or dataset_name(path), questions=questions, corpus=corpus_passages,
+        name=name, questions=questions, corpus=corpus_passages,
         skipped=tuple(bad.skipped), corpus_name=corpus_path.name if corpus_passages else None,
     )
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,11 @@ __all__ = ["AuditRun", "audit_entry", "run_audit", "summarize_audit"]
 class AuditRun:
     """An audit's run directory, its summary and one entry per query (``audit_report.json``)."""
 
-    out: Path
+    out: Path | None  # None: the audit is in memory (the Python API without out)
     summary: AuditSummary
     entries: tuple[AuditEntry, ...]
+    #: an in-memory audit's files by name (empty on disk: they are in ``out``)
+    files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def exit_code(self) -> int:
@@ -101,7 +103,7 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, sco
 
 
 def run_audit(
-    config: ExperimentConfig, out: str | Path, *, progress: bool = True, generator: Generator | None = None
+    config: ExperimentConfig, out: str | Path | None, *, progress: bool = True, generator: Generator | None = None
 ) -> AuditRun:
     """Audit every query of ``config.data`` (see the module docstring)."""
     start = time.perf_counter()
@@ -130,6 +132,6 @@ def run_audit(
         result = AuditRun(run.path, summary, tuple(entries))
         run.write_json("audit_report", result.report())
         run.write_rows(AuditEntry, entries)
-        write_report(run.path)
+        write_report(run)
         recording.summary = summary.as_dict()
-    return result
+    return replace(result, files=run.all_files()) if run.path is None else result

@@ -166,7 +166,7 @@ class QuestionCommand:
     def __call__(
         self,
         config: ExperimentConfig,
-        out: str | Path,
+        out: str | Path | None,
         *,
         resume: bool = False,
         progress: bool = True,
@@ -203,8 +203,8 @@ class QuestionCommand:
             summary = _overlap_aware_rate(summary, loop_s, qr.n_resumed)
             recording.summary = summary.as_dict()
             qr.run.write_json("summary", recording.summary)
-            write_report(qr.run.path)
-        return RunResult(qr.run.path, summary, qr.n_resumed, tuple(records))
+            write_report(qr.run)
+        return RunResult(qr.run.path, summary, qr.n_resumed, tuple(records), qr.run.all_files() if qr.run.path is None else {})
 
 
 def _overlap_aware_rate(summary: Any, loop_s: float, resumed: int) -> Any:

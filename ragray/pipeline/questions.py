@@ -16,7 +16,7 @@ import json
 import logging
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,7 +39,11 @@ logger = logging.getLogger(__name__)
 
 
 def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool, command: str) -> ProgressLog:
-    log = ProgressLog(run.path / "progress.jsonl")
+    log = run.progress_log()
+    if run.path is None:  # in memory: a fresh run, nothing to resume
+        if resume:
+            raise InputError("resume: needs out, the run directory to continue")
+        return log
     saved = run.path / "config.yaml"
     if log.path.exists() and not resume:
         raise InputError(
@@ -98,10 +102,12 @@ class RunResult:
     """What a command returns: its run directory, ``summary.json`` content, how many questions a
     resume kept, and (per-question commands) every finished record in dataset order."""
 
-    out: Path
+    out: Path | None  # None: the run is in memory (the Python API without out)
     summary: RunSummary | FaithfulnessSummary | ScoreSummary
     n_resumed: int
     records: tuple[QuestionRecord, ...] = ()
+    #: an in-memory run's files by name (empty for a run on disk: they are in ``out``)
+    files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -157,7 +163,7 @@ class QuestionRun:
             bar.close()
 
 
-def check_run_dir(config: ExperimentConfig, out: str | Path, *, resume: bool,
+def check_run_dir(config: ExperimentConfig, out: str | Path | None, *, resume: bool,
                   command: str = "run") -> tuple[RunDir, ProgressLog]:
     """The run directory ``out`` created for ``config``, or (``resume``) reopened with its progress
     log; :class:`InputError` when it cannot be (not a writable folder, already holding a run, a
@@ -180,7 +186,7 @@ def open_checked_run(checked: tuple[RunDir, ProgressLog], config: ExperimentConf
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
 
 
-def open_question_run(config: ExperimentConfig, out: str | Path, *, resume: bool,
+def open_question_run(config: ExperimentConfig, out: str | Path | None, *, resume: bool,
                       record_type: type[QuestionRecord]) -> QuestionRun:
     """The run directory ``out`` opened for ``config`` (``resume``: keep its finished questions,
     read back as ``record_type``), its dataset loaded and its retrieval stage ready."""
@@ -198,7 +204,7 @@ def write_record_tables(run: RunDir, record_type: type[QuestionRecord], records:
         rows = [x for r in records for x in getattr(r, name)]
         if not rows and name in record_type.optional_parts:
             for suffix in (".parquet", ".csv"):  # a resumed run's earlier, now stale, file
-                (run.path / f"{row.table}{suffix}").unlink(missing_ok=True)
+                run.remove(f"{row.table}{suffix}")
             continue
         if name in schemas:
             run.write_table(row.table, [x.as_dict() for x in rows], schemas[name])

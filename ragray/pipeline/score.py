@@ -22,7 +22,7 @@ from ragray.store.rundir import RunDir
 __all__ = ["run_score"]
 
 def run_score(
-    config: ExperimentConfig, records: str | Path, out: str | Path, *, scorer: QualityScorer | None = None
+    config: ExperimentConfig, records: str | Path, out: str | Path | None, *, scorer: QualityScorer | None = None
 ) -> RunResult:
     start = time.perf_counter()
     run = RunDir(out)  # a refused --out is not recorded
@@ -60,4 +60,4 @@ def run_score(
         )
         recording.summary = summary.as_dict()
         run.write_json("summary", recording.summary)
-    return RunResult(run.path, summary, 0)
+    return RunResult(run.path, summary, 0, files=run.all_files() if run.path is None else {})

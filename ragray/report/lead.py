@@ -33,7 +33,7 @@ def run_header(data: RunData) -> str:
     n = s.get("n_questions", len(data.table("questions")))
     bits = [f"model {model}" + (f" via {backend}" if backend else ""), f"dataset {dataset}", f"{n} questions"]
     sim = " " + badge("simulated", "simulated") if data.simulated else ""
-    return (f'<div class=runline title="{esc(data.path)}"><h1>ragray run: {esc(data.name)}</h1>{sim}'
+    return (f'<div class=runline title="{esc(data.path or "in memory")}"><h1>ragray run: {esc(data.name)}</h1>{sim}'
             f"{esc(' · '.join(bits))}</div>")
 
 

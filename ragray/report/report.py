@@ -30,8 +30,9 @@ from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.panel import PANEL_CSS, panel_section
 from ragray.report.plots import detail_plots, recommended_plots
 from ragray.report.questions import QUESTIONS_CSS, VERDICT_SCRIPT, question_cards
-from ragray.report.rundata import RunData, load_run
+from ragray.report.rundata import RunData, read_run
 from ragray.report.trust import alignment_section, evidence_section, validity_section
+from ragray.store.rundir import RunDir
 
 __all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "run_report",
            "write_report"]
@@ -70,7 +71,7 @@ def header(data: RunData, title: str) -> str:
             (data.summary or {}).get("passages_from") or f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}",
             f"dataset {(cfg.get('data') or {}).get('path', '–')}"]
     return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
-            f"<div class=\"sub muted\">{esc(str(data.path))}</div>")
+            f"<div class=\"sub muted\">{esc(str(data.path or 'in memory'))}</div>")
 
 
 # -- run (influence) ---------------------------------------------------------------------------
@@ -304,15 +305,13 @@ def render_report(data: RunData) -> str:
     return page(title, header(data, title) + report_body(data), script=FILTER_SCRIPT)
 
 
-def write_report(run_dir: str | Path) -> Path | None:
-    """Write ``report.html`` into ``run_dir`` (never fatal: a failure is logged, the results stand)."""
+def write_report(run: RunDir | str | Path) -> Path | None:
+    """Write ``report.html`` into the run (a :class:`~ragray.store.rundir.RunDir`, on disk or in
+    memory, or a run directory's path); never fatal: a failure is logged, the results stand."""
+    target = run if isinstance(run, RunDir) else RunDir(run)
     try:
-        data = load_run(run_dir)
-        path = Path(run_dir) / "report.html"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(render_report(data), encoding="utf-8")
-        tmp.replace(path)
-        return path
+        html = render_report(read_run(target.read, target.path))
+        return target.put("report.html", html.encode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - the report is a view of results already written
-        log.warning("could not write report.html in %s: %s", run_dir, exc)
+        log.warning("could not write report.html in %s: %s", target.path or "the run in memory", exc)
         return None

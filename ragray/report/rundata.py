@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
 from ragray.errors import InputError
 
-__all__ = ["RunData", "clean", "load_run"]
+__all__ = ["RunData", "clean", "load_run", "read_run"]
 
 _TABLES = ("questions", "passages", "calls", "units", "arms", "cases", "curves", "audit", "leaderboard", "scores",
            "hits")
@@ -40,7 +42,7 @@ def clean(value: Any) -> Any:
 
 @dataclass
 class RunData:
-    path: Path
+    path: Path | None  # None: a run held in memory (the Python API without out)
     kind: str
     config: dict[str, Any]
     summary: dict[str, Any]
@@ -48,7 +50,7 @@ class RunData:
 
     @property
     def name(self) -> str:
-        return str(self.config.get("name") or self.path.name)
+        return str(self.config.get("name") or (self.path.name if self.path is not None else "in memory"))
 
     @property
     def simulated(self) -> bool:
@@ -63,11 +65,11 @@ _KINDS = (("leaderboard", "sweep"), ("cases", "interpret"), ("audit", "audit"), 
           ("scores", "score"), ("hits", "retrieve"))
 
 
-def _kind(path: Path) -> str:
+def _kind(read: Callable[[str], bytes | None], where: str) -> str:
     for table, kind in _KINDS:
-        if (path / f"{table}.parquet").is_file():
+        if read(f"{table}.parquet") is not None:
             return kind
-    raise InputError(f"{path}: not a finished ragray run directory (no results tables found)")
+    raise InputError(f"{where}: not a finished ragray run directory (no results tables found)")
 
 
 def load_run(path: str | Path, tables: tuple[str, ...] = _TABLES) -> RunData:
@@ -75,19 +77,30 @@ def load_run(path: str | Path, tables: tuple[str, ...] = _TABLES) -> RunData:
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"run directory not found: {path}")
-    kind = _kind(path)
-    config = {}
-    if (path / "config.yaml").is_file():
-        config = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")) or {}
+
+    def read(name: str) -> bytes | None:
+        file = path / name
+        return file.read_bytes() if file.is_file() else None
+
+    return read_run(read, path, tables)
+
+
+def read_run(read: Callable[[str], bytes | None], path: Path | None, tables: tuple[str, ...] = _TABLES) -> RunData:
+    """A run from its files as ``read(name)`` gives them (bytes, or None where absent): a folder's
+    or an in-memory run's (``path`` None)."""
+    kind = _kind(read, str(path) if path is not None else "the run in memory")
+    raw_config = read("config.yaml")
+    config = (yaml.safe_load(raw_config.decode("utf-8")) or {}) if raw_config is not None else {}
     summary: dict[str, Any] = {}
     for name in ("summary.json", "audit_report.json", "metrics.json"):
-        if (path / name).is_file():
-            raw = json.loads((path / name).read_text(encoding="utf-8"))
-            summary = raw.get("summary", raw) if name == "audit_report.json" else raw
+        raw = read(name)
+        if raw is not None:
+            loaded = json.loads(raw.decode("utf-8"))
+            summary = loaded.get("summary", loaded) if name == "audit_report.json" else loaded
             break
     data = RunData(path, kind, config, clean(summary))
     for name in tables:
-        file = path / f"{name}.parquet"
-        if file.is_file():
-            data.tables[name] = clean(pq.read_table(file).to_pylist())
+        raw = read(f"{name}.parquet")
+        if raw is not None:
+            data.tables[name] = clean(pq.read_table(pa.BufferReader(raw)).to_pylist())
     return data

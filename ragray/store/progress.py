@@ -20,16 +20,22 @@ log = logging.getLogger(__name__)
 
 
 class ProgressLog:
-    """``progress.jsonl`` in a run directory, keyed by ``record['question']['question_id']``."""
+    """``progress.jsonl`` in a run directory, keyed by ``record['question']['question_id']``; with
+    ``path`` None the lines are kept in memory (an in-memory run: nothing to survive, nothing to resume)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lines: list[str] = []
+
+    def text(self) -> str:
+        """The in-memory log as the file would hold it."""
+        return "".join(line + "\n" for line in self._lines)
 
     def load(self, repair: bool = False) -> dict[str, dict[str, Any]]:
         """Finished records by question id. A torn last line is skipped; with ``repair`` it is
         also cut off the file, so records appended later start on a line of their own."""
         done: dict[str, dict[str, Any]] = {}
-        if not self.path.is_file():
+        if self.path is None or not self.path.is_file():
             return done
         good_end = 0
         with open(self.path, "rb") as fh:
@@ -49,6 +55,9 @@ class ProgressLog:
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, allow_nan=True)
+        if self.path is None:
+            self._lines.append(line)
+            return
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()

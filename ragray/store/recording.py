@@ -41,7 +41,7 @@ class Recording:
     ``id`` is None when nothing is recorded; set ``summary`` before the block ends.
     """
 
-    def __init__(self, run_id: str | None, out: Path) -> None:
+    def __init__(self, run_id: str | None, out: Path | None) -> None:
         self.id = run_id
         self.out = out
         self.summary: dict[str, Any] | None = None
@@ -117,7 +117,7 @@ def recording(history: History, run_id: str, out: str | Path, *, close: bool = F
 def recorded_run(
     config: ExperimentConfig,
     kind: str,
-    out: str | Path,
+    out: str | Path | None,
     *,
     history: History | None = None,
     parent_id: str | None = None,
@@ -126,6 +126,9 @@ def recorded_run(
 
     ``history`` overrides ``config.history`` (and records even when ``history.record`` is false).
     """
+    if out is None:  # a run held in memory (the Python API without out): no folder to record
+        yield Recording(None, None)
+        return
     path = Path(out).resolve()
     outer = _ACTIVE.get()
     if outer is not None and outer.out == path:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from ragray.config import ExperimentConfig
 from ragray.errors import InputError
 from ragray.rows.base import Row
+from ragray.store.progress import ProgressLog
 
 __all__ = ["RunDir", "default_run_dir", "prepare_run_dir"]
 
@@ -71,28 +72,68 @@ def _flat_for_csv(table: pa.Table) -> pa.Table:
 
 
 class RunDir:
-    """Writes the files of one run under ``path``."""
+    """Writes the files of one run under ``path``, or (``path`` None) into :attr:`files` in memory:
+    the same bytes either way (the Python API keeps a run in memory until ``Run.save``)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = prepare_run_dir(path)
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = prepare_run_dir(path) if path is not None else None
+        #: name -> bytes of an in-memory run (empty for a run on disk)
+        self.files: dict[str, bytes] = {}
+        self._log: ProgressLog | None = None
 
-    def save_config(self, config: ExperimentConfig) -> Path:
-        return config.save(self.path / "config.yaml")
-
-    def write_table(self, name: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Path:
-        """``<name>.parquet`` (primary) and ``<name>.csv`` (export) from row mappings."""
-        table = pa.Table.from_pylist(list(rows), schema=schema)
-        path = self.path / f"{name}.parquet"
-        pq.write_table(table, path)
-        pacsv.write_csv(_flat_for_csv(table), self.path / f"{name}.csv")
+    def put(self, name: str, data: bytes) -> Path | None:
+        """Write the file ``name`` (atomically on disk: a reader never sees half of it)."""
+        if self.path is None:
+            self.files[name] = data
+            return None
+        path = self.path / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
         return path
 
-    def write_rows(self, row_type: type[Row], rows: Sequence[Row], name: str | None = None) -> Path:
+    def read(self, name: str) -> bytes | None:
+        if self.path is None:
+            return self.files.get(name)
+        path = self.path / name
+        return path.read_bytes() if path.is_file() else None
+
+    def remove(self, name: str) -> None:
+        if self.path is None:
+            self.files.pop(name, None)
+        else:
+            (self.path / name).unlink(missing_ok=True)
+
+    def progress_log(self) -> ProgressLog:
+        """The run's ``progress.jsonl`` (in memory: its lines, among :meth:`all_files`)."""
+        if self._log is None:
+            self._log = ProgressLog(self.path / "progress.jsonl" if self.path is not None else None)
+        return self._log
+
+    def save_config(self, config: ExperimentConfig) -> Path | None:
+        return self.put("config.yaml", config.to_yaml().encode("utf-8"))
+
+    def write_table(self, name: str, rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Path | None:
+        """``<name>.parquet`` (primary) and ``<name>.csv`` (export) from row mappings."""
+        table = pa.Table.from_pylist(list(rows), schema=schema)
+        parquet, csv = pa.BufferOutputStream(), pa.BufferOutputStream()
+        pq.write_table(table, parquet)
+        pacsv.write_csv(_flat_for_csv(table), csv)
+        self.put(f"{name}.csv", csv.getvalue().to_pybytes())
+        return self.put(f"{name}.parquet", parquet.getvalue().to_pybytes())
+
+    def write_rows(self, row_type: type[Row], rows: Sequence[Row], name: str | None = None) -> Path | None:
         """The table of typed ``rows`` (named ``row_type.table`` unless ``name``), with the schema
         the row class declares."""
         return self.write_table(name or row_type.table, [r.as_dict() for r in rows], row_type.arrow_schema())
 
-    def write_json(self, name: str, data: Mapping[str, Any]) -> Path:
-        path = self.path / f"{name}.json"
-        path.write_text(json.dumps(_json_safe(data), indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        return path
+    def write_json(self, name: str, data: Mapping[str, Any]) -> Path | None:
+        text = json.dumps(_json_safe(data), indent=2, sort_keys=False) + "\n"
+        return self.put(f"{name}.json", text.encode("utf-8"))
+
+    def all_files(self) -> dict[str, bytes]:
+        """Every file of the run by name (an in-memory run's progress log included)."""
+        if self.path is None:
+            log = self._log.text().encode("utf-8") if self._log is not None else b""
+            return {**self.files, **({"progress.jsonl": log} if log else {})}
+        return {p.name: p.read_bytes() for p in sorted(self.path.iterdir()) if p.is_file()}

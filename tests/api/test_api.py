@@ -169,6 +169,43 @@ def test_columns_map_a_dataframe_with_other_names(in_empty_folder):
     assert run.passages["text"].tolist() == ROWS[0]["passages"]
 
 
+def test_the_api_without_out_makes_no_temporary_folder(in_empty_folder, monkeypatch):
+    """Rows in, DataFrames out, no run on disk: no temporary folder is made (refused here; the
+    caches keep writing their own files), and the in-memory run's files are what a run directory
+    would hold."""
+    import tempfile
+
+    made = {name: getattr(tempfile, name) for name in ("TemporaryDirectory", "mkdtemp")}
+
+    def refusing(name):
+        def make(*args, **kwargs):
+            if kwargs.get("dir") is None:  # the system's temp folder (a cache's own folder is its business)
+                raise AssertionError(f"a temporary folder was made: tempfile.{name}")
+            return made[name](*args, **kwargs)
+        return make
+
+    for name in made:
+        monkeypatch.setattr(tempfile, name, refusing(name))
+    run = ragray.run(ROWS, backend="scripted", progress=False)
+    assert run.path is None and run.result.out is None
+    assert {"config.yaml", "progress.jsonl", "summary.json", "report.html", "questions.parquet",
+            "questions.csv"} <= set(run.files)
+    assert "data:\n  path: rows:" in run.files["config.yaml"].decode()  # the rows were given in memory
+    interpreted = ragray.interpret(ROWS, backend="scripted", progress=False)
+    assert interpreted.path is None and len(interpreted.cases) > 0
+    audited = ragray.audit_retrieval(ROWS, progress=False, retriever="bm25", top_k=2,
+                                     settings={"retrieval.scope": "global"})
+    assert audited.path is None and len(audited.audit) == 2
+    scored = ragray.score([{"question": "Which ferry?", "answer": "The Tern.", "answers": ["tern"]}],
+                          settings={"metrics.embedding": False})
+    assert scored.path is None and scored.scores["em"].tolist() == [1.0]
+    assert os.listdir(in_empty_folder) == []
+    with pytest.raises(InputError, match=r"data row 1: .question. is missing"):
+        ragray.run([ROWS[0], {"id": "q9"}], backend="scripted", progress=False)
+    with pytest.raises(InputError, match="history=True records a run with its folder: give out"):
+        ragray.run(ROWS, backend="scripted", progress=False, history=True)
+
+
 def test_audit_and_score_follow_the_same_pattern(in_empty_folder):
     audited = ragray.audit_retrieval("demo", limit=2, progress=False)
     assert os.listdir(in_empty_folder) == [] and audited.kind == "audit"

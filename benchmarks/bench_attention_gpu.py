@@ -1,6 +1,6 @@
 """Attention of one scoring pass of the gpu strategy, kernel by kernel, on one GPU.
 
-A padded pass (:mod:`ragray.generation.batched`) runs ``B`` prompts' rests (right-aligned, width
+A padded pass (:mod:`ragray.generation.transformers.batched`) runs ``B`` prompts' rests (right-aligned, width
 ``S``) over their reused prefixes (left-aligned in ``R`` columns) with one boolean mask. This times
 one layer's attention of such a pass (8B shape: 32 query heads, 8 KV heads, head dim 128, bf16):
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from ragray.generation.batched import _pass_mask
+    from ragray.generation.transformers.batched import _pass_mask
 
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"

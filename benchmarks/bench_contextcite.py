@@ -179,7 +179,7 @@ def run_question(models: dict[str, Any], tok: Any, gens: dict[str, Any], args: a
     for dtype, gen in gens.items():
         start = time.perf_counter()
         prompts = [ragray_prompt(question, passages, m) for m in masks]
-        log_p = np.array(gen.score(prompts, [response] * len(prompts)))
+        log_p = np.array(gen.logprobs(prompts, [response] * len(prompts)))
         seconds = time.perf_counter() - start
         y = logit_target(log_p)
         same_solver, _ = LassoRegression().fit(masks, y, n_tokens)
@@ -257,7 +257,7 @@ def main() -> None:
     models = {d: AutoModelForCausalLM.from_pretrained(path, dtype=d).eval() for d in cc_dtypes}
     gens = {d: build_generator(GenerationConfig(max_tokens=args.max_tokens, dtype=d, device="cpu")) for d in dtypes}
     for gen in gens.values():  # ContextCite's models warm up generating
-        gen.score([get_template("numbered").build("Warm up?", [])], ["Yes."])
+        gen.logprobs([get_template("numbered").build("Warm up?", [])], ["Yes."])
     results: dict[str, Any] = {
         "machine": machine_info(("torch", "transformers", "context-cite", "scikit-learn")),
         "workload": vars(args),

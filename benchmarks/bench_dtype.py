@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.machine import SHARED_DATA, machine_info, save_result
 from benchmarks.bench_validity import DATASETS
 from ragray.config import load_config
-from ragray.generation.cpu import cpu_flags, native_bf16
+from ragray.generation.transformers.cpu_features import cpu_flags, native_bf16
 from ragray.report.rundata import load_run
 
 DTYPES = ("float32", "bfloat16")

@@ -106,8 +106,8 @@ def run_naive(questions: list[list[ChatPrompt]], max_tokens: int) -> dict[str, A
 def run_ragray(questions: list[list[ChatPrompt]], config: GenerationConfig) -> dict[str, Any]:
     """One ``generate`` call per question (its 11 prompts together)."""
     from ragray.generation import build_generator
-    from ragray.generation.kv_prefix import plan_prefills, prefill_token_count
-    from ragray.generation.transformers_backend import TransformersGenerator
+    from ragray.generation.transformers.plan import plan_prefills, prefill_token_count
+    from ragray.generation.transformers.backend import TransformersGenerator
 
     began = time.perf_counter()
     gen = build_generator(config)

@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     from ragray.config import GenerationConfig
-    from ragray.generation.transformers_backend import TransformersGenerator
+    from ragray.generation.transformers.backend import TransformersGenerator
 
     clock = Clock(args.deadline)
     device = "cuda" if torch.cuda.is_available() else "cpu"

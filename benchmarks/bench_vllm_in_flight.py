@@ -12,7 +12,7 @@ pipeline hands the engine every waiting question's prompts in ONE ``LLM.generate
 Prefix cache: vLLM reports the prompt tokens it served from its cache (``num_cached_tokens``).
 The ceiling is what an exact prefix cache of unbounded size could serve for the prompts the run
 sent, in the order sent: each prompt's longest common token prefix with any earlier prompt (the
-token trie, :func:`ragray.generation.kv_prefix.prefill_token_count`; the template's opening is
+token trie, :func:`ragray.generation.transformers.kv.prefill_token_count`; the template's opening is
 shared across questions, the passages before the dropped one within a question), and the same
 rounded down to whole KV blocks per prompt (vLLM reuses whole blocks: 16 tokens on GPU, 128 on
 its CPU backend).
@@ -61,7 +61,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from ragray.generation import build_generator
-    from ragray.generation.kv_prefix import plan_prefills, prefill_token_count
+    from ragray.generation.transformers.plan import plan_prefills, prefill_token_count
     from ragray.pipeline import run_influence
 
     if args.serve_only:  # add the endpoint runs to an earlier result
@@ -240,7 +240,7 @@ def _warmup() -> Any:
 def _block_reuse(ids: list[list[int]], block: int) -> int:
     """Tokens a whole-block prefix cache could serve: per prompt, its longest common prefix with
     any earlier prompt, rounded down to whole blocks."""
-    from ragray.generation.kv_prefix import common_prefix_len
+    from ragray.generation.transformers.plan import common_prefix_len
 
     reused = 0
     for i, t in enumerate(ids):

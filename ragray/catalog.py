@@ -19,7 +19,7 @@ __all__ = ["CATALOG", "DATASET_NAMES", "LIVE", "check_name", "known_names", "ran
 
 CATALOG: Mapping[str, Mapping[str, str]] = {
     "generator": {
-        "transformers": "ragray.generation.transformers_backend",
+        "transformers": "ragray.generation.transformers.backend",
         "vllm": "ragray.generation.vllm_backend",
         "openai": "ragray.generation.openai_compat",
         "scripted": "ragray.generation.scripted",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["assigned_gpus", "reserved_cpus"]
+__all__ = ["assigned_gpus", "gpu_share", "reserved_cpus"]
 
 
 def _worker_context() -> Any:
@@ -45,3 +45,15 @@ def assigned_gpus() -> list[str] | None:
     if ctx is None:
         return None
     return [str(g) for g in ctx.get_accelerator_ids().get("GPU", [])]
+
+
+def gpu_share() -> float | None:
+    """The share of one GPU Ray gave the task, actor or replica running this code when it is less
+    than a whole one (``num_gpus: 0.5``: two actors on one device), else None (a whole GPU or more,
+    none, outside Ray). Device memory is planned against this share, not the device's free memory:
+    the other holder has not allocated its share yet when this one sizes itself."""
+    ctx = _worker_context()
+    if ctx is None:
+        return None
+    gpus = ctx.get_assigned_resources().get("GPU", 0.0)
+    return float(gpus) if 0 < gpus < 1 else None

@@ -96,12 +96,12 @@ class CallBook:
         """The answer already generated for ``prompt`` (None: it was not generated)."""
         return self._answers.get(prompt)
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """log p(answer | prompt) per pair; pairs not scored yet go to the backend in one call."""
         pairs = list(zip(prompts, answers))
         todo = list(dict.fromkeys(pair for pair in pairs if pair not in self._logprobs))
         if todo:
-            scores = self.generator.score([p for p, _ in todo], [a for _, a in todo])
+            scores = self.generator.logprobs([p for p, _ in todo], [a for _, a in todo])
             self._logprobs.update(zip(todo, scores))
             self.score_passes += len(todo)
             self._report(len(todo))
@@ -211,7 +211,7 @@ class LogprobScorer(Scorer):
     def _measure_order(self, book: CallBook, prompts: Sequence[ChatPrompt], answer: str
                        ) -> tuple[list[float], list[float], list[float] | None]:
         """``(similarities, log-probs, divergences)`` of one order's prompts for its scored answer."""
-        lps = book.score(list(prompts), [answer] * len(prompts))
+        lps = book.logprobs(list(prompts), [answer] * len(prompts))
         return [kept_share(lp, lps[0]) for lp in lps], lps, None
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
@@ -222,7 +222,7 @@ class LogprobScorer(Scorer):
         answers = [self.span(b.text) for b in baselines]
         if not self.splits_orders:  # all orders' prompts and the extra contexts in ONE backend call
             ok = [(o, a) for o, a, b in zip(orders, answers, baselines) if b.ok]
-            book.score([p for o, _ in ok for p in o] + list(extra),
+            book.logprobs([p for o, _ in ok for p in o] + list(extra),
                        [a for o, a in ok for _ in o] + [answers[0]] * len(extra))
         sims, lps, divs = [], [], []
         for o, a, b in zip(orders, answers, baselines):

@@ -29,17 +29,24 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ragray.ablation.columns import (
+    QuestionEvidence,
+    answer_columns,
+    call_row,
+    drop_influence,
+    exact_match_or_none,
+    used_passages,
+)
 from ragray.ablation.engine import SCORERS, CallBook, CallCost, Measured
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.ablation.span import answer_span
 from ragray.attribution.base import CONTROL_NAMES, MEASURES, MODE_MEASURES, Evidence, Measure, Observed, Scores
 from ragray.attribution.checks import heldout_subsets, run_checks
 from ragray.attribution.controls import random_scores
-from ragray.attribution.interactions import Interactions, InteractionMeasure
+from ragray.attribution.interactions import InteractionMeasure
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
 from ragray.data.answerable import is_unanswerable
@@ -48,18 +55,16 @@ from ragray.generation import Generation, Generator
 from ragray.generation.base import ChatPrompt
 from ragray.generation.engine_counts import engine_columns
 from ragray.generation.prompts import DECLINE_PHRASE, PromptTemplate
-from ragray.metrics.answers import contains_gold
-from ragray.metrics.declines import decline_margin, is_decline
+from ragray.metrics.declines import decline_margin
 from ragray.metrics.influence import FLAGS, InfluenceResult, analyze_influence, error_result
 from ragray.metrics.position import PositionResult, content_influence, control_order, position_analysis
 from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking, ranking_metrics
-from ragray.metrics.similarity import Similarity, normalize_answer
-from ragray.metrics.used import used_marks
+from ragray.metrics.similarity import Similarity
 from ragray.progress import calls_planned
 from ragray.retrieval.stage import QuestionHits
-from ragray.rows.influence import CallRow, CheckRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
-from ragray.types import Passage, Question
+from ragray.rows.influence import InfluenceRecord, PassageRow, QuestionRow, SubsetRow
+from ragray.types import Passage
 
 __all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
 
@@ -87,28 +92,6 @@ def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
         return "interactions", None
     log.warning("influence.mode auto: %s; measuring influence by generation instead", problem)
     return "generate", f"auto chose generate: {problem}"
-
-
-def _exact_match(answer: str, gold: tuple[str, ...]) -> float | None:
-    if not gold:
-        return None
-    return float(any(normalize_answer(answer) == normalize_answer(g) for g in gold))
-
-
-def _call_row(question_id: str, arm: Arm, g: Generation | None, similarity: float) -> CallRow:
-    """One ``calls`` row; ``g`` is None for an arm that was scored (log-prob mode), not generated."""
-    return CallRow(
-        question_id=question_id,
-        arm=arm.name,
-        removed_passage_ids=tuple(arm.removed),
-        answer=g.text if g else None,
-        similarity=similarity,
-        latency_s=g.latency_s if g else None,
-        prompt_tokens=g.prompt_tokens if g else None,
-        completion_tokens=g.completion_tokens if g else None,
-        tokens=g.prompt_tokens + g.completion_tokens if g else None,
-        error=g.error if g else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -216,20 +199,20 @@ class InfluenceLoop:
         self, order: list[int], forward: list[float], control_sims: list[float]
     ) -> tuple[list[float], PositionResult | None]:
         """The control order's influence per passage (retrieval order) and the position analysis."""
-        by_slot = _influence(control_sims)
+        by_slot = drop_influence(control_sims)
         control = [float("nan")] * len(order)
         for slot, i in enumerate(order):
             control[i] = by_slot[slot]
         return control, position_analysis(forward, control, order, self.config.position_threshold)
 
     def _evidence(self, qh: QuestionHits, calls: _Calls, embeddings: dict[str, list[float] | None],
-                  planned: list[tuple[str, Subset]]) -> _Evidence:
+                  planned: list[tuple[str, Subset]]) -> QuestionEvidence:
         """Raw log-prob changes, the closed-book pass, the contexts the measures planned, the
-        interaction fit, the surrogate and the checks (log-prob modes; an empty :class:`_Evidence` in
+        interaction fit, the surrogate and the checks (log-prob modes; an empty :class:`QuestionEvidence` in
         generate mode or after an error). Every scored context is kept as a ``subsets`` row."""
         m, book = calls.measured, calls.book
         if m is None or book is None or not m.scored or m.logprobs is None or m.scored_answers is None:
-            return _Evidence()
+            return QuestionEvidence()
         q, hits = qh.question, qh.hits
         passages = [h.passage for h in hits]
         k = len(passages)
@@ -239,22 +222,22 @@ class InfluenceLoop:
         drops = [lp_all - lp for lp in lps[1:]]
         full_prompt = build(passages)
         n_tokens = self.generator.answer_length(full_prompt, answer)
-        ev = _Evidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
+        ev = QuestionEvidence(answer=answer, tokens=n_tokens, logprob_all=lp_all, drops=drops,
                        jsd=m.divergences[0][1:] if m.divergences is not None else None)
         if is_unanswerable(q):  # how likely declining was, beside the answer the model gave
-            (lp_decline,) = book.score([full_prompt], [DECLINE_PHRASE])
+            (lp_decline,) = book.logprobs([full_prompt], [DECLINE_PHRASE])
             ev.decline_margin = decline_margin(lp_decline, self.generator.answer_length(full_prompt, DECLINE_PHRASE),
                                                lp_all, n_tokens)
         full = frozenset(range(k))
         scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
         if self.config.closed_book or self.measure.name == "interactions":
-            (lp_none,) = book.score([build(())], [answer])
+            (lp_none,) = book.logprobs([build(())], [answer])
             ev.logprob_none = lp_none
             ev.context_dependent = (None if math.isnan(lp_none) or math.isnan(lp_all)
                                     else bool(lp_all - lp_none >= self.config.context_threshold))
             ev.subsets.append(SubsetRow(q.id, "closed_book", (), lp_none))
             scored.append(Observed(frozenset(), lp_none, "closed_book"))
-        planned_lps = book.score([build([passages[i] for i in s.shown]) for _, s in planned], [answer] * len(planned))
+        planned_lps = book.logprobs([build([passages[i] for i in s.shown]) for _, s in planned], [answer] * len(planned))
         known = {o.kept for o in scored}
         for (purpose, sub), lp in zip(planned, planned_lps):
             scored.append(Observed(sub.kept, lp, purpose))
@@ -292,7 +275,7 @@ class InfluenceLoop:
         return ev
 
     @staticmethod
-    def _scores(name: str, evidence: Evidence, ev: _Evidence) -> list[float]:
+    def _scores(name: str, evidence: Evidence, ev: QuestionEvidence) -> list[float]:
         """One measure's scores (the fitted ones from what the question already fitted)."""
         if name == "surrogate" and ev.surrogate is not None:
             return ev.surrogate
@@ -325,8 +308,8 @@ class InfluenceLoop:
             texts = [h.passage.text for h in hits]
             embeddings = {"answer_similarity": self.quality.answer_passage_similarity(baseline.text, texts),
                           "question_similarity": self.quality.question_passage_similarity(q.question, texts)}
-        ev = self._evidence(qh, calls, embeddings, planned) if error is None else _Evidence()
-        drop_one = _influence(sims[0])
+        ev = self._evidence(qh, calls, embeddings, planned) if error is None else QuestionEvidence()
+        drop_one = drop_influence(sims[0])
         infl = drop_one
         fit = ev.fit
         if self.measure.name == "surrogate" and error is None:
@@ -364,7 +347,7 @@ class InfluenceLoop:
             "question": q.question,
             "gold_answers": list(q.answers),
             "baseline_answer": baseline.text if baseline is not None else "",
-            "baseline_em": _exact_match(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
+            "baseline_em": exact_match_or_none(baseline.text, q.answers) if baseline is not None and baseline.ok else None,
             "n_passages": len(hits),
             "influence_mode": self.mode,
             "influence_mode_note": self.mode_note,
@@ -383,7 +366,7 @@ class InfluenceLoop:
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
             **ev.question_columns(self.config.answer_span),
-            **_answer_columns(q, baseline.text if baseline is not None and baseline.ok else None),
+            **answer_columns(q, baseline.text if baseline is not None and baseline.ok else None),
             "dtype": self.generator.precision,
             **engine_columns(self.generator.engine_counts(), counted),
         }
@@ -391,7 +374,7 @@ class InfluenceLoop:
             question.update(self._quality(qh, baseline, result.influence))
         gold = set(q.gold_passage_ids)
         answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
-        used = (_used(result.influence, result.state, ev.context_dependent, self.config) if fit is None
+        used = (used_passages(result.influence, result.state, ev.context_dependent, self.config) if fit is None
                 else [None if result.state == "error" else bool(u) and result.state != "context_ignored"
                       for u in fit.used])
         passages_rows = tuple(
@@ -421,98 +404,11 @@ class InfluenceLoop:
         for o, arms in enumerate(orders):
             gens_o = calls.gens[o] if o < len(calls.gens) else []
             n_rows = len(arms) if calls.scored else len(gens_o)
-            call_rows += [_call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
+            call_rows += [call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
         calls_planned((calls.book.calls if calls.book is not None else 0) - expected)
         return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows),
                                tuple(ev.subsets), tuple(ev.checks))
-
-
-def _answer_columns(q: Question, answer: str | None) -> dict[str, Any]:
-    """Whether the question can be answered from its set, whether the model declined, and whether
-    the answer is right: a gold answer contained, or on an unanswerable question a decline. An
-    unanswerable question has no alignment verdict (``misaligned`` null): what its answer leaned on
-    is shown, but the misaligned rate is about answerable questions."""
-    unanswerable = is_unanswerable(q)
-    declined = is_decline(answer) if answer is not None else None
-    correct = declined if unanswerable else (contains_gold(answer, q.answers) if answer is not None else None)
-    out: dict[str, Any] = {"answer_correct": correct, "answerable": False if unanswerable else (True if q.answers else None),
-                           "declined": declined}
-    if unanswerable:
-        out["misaligned"] = None
-    return out
-
-
-@dataclass
-class _Evidence:
-    """One question's measurements beyond drop-one's influence (:meth:`InfluenceLoop._evidence`)."""
-
-    answer: str | None = None
-    tokens: int | None = None
-    logprob_all: float | None = None
-    drops: list[float] | None = None
-    jsd: list[float] | None = None
-    logprob_none: float | None = None
-    context_dependent: bool | None = None
-    surrogate: list[float] | None = None
-    random: list[float] | None = None
-    surrogate_passes: int | None = None
-    check_passes: int | None = None
-    seconds_surrogate: float | None = None
-    seconds_checks: float | None = None
-    subsets: list[SubsetRow] = field(default_factory=list)
-    checks: list[CheckRow] = field(default_factory=list)
-    fit: Interactions | None = None
-    decline_margin: float | None = None
-
-    def question_columns(self, span: str) -> dict[str, Any]:
-        if self.answer is None:
-            return {}
-        return {"answer_span": span, "scored_answer": self.answer, "scored_tokens": self.tokens,
-                "logprob_all": _finite(self.logprob_all), "logprob_none": _finite(self.logprob_none),
-                "context_dependent": self.context_dependent, "surrogate_passes": self.surrogate_passes,
-                "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
-                "seconds_checks": self.seconds_checks, "decline_margin": _finite(self.decline_margin)} | (
-                {} if self.fit is None else {
-                "noise_scale": self.fit.noise, "used_bar": self.fit.bar})
-
-    def fit_columns(self, i: int) -> dict[str, Any]:
-        f = self.fit
-        if f is None:
-            return {}
-        return {"keep_alone_gain": _finite(f.keep_alone[i]), "credit": f.credit[i], "group": f.group[i],
-                "relation": f.relation[i]}
-
-    def passage_columns(self, i: int) -> dict[str, float | None]:
-        if self.drops is None:
-            return {}
-        drop = self.drops[i]
-        per_token = drop / self.tokens if self.tokens and not math.isnan(drop) else None
-        return {"logprob_drop": drop, "logprob_drop_per_token": per_token,
-                "jsd": self.jsd[i] if self.jsd is not None else None,
-                "surrogate_weight": self.surrogate[i] if self.surrogate is not None else None,
-                "random_control": self.random[i] if self.random is not None else None}
-
-
-def _used(influence: Sequence[float | None], state: str, context_dependent: bool | None,
-          config: InfluenceConfig) -> list[bool | None]:
-    """Which passages the answer used: ``influence.used_rule`` over the question's influences
-    (:func:`ragray.metrics.used.used_marks`); none where the answer does not depend on the passages
-    (log-prob mode: not context dependent); None where nothing was measured."""
-    if state == "error":
-        return [None] * len(influence)
-    marks = used_marks([math.nan if v is None else v for v in influence], rule=config.used_rule,
-                       threshold=config.used_threshold, epsilon=config.epsilon)
-    return [m if m is None or context_dependent is not False else False for m in marks]
-
-
-def _finite(v: float | None) -> float | None:
-    return None if v is None or math.isnan(v) else v
-
-
-def _influence(sims: list[float]) -> list[float]:
-    """1 − similarity of each drop arm (the order's arms after its baseline); NaN stays NaN."""
-    return [1.0 - s if not math.isnan(s) else float("nan") for s in sims[1:]]
 
 
 def _call_counts(calls: _Calls, orders: list[list[Arm]]) -> tuple[int, int]:

@@ -54,7 +54,7 @@ def run_checks(book: CallBook, build: Build, passages: Sequence[Passage], questi
         return build([p for i, p in enumerate(passages) if i not in removed])
 
     prompts = [build([passages[i] for i in s.shown]) for s in heldout] + [without(r) for r in distinct]
-    lps = book.score(prompts, [answer] * len(prompts))
+    lps = book.logprobs(prompts, [answer] * len(prompts))
     held_lps, removal_lps = lps[: len(heldout)], dict(zip(distinct, lps[len(heldout):]))
     rows = []
     for m in measures:

@@ -360,11 +360,11 @@ class CachedGenerator(GeneratorProxy):
         return self._fetch(keys, lambda idx: self.inner.generate([prompts[i] for i in idx]),
                            lambda g: g.ok, lambda raw: Generation(**{**raw, "latency_s": 0.0}))
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         if len(prompts) != len(answers):
             raise ValueError(f"score: {len(prompts)} prompts but {len(answers)} answers")
         keys = [call_key("score", self.identity(), {}, p, a) for p, a in zip(prompts, answers)]
-        return self._fetch(keys, lambda idx: self.inner.score([prompts[i] for i in idx], [answers[i] for i in idx]),
+        return self._fetch(keys, lambda idx: self.inner.logprobs([prompts[i] for i in idx], [answers[i] for i in idx]),
                            math.isfinite, float)
 
     def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str

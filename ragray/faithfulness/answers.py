@@ -98,7 +98,7 @@ class AnswerBook:
         """log p(baseline answer | arm's prompt) per ablation; new prompts scored in one call."""
         assert self.baseline is not None
         prompts = [self.prompt(ctx, ab) for ab in ablations]
-        return self.calls.score(prompts, [self.baseline.text] * len(prompts))
+        return self.calls.logprobs(prompts, [self.baseline.text] * len(prompts))
 
     def outcome(self, ctx: Context, ablations: Sequence[Ablation], sims: SimilarityBook,
                 primary: str) -> Callable[[Ablation], float]:

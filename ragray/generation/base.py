@@ -104,9 +104,29 @@ class Generator(Component):
         (the ablations of one question) should be passed together: backends reuse the prefix."""
 
     @abstractmethod
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """Teacher-forced log-probability (natural log, summed over the answer's tokens) of each
         ``answers[i]`` as the assistant reply to ``prompts[i]``; one forward pass, no sampling."""
+
+    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        """Deprecated name of :meth:`logprobs` (``score`` is answer quality: ``ragray.score``)."""
+        import warnings
+
+        warnings.warn("Generator.score is deprecated: call Generator.logprobs (the same log-probabilities)",
+                      DeprecationWarning, stacklevel=2)
+        return self.logprobs(prompts, answers)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A generator written against the old name (it defines ``score``, not ``logprobs``) keeps
+        working: its ``score`` is its ``logprobs``, with a deprecation warning."""
+        super().__init_subclass__(**kwargs)
+        inherited = getattr(cls, "logprobs", None)
+        if "score" in cls.__dict__ and getattr(inherited, "__isabstractmethod__", False):
+            import warnings
+
+            warnings.warn(f"{cls.__name__} defines score(): rename it logprobs() (Generator.score is deprecated)",
+                          DeprecationWarning, stacklevel=2)
+            cls.logprobs = cls.__dict__["score"]
 
     def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
                          ) -> list[tuple[float, float]]:
@@ -124,7 +144,7 @@ class Generator(Component):
         return f"the {self.name} backend does not give next-token distributions (influence.mode jsd)"
 
     def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
-        """How many tokens :meth:`score` scores for ``answer`` after ``prompt`` (None: unknown)."""
+        """How many tokens :meth:`logprobs` scores for ``answer`` after ``prompt`` (None: unknown)."""
         return None
 
     @property
@@ -153,7 +173,7 @@ class Generator(Component):
         return {}
 
     def scoring_problem(self) -> str | None:
-        """Why :meth:`score` cannot work with this backend, or None when it can (the default:
+        """Why :meth:`logprobs` cannot work with this backend, or None when it can (the default:
         local models score). ``influence.mode: auto`` asks once per process and generates
         instead when there is a problem; endpoints override it with a probe."""
         return None
@@ -212,8 +232,8 @@ class GeneratorProxy(Generator):
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self.inner.generate(prompts)
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
-        return self.inner.score(prompts, answers)
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self.inner.logprobs(prompts, answers)
 
     def scoring_problem(self) -> str | None:
         return self.inner.scoring_problem()

@@ -16,7 +16,7 @@ Failures, per request:
 - a request that fails for good gives ``Generation(text="", error=...)`` naming the URL, the last
   problem and the number of attempts: the run records it on the question and goes on.
 
-Scoring (:meth:`OpenAIGenerator.score`) needs the legacy ``{base_url}/completions`` endpoint with
+Scoring (:meth:`OpenAIGenerator.logprobs`) needs the legacy ``{base_url}/completions`` endpoint with
 ``echo`` + ``logprobs`` (vLLM's server has it; chat-only hosted APIs and Ollama do not). The
 prompt is rendered and tokenized locally with the served model's tokenizer
 (``generation.openai.tokenizer``, else ``generation.model`` when it names a packaged model, a
@@ -265,7 +265,7 @@ class OpenAIGenerator(Generator):
                 ) from exc
         return self._tok
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """Summed natural-log probability of each answer's tokens after its rendered prompt, from
         ``/completions`` with ``echo`` + ``logprobs``; an empty answer scores 0.0.
 
@@ -298,7 +298,7 @@ class OpenAIGenerator(Generator):
         tokenizer, no answer after the retries)."""
         if self._probed is None:
             try:
-                (value,) = self.score([(Message("user", "Reply with OK."),)], ["OK"])
+                (value,) = self.logprobs([(Message("user", "Reply with OK."),)], ["OK"])
                 problem = None if math.isfinite(value) else (
                     f"{_CANNOT_SCORE}: the probe POST {self.base_url}/completions got no answer after "
                     f"{self.options.max_retries + 1} attempts")

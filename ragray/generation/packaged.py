@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 from ragray._imports import require
 from ragray.errors import BackendError, MissingDependencyError

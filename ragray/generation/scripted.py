@@ -52,7 +52,7 @@ class ScriptedGenerator(Generator):
                 out.append(Generation(self._answer(p), n_prompt, 1, 0.0))
         return out
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """0 when the prompt's answer is ``answer`` (else −10), minus 2 nats per ``DISTRACT``
         marker in the prompt: a passage carrying one makes the answer less likely."""
         return [(0.0 if self._answer(p) == a else -10.0) - 2.0 * p[-1].content.count("DISTRACT")
@@ -71,12 +71,12 @@ class ScriptedGenerator(Generator):
         n = max(1, len(answer.split()))
 
         def dist(prompt: ChatPrompt) -> tuple[float, float]:
-            p = math.exp(self.score([prompt], [answer])[0] / n)
+            p = math.exp(self.logprobs([prompt], [answer])[0] / n)
             return p, 1.0 - p
 
         ref = dist(reference)
         out = []
-        for prompt, total in zip(prompts, self.score(prompts, [answer] * len(prompts))):
+        for prompt, total in zip(prompts, self.logprobs(prompts, [answer] * len(prompts))):
             q = dist(prompt)
             m = [(a + b) / 2 for a, b in zip(ref, q)]
             kl = lambda x: sum(a * math.log(a / c) for a, c in zip(x, m) if a > 0)  # noqa: E731

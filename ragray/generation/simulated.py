@@ -14,7 +14,7 @@ passage changes the words of its slot and of every farther slot (they shift one 
 answer follows the slot, whatever the order of the passages.
 
 Questions and passages are recognised in the prompt by their texts, which the simulation writes
-as ``Simulated question <qid>: …`` and ``Simulated passage <qid>/<pid>: …``. :meth:`score` (log-prob
+as ``Simulated question <qid>: …`` and ``Simulated passage <qid>/<pid>: …``. :meth:`logprobs` (log-prob
 mode) gives ``log((W − mismatches)/W)``, so that influence is the same ``m / W``.
 """
 
@@ -108,7 +108,7 @@ class SimulatedGenerator(Generator):
                 out.append(Generation(" ".join(words), n_prompt, len(words), 0.0))
         return out
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         scores = []
         for p, answer in zip(prompts, answers):
             words, given = self._words(p), answer.split()

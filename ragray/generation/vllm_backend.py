@@ -7,7 +7,7 @@ call (later-scheduled prompts hit blocks the earlier ones filled) and across cal
 whole KV blocks (16 tokens on GPU, 128 on vLLM's CPU backend); :meth:`prefix_cache_stats` reports
 the measured share of prompt tokens served from the cache.
 
-Log-probability scoring (:meth:`VLLMGenerator.score`) asks for ``prompt_logprobs``; vLLM does not
+Log-probability scoring (:meth:`VLLMGenerator.logprobs`) asks for ``prompt_logprobs``; vLLM does not
 read the prefix cache for such requests (cached positions would have no logits), so every scored
 prompt is prefilled in full. Scoring is therefore roughly as costly as prefilling all its prompts.
 
@@ -222,7 +222,7 @@ class VLLMGenerator(Generator):
             seed=self.config.seed + index,
         )
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         """Summed natural-log probability of each answer's tokens after its rendered prompt
         (teacher forcing via ``prompt_logprobs``, which bypasses the prefix cache); an empty
         answer scores 0.0. A prompt plus answer longer than ``max_model_len - 1`` tokens raises

@@ -85,8 +85,8 @@ class TakesTurns(GeneratorProxy):
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self.turn.waiting(lambda: self.inner.generate(prompts))
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
-        return self.turn.waiting(lambda: self.inner.score(prompts, answers))
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self.turn.waiting(lambda: self.inner.logprobs(prompts, answers))
 
     def scoring_problem(self) -> str | None:
         return self.turn.waiting(self.inner.scoring_problem)
@@ -170,7 +170,7 @@ class Merges(TakesTurns):
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self._call(_Call("generate", prompts)) if prompts else []
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         return self._call(_Call("score", prompts, answers)) if prompts else []
 
     def _call(self, call: _Call) -> Any:
@@ -209,7 +209,7 @@ class Merges(TakesTurns):
         prompts = [p for c in calls for p in c.prompts]
         if calls[0].kind == "generate":
             return self.inner.generate(prompts)
-        return self.inner.score(prompts, [a for c in calls for a in c.answers])
+        return self.inner.logprobs(prompts, [a for c in calls for a in c.answers])
 
     def score_divergence(self, reference: ChatPrompt, prompts: Sequence[ChatPrompt], answer: str
                          ) -> list[tuple[float, float]]:

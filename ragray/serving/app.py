@@ -186,8 +186,8 @@ class GeneratorDeployment(_Placed):
             return await self._generate_many(prompts)
         return await asyncio.get_running_loop().run_in_executor(None, self.gen.generate, prompts)
 
-    def score(self, prompts: list, answers: list) -> list:
-        return self.gen.score(prompts, answers)
+    def logprobs(self, prompts: list, answers: list) -> list:
+        return self.gen.logprobs(prompts, answers)
 
     def scoring_problem(self) -> str | None:
         return self.gen.scoring_problem()

@@ -105,9 +105,9 @@ class LockedGenerator(GeneratorProxy):
         with self._lock:
             return self.inner.generate(prompts)
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
         with self._lock:
-            return self.inner.score(prompts, answers)
+            return self.inner.logprobs(prompts, answers)
 
     def scoring_problem(self) -> str | None:
         with self._lock:
@@ -173,8 +173,8 @@ class RemoteGenerator(_Remote, Generator):
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         return self._call("generate", list(prompts))
 
-    def score(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
-        return self._call("score", list(prompts), list(answers))
+    def logprobs(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> list[float]:
+        return self._call("logprobs", list(prompts), list(answers))
 
     def scoring_problem(self) -> str | None:
         if self._probed is None:

@@ -24,7 +24,7 @@ class Counting(ScriptedGenerator):
         super().__init__(fail_on=fail_on)
         self.score_batches: list[int] = []
 
-    def score(self, prompts, answers):
+    def logprobs(self, prompts, answers):
         self.score_batches.append(len(prompts))
         return [-float(len(p[-1].content)) / 10 if a else 0.0 for p, a in zip(prompts, answers)]
 
@@ -44,9 +44,9 @@ def test_the_book_pays_each_prompt_once_in_one_call():
     assert gen.batches == [2] and book.generated == 2
     assert [g.text for g in book.generate([b, prompt("ANSWER=auk")])] == ["skua", "auk"]
     assert gen.batches == [2, 1]  # only the new prompt went out
-    s1 = book.score([a, b, a], ["tern", "tern", "tern"])
+    s1 = book.logprobs([a, b, a], ["tern", "tern", "tern"])
     assert s1[0] == s1[2] and gen.score_batches == [2] and book.score_passes == 2
-    assert book.score([a], ["skua"]) and gen.score_batches == [2, 1]  # another answer: another pass
+    assert book.logprobs([a], ["skua"]) and gen.score_batches == [2, 1]  # another answer: another pass
     assert book.known_score(b, "tern") == s1[1] and book.known_score(b, "auk") is None
     assert book.cost.requested == 4 and book.cost.generated == 3 and book.cost.score_passes == 3
 

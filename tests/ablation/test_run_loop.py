@@ -233,7 +233,7 @@ class CannotScore(ScriptedGenerator):
     def scoring_problem(self):
         return "no /completions with echo here"
 
-    def score(self, prompts, answers):
+    def logprobs(self, prompts, answers):
         raise BackendError("no /completions with echo here")
 
 

@@ -5,7 +5,7 @@ import pytest
 import ragray
 from ragray.generation.kept import kept_models
 from ragray.generation.scripted import ScriptedGenerator
-from ragray.generation.transformers_backend import TransformersGenerator
+from ragray.generation.transformers.backend import TransformersGenerator
 
 PASSAGES = ["Kell has a lighthouse.", "The ferry to Kell is the Tern ANSWER=tern"]
 

@@ -128,7 +128,7 @@ class Facts(ScriptedGenerator):
         out = super().generate(prompts)
         return [type(g)("tern", g.prompt_tokens, 1, 0.0) for g in out]
 
-    def score(self, prompts, answers):
+    def logprobs(self, prompts, answers):
         self.score_batches = [*getattr(self, "score_batches", []), len(prompts)]
         out = []
         for p in prompts:
@@ -187,7 +187,7 @@ def test_noise_only_in_the_loop_is_not_use(tmp_path):
     is neither aligned nor misaligned."""
 
     class Drift(Facts):
-        def score(self, prompts, answers):
+        def logprobs(self, prompts, answers):
             return [-9.0 + 0.4 * p[-1].content.count("\n[") + (zlib.crc32(p[-1].content.encode()) % 1000 / 1000 - 0.5) * 2
                     for p in prompts]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.bench_vllm_in_flight import _block_reuse  # noqa: E402
-from ragray.generation.kv_prefix import plan_prefills, prefill_token_count  # noqa: E402
+from ragray.generation.transformers.plan import plan_prefills, prefill_token_count  # noqa: E402
 from ragray.loopback import LoopbackStats  # noqa: E402
 
 PROMPTS = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [1, 2, 7], [8]]

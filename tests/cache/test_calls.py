@@ -28,7 +28,7 @@ class Paid(ScriptedGenerator):
     def model_id(self):
         return self.model
 
-    def score(self, prompts, answers):
+    def logprobs(self, prompts, answers):
         self.scored += list(zip(prompts, answers))
         return [float("nan") if "NAN" in p[-1].content else -float(len(a)) for p, a in zip(prompts, answers)]
 
@@ -78,10 +78,10 @@ def test_never_served_for_another_prompt_or_answer(store):
     inner = Paid()
     cached(inner, store).generate([prompt("ANSWER=tern ")])  # one space more is another prompt
     assert inner.batches == [1]
-    gen.score([prompt("q")], ["tern"])
+    gen.logprobs([prompt("q")], ["tern"])
     scorer = Paid()
     again = cached(scorer, store)
-    assert again.score([prompt("q"), prompt("q")], ["tern", "gull"]) == [-4.0, -4.0]
+    assert again.logprobs([prompt("q"), prompt("q")], ["tern", "gull"]) == [-4.0, -4.0]
     assert scorer.scored == [(prompt("q"), "gull")]  # the answer is part of the key
 
 
@@ -95,9 +95,9 @@ def test_sampled_calls_failures_and_nan_scores_are_not_kept(store):
     assert not failing.generate([prompt("ANSWER=tern")])[0].ok
     retry = Paid()
     assert cached(retry, store).generate([prompt("ANSWER=tern")])[0].ok and retry.batches == [1]
-    cached(Paid(), store).score([prompt("NAN")], ["x"])
+    cached(Paid(), store).logprobs([prompt("NAN")], ["x"])
     later = Paid()
-    assert math.isnan(cached(later, store).score([prompt("NAN")], ["x"])[0]) and len(later.scored) == 1
+    assert math.isnan(cached(later, store).logprobs([prompt("NAN")], ["x"])[0]) and len(later.scored) == 1
 
 
 def test_a_backend_that_can_score_is_probed_once(store):

@@ -15,7 +15,7 @@ import pytest
 
 import ragray
 from ragray.cli import main
-from ragray.generation.transformers_backend import TransformersGenerator
+from ragray.generation.transformers.backend import TransformersGenerator
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 

@@ -262,7 +262,7 @@ def test_an_endpoint_that_cannot_score_only_loses_the_logprob_comparison(dataset
     from ragray.errors import BackendError
 
     class NoScore(ScriptedGenerator):
-        def score(self, prompts, answers):
+        def logprobs(self, prompts, answers):
             raise BackendError("this endpoint cannot score")
 
     res = run_interpret(cfg(dataset), tmp_path / "o", progress=False, generator=NoScore())

@@ -66,13 +66,13 @@ def check_deterministic_and_batch_invariant(gen: Generator, out: list[Generation
 
 def check_score(gen: Generator) -> None:
     prompt = TEMPLATE.build(QUESTION, [NOISE[0], FACT])
-    right, wrong = gen.score([prompt, prompt], ["4417", "9082"])
+    right, wrong = gen.logprobs([prompt, prompt], ["4417", "9082"])
     assert math.isfinite(right) and right < 0 and wrong < 0
     assert right > wrong + 1.0, (right, wrong)
     # without the fact the right answer becomes much less likely
-    (closed,) = gen.score([TEMPLATE.build(QUESTION, [NOISE[0]])], ["4417"])
+    (closed,) = gen.logprobs([TEMPLATE.build(QUESTION, [NOISE[0]])], ["4417"])
     assert closed < right - 1.0, (closed, right)
-    assert gen.score([], []) == []
+    assert gen.logprobs([], []) == []
 
 
 def check_divergence(gen: Generator) -> None:
@@ -84,7 +84,7 @@ def check_divergence(gen: Generator) -> None:
     ref = TEMPLATE.build(QUESTION, passages)
     arms = [ref, TEMPLATE.build(QUESTION, [NOISE[0], NOISE[1]]), TEMPLATE.build(QUESTION, [FACT, NOISE[1]])]
     got = gen.score_divergence(ref, arms, "4417")
-    assert [lp for lp, _ in got] == __import__("pytest").approx(gen.score(arms, ["4417"] * 3), abs=1e-3)
+    assert [lp for lp, _ in got] == __import__("pytest").approx(gen.logprobs(arms, ["4417"] * 3), abs=1e-3)
     (_, same), (_, no_fact), (_, no_noise) = got
     assert abs(same) < 1e-4 and no_fact > no_noise >= 0, got
     assert gen.answer_length(ref, "4417") in (None, 4)

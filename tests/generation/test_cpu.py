@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragray.generation import cpu
+from ragray.generation.transformers import cpu_features as cpu
 
 AMX = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f amx_bf16 amx_tile\n"
 EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
@@ -46,7 +46,7 @@ def test_the_environment_overrides_the_detection(monkeypatch):
 
 def test_auto_dtype_of_the_transformers_backend(monkeypatch):
     torch = pytest.importorskip("torch")
-    from ragray.generation import transformers_backend as tb
+    from ragray.generation.transformers import backend as tb
 
     monkeypatch.setattr(tb, "native_bf16", lambda: True)
     assert tb._torch_dtype(torch, "auto", "cpu") == torch.bfloat16

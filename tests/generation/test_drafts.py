@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragray.generation.drafts import DraftSource, accepted_count
+from ragray.generation.transformers.drafts import DraftSource, accepted_count
 
 
 def test_a_sibling_that_already_extends_the_row_is_the_draft() -> None:

@@ -6,13 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ragray.generation.kv_prefix import (
-    PrefillStep,
-    common_prefix_len,
-    plan_prefills,
-    prefill_token_count,
-    supports_prefix_reuse,
-)
+from ragray.generation.transformers.kv import supports_prefix_reuse
+from ragray.generation.transformers.plan import Step
+from ragray.generation.transformers.plan import common_prefix_len, plan_prefills, prefill_token_count
 
 
 def test_common_prefix_len() -> None:
@@ -29,9 +25,9 @@ def test_plan_sorts_and_reuses_the_predecessor() -> None:
     steps = plan_prefills([base, drop_a, drop_b])
     # token order: base (1,2,3,4,..) < drop_b (1,2,3,5) < drop_a (1,2,4,..)
     assert steps == [
-        PrefillStep(0, None, 0),  # [1,2,3,4,5]
-        PrefillStep(2, 0, 3),  # [1,2,3,5] after base: 3 shared
-        PrefillStep(1, 2, 2),  # [1,2,4,5] after drop_b: 2 shared
+        Step(0, None, 0),  # [1,2,3,4,5]
+        Step(2, 0, 3),  # [1,2,3,5] after base: 3 shared
+        Step(1, 2, 2),  # [1,2,4,5] after drop_b: 2 shared
     ]
     assert prefill_token_count([base, drop_a, drop_b], steps) == 5 + 1 + 2
 
@@ -45,14 +41,14 @@ def test_plan_reaches_the_trie_size() -> None:
 
 def test_plan_always_runs_one_token_and_respects_caps() -> None:
     seqs = [[1, 2, 3], [1, 2, 3]]  # duplicates: the second still runs its last token
-    assert plan_prefills(seqs) == [PrefillStep(0, None, 0), PrefillStep(1, 0, 2)]
+    assert plan_prefills(seqs) == [Step(0, None, 0), Step(1, 0, 2)]
     capped = plan_prefills(seqs, max_reuse=[0, 1])
-    assert capped[1] == PrefillStep(1, 0, 1)
-    assert plan_prefills([[1, 2], [1, 3]], max_reuse=[0, 0])[1] == PrefillStep(1, None, 0)
+    assert capped[1] == Step(1, 0, 1)
+    assert plan_prefills([[1, 2], [1, 3]], max_reuse=[0, 0])[1] == Step(1, None, 0)
 
 
 def test_plan_without_reuse_keeps_input_order() -> None:
-    assert plan_prefills([[2], [1]], reuse=False) == [PrefillStep(0, None, 0), PrefillStep(1, None, 0)]
+    assert plan_prefills([[2], [1]], reuse=False) == [Step(0, None, 0), Step(1, None, 0)]
     assert plan_prefills([]) == []
 
 
@@ -74,7 +70,7 @@ def test_gqa_attention_equals_the_repeated_heads_to_the_bit(dtype, q_len) -> Non
     torch = pytest.importorskip("torch")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from ragray.generation.attention import gqa_sdpa_attention
+    from ragray.generation.transformers.attention import gqa_sdpa_attention
 
     g = torch.Generator().manual_seed(q_len)
     dt = getattr(torch, dtype)
@@ -97,7 +93,7 @@ def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new
     torch = pytest.importorskip("torch")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from ragray.generation.attention import CONTINUATION, continuation_attention, gqa_sdpa_attention
+    from ragray.generation.transformers.attention import CONTINUATION, continuation_attention, gqa_sdpa_attention
 
     g = torch.Generator().manual_seed(cached + new)
     dt = getattr(torch, dtype)
@@ -117,7 +113,7 @@ def test_continuation_as_padded_causal_equals_the_masked_call(dtype, cached, new
 
 def test_continuation_falls_back_to_the_mask_where_it_does_not_pay() -> None:
     torch = pytest.importorskip("torch")
-    from ragray.generation.attention import continuation_attention
+    from ragray.generation.transformers.attention import continuation_attention
 
     def shapes(batch: int, cached: int, new: int, dt=torch.bfloat16):
         return (torch.zeros(batch, 9, new, 64, dtype=dt), torch.zeros(batch, 3, cached + new, 64, dtype=dt),
@@ -136,7 +132,7 @@ def test_batch_rows_stack_like_their_per_row_slices(left) -> None:
     same rows sliced out one by one, mixed with ordinary pieces in one row, either alignment."""
     import torch
 
-    from ragray.generation.kv_prefix import BatchRow, stack_pieces
+    from ragray.generation.transformers.kv import BatchRow, stack_pieces
 
     g = torch.Generator().manual_seed(3)
     layers = [(torch.randn(4, 2, 9, 3, generator=g), torch.randn(4, 2, 9, 3, generator=g)) for _ in range(3)]

@@ -291,7 +291,7 @@ def test_score_sums_the_answer_tokens_of_an_echoed_prompt(server, make_gen, smol
     n_prompt = len(smollm2_tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
     # "4417" is four digit tokens at positions n_prompt .. n_prompt + 3, each of logprob -k/100
-    score, empty = gen.score([prompt, prompt], ["4417", ""])
+    score, empty = gen.logprobs([prompt, prompt], ["4417", ""])
     assert empty == 0.0
     assert score == pytest.approx(-sum(k / 100 for k in range(n_prompt, n_prompt + 4)))
     (request,) = [p for path, _, p in server.requests if path == "/v1/completions"]
@@ -311,19 +311,19 @@ def test_score_raises_when_the_endpoint_cannot_score(server, make_gen, smollm2_t
     server.script["completions"] = [reply]
     gen = make_gen(server.url, tokenizer="smollm2")
     with pytest.raises(BackendError, match=match):
-        gen.score([ask("q")], ["yes"])
+        gen.logprobs([ask("q")], ["yes"])
 
 
 def test_score_of_a_request_that_keeps_failing_is_nan(server, make_gen, smollm2_tokenizer):
     server.script["completions"] = [Reply(503, {"error": {"message": "overloaded"}})]
     gen = make_gen(server.url, tokenizer="smollm2")
-    assert math.isnan(gen.score([ask("q")], ["yes"])[0])
+    assert math.isnan(gen.logprobs([ask("q")], ["yes"])[0])
 
 
 def test_score_without_a_local_tokenizer_says_what_to_set(server, make_gen):
     gen = make_gen(server.url)  # "fake-model": no local folder, packaged model or (offline) hub id
     with pytest.raises(BackendError, match="set generation.openai.tokenizer"):
-        gen.score([ask("q")], ["yes"])
+        gen.logprobs([ask("q")], ["yes"])
 
 
 def test_scoring_problem_probes_the_endpoint_once(server, make_gen, smollm2_tokenizer):

@@ -7,17 +7,10 @@ import random
 
 import pytest
 
-from ragray.generation.attention import packed_attention
-from ragray.generation.kv_prefix import plan_prefills, prefill_token_count
-from ragray.generation.packed import (
-    Packed,
-    Span,
-    Step,
-    pack_spans,
-    plan_groups,
-    truncate,
-    wave_plan,
-)
+from ragray.generation.transformers.attention import packed_attention
+from ragray.generation.transformers.kv import truncate
+from ragray.generation.transformers.packed import Packed, Span
+from ragray.generation.transformers.plan import Step, pack_spans, plan_groups, plan_prefills, prefill_token_count, wave_plan
 
 
 def _drop_one(passages: list[list[int]], head: list[int], tail: list[int]) -> list[list[int]]:

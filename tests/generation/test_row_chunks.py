@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragray.generation.row_chunks import chunk_rows, row_chunked
+from ragray.generation.transformers.row_chunks import chunk_rows, row_chunked
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -56,7 +56,7 @@ def test_a_model_handed_in_keeps_the_process_threads() -> None:
     from types import SimpleNamespace
 
     from ragray.config import GenerationConfig
-    from ragray.generation.transformers_backend import TransformersGenerator
+    from ragray.generation.transformers.backend import TransformersGenerator
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -77,7 +77,7 @@ def test_close_releases_the_weights(strategy) -> None:
     from types import SimpleNamespace
 
     from ragray.config import GenerationConfig
-    from ragray.generation.transformers_backend import TransformersGenerator
+    from ragray.generation.transformers.backend import TransformersGenerator
 
     gen = TransformersGenerator(_tiny_llama(torch.float32), SimpleNamespace(eos_token_id=2),
                                 GenerationConfig(transformers={"strategy": strategy}), path="tiny", device="cpu")

@@ -11,8 +11,8 @@ import pytest
 
 from ragray.config import ExperimentConfig, GenerationConfig
 from ragray.generation.engine_counts import ENGINE_COUNTS, EngineCounts, engine_columns, engine_summary, split_counts
-from ragray.generation.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
-from ragray.generation.transformers_backend import TransformersGenerator
+from ragray.generation.transformers.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
+from ragray.generation.transformers.backend import TransformersGenerator
 from ragray.pipeline.in_flight import questions_in_flight
 from tests.generation.contract import FACT, NOISE, QUESTION, TEMPLATE, ablation_prompts
 
@@ -47,7 +47,7 @@ def test_questions_in_flight_before_the_model_loads():
 def test_pass_mask_by_hand():
     """Two rows, rests right-aligned in 3 columns after 1 prefix column: row 0 reuses 1 prefix
     position and runs 2 tokens, row 1 reuses none and runs 3."""
-    from ragray.generation.batched import _pass_mask
+    from ragray.generation.transformers.batched import _pass_mask
 
     mask = _pass_mask(torch, [2, 3], [1, 0], width=3, prefix=1)[:, 0].int().tolist()
     assert mask[0] == [[0, 1, 0, 0],   # padding query: itself only
@@ -59,7 +59,7 @@ def test_pass_mask_by_hand():
 
 
 def test_passes_are_cut_where_padding_costs_more_than_a_pass():
-    from ragray.generation.batched import cut_passes
+    from ragray.generation.transformers.batched import cut_passes
 
     # equal rests: one pass; the budget splits it
     assert cut_passes([100] * 8, budget=10_000, overhead=50) == [(0, 8)]
@@ -73,8 +73,8 @@ def test_passes_are_cut_where_padding_costs_more_than_a_pass():
 
 
 def test_a_header_is_not_worth_a_wave():
-    from ragray.generation.batched import rewave
-    from ragray.generation.packed import Step
+    from ragray.generation.transformers.batched import rewave
+    from ragray.generation.transformers.plan import Step
 
     steps = [Step(0, None, 0), Step(1, 0, 500), Step(2, 0, 20), Step(3, 2, 300)]
     waves = rewave(steps, min_reuse=64)
@@ -136,10 +136,10 @@ def test_gpu_strategy_gives_the_reference_answers_and_scores(reference, tokens_p
     assert [g.text for g in out] == [g.text for g in ref]
     assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
     answer = ref[0].text
-    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(
-        reference.score(prompts, [answer] * len(prompts)), abs=1e-4)
+    assert gen.logprobs(prompts, [answer] * len(prompts)) == pytest.approx(
+        reference.logprobs(prompts, [answer] * len(prompts)), abs=1e-4)
     mixed = [answer if i % 2 else "" for i in range(len(prompts))]  # empty answers score 0.0
-    assert gen.score(prompts, mixed) == pytest.approx(reference.score(prompts, mixed), abs=1e-4)
+    assert gen.logprobs(prompts, mixed) == pytest.approx(reference.logprobs(prompts, mixed), abs=1e-4)
     got, want = gen.score_divergence(prompts[0], prompts[1:], answer), reference.score_divergence(
         prompts[0], prompts[1:], answer)
     assert [x for pair in got for x in pair] == pytest.approx([x for pair in want for x in pair], abs=1e-4)
@@ -159,9 +159,9 @@ def test_a_scoring_call_starts_from_its_generate_calls_kv(reference):
     spent = []
     for g in (gen, fresh):
         before = g.engine_counts()
-        scores = g.score(prompts, [answer] * len(prompts))
+        scores = g.logprobs(prompts, [answer] * len(prompts))
         spent.append({k: g.engine_counts()[k] - before[k] for k in before})
-        assert scores == pytest.approx(reference.score(prompts, [answer] * len(prompts)), abs=1e-4)
+        assert scores == pytest.approx(reference.logprobs(prompts, [answer] * len(prompts)), abs=1e-4)
     carried, again = spent
     baseline_tokens = len(reference.prompt_token_ids(prompts[:1])[0])
     real = [x["tokens_computed"] - x["padding_tokens"] for x in spent]  # one wave pads its rows more
@@ -175,7 +175,7 @@ def test_one_call_of_many_prompts_runs_in_few_passes_and_waits_once(reference):
     prompts = _subset_prompts()
     answer = reference.generate(prompts[:1])[0].text
     before = gen.engine_counts()
-    gen.score(prompts, [answer] * len(prompts))
+    gen.logprobs(prompts, [answer] * len(prompts))
     spent = {k: gen.engine_counts()[k] - before[k] for k in before}
     assert spent["forward_passes"] <= 4  # one pass per wave of the prefix trie, for 11 prompts
     assert spent["host_syncs"] == 1  # every pass's sums read at the end of the call
@@ -186,8 +186,8 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
     gen = _gpu(reference, tokens_per_pass=100_000)
     prompts = _subset_prompts()
     answer = reference.generate(prompts[:1])[0].text
-    want = gen.score(prompts, [answer] * len(prompts))
-    model = gen._batched.model
+    want = gen.logprobs(prompts, [answer] * len(prompts))
+    model = gen.engine.prefill.model
     refused = []
 
     def small_batches_only(*args, **kwargs):
@@ -197,30 +197,30 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
         return model(*args, **kwargs)
 
     small_batches_only.config = model.config
-    monkeypatch.setattr(gen._batched, "model", small_batches_only)
-    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-5)
-    shrunk = gen._batched.tokens_per_pass
+    monkeypatch.setattr(gen.engine.prefill, "model", small_batches_only)
+    assert gen.logprobs(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-5)
+    shrunk = gen.engine.prefill.tokens_per_pass
     assert refused and shrunk < 100_000  # later passes start smaller
-    monkeypatch.setattr(gen._batched, "model", model)  # the memory is back
-    gen.score(prompts[:1], [answer])
-    assert gen._batched.tokens_per_pass == min(100_000, 2 * shrunk)  # each clean call doubles it back
+    monkeypatch.setattr(gen.engine.prefill, "model", model)  # the memory is back
+    gen.logprobs(prompts[:1], [answer])
+    assert gen.engine.prefill.tokens_per_pass == min(100_000, 2 * shrunk)  # each clean call doubles it back
     for _ in range(20):
-        gen.score(prompts[:1], [answer])
-    assert gen._batched.tokens_per_pass == 100_000
+        gen.logprobs(prompts[:1], [answer])
+    assert gen.engine.prefill.tokens_per_pass == 100_000
 
 
 @pytest.mark.slow
 def test_fixed_shape_decoding_gives_the_reference_answers(reference, monkeypatch):
     """static_decode (CUDA graphs on a GPU): the same tokens as the reference, eagerly on CPU, with
     rows finishing at different steps; with CUDA's attention choices too."""
-    from ragray.generation import attention
+    from ragray.generation.transformers import attention
 
     prompts = _subset_prompts()
     long = 48  # room for answers to end at their own end-of-turn token
     plain = reference.with_config(GenerationConfig(max_tokens=long, transformers=reference.config.transformers))
     ref = plain.generate(prompts)
     gen = reference.with_config(GenerationConfig(max_tokens=long, transformers={"strategy": "gpu", "static_decode": True}))
-    assert gen._static is not None and not gen._drafting
+    assert gen.engine.static is not None and not gen.engine.drafting
     out = gen.generate(prompts)
     assert [g.text for g in out] == [g.text for g in ref]
     assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
@@ -233,7 +233,7 @@ def test_fixed_shape_decoding_gives_the_reference_answers(reference, monkeypatch
 def test_the_cuda_attention_choices_give_the_same_numbers(reference, monkeypatch):
     """On CUDA ragray's attention folds single-query decoding steps (each cached key/value read once)
     and leaves padded passes to transformers' path: run those choices here, against the reference."""
-    from ragray.generation import attention
+    from ragray.generation.transformers import attention
 
     monkeypatch.setattr(attention, "_on_cuda", lambda query: True)
     gen = _gpu(reference, tokens_per_pass=100_000, draft_tokens=0)  # one-token decoding steps
@@ -241,8 +241,8 @@ def test_the_cuda_attention_choices_give_the_same_numbers(reference, monkeypatch
     ref = reference.generate(prompts)
     assert [g.text for g in gen.generate(prompts)] == [g.text for g in ref]
     answer = ref[0].text
-    assert gen.score(prompts, [answer] * len(prompts)) == pytest.approx(
-        reference.score(prompts, [answer] * len(prompts)), abs=1e-4)
+    assert gen.logprobs(prompts, [answer] * len(prompts)) == pytest.approx(
+        reference.logprobs(prompts, [answer] * len(prompts)), abs=1e-4)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -267,7 +267,7 @@ def test_cuda_bf16_scores_match_plain_forward_passes(tmp_path):
     assert gen.strategy == "gpu" and gen.precision == "bfloat16"
     prompts = _subset_prompts()
     answer = gen.generate(prompts[:1])[0].text or "4417"
-    got = gen.score(prompts, [answer] * len(prompts))
+    got = gen.logprobs(prompts, [answer] * len(prompts))
     for prompt, value in zip(prompts, got):
         from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 
@@ -295,3 +295,148 @@ def test_a_call_tokenizes_in_one_batch_as_one_by_one(reference):
         one_by_one.append((ids, answer_token_ids(tok, text, ids, answer)))
     assert encode_scored(tok, texts, answers) == one_by_one
     assert encode_many(tok, texts) == [ids for ids, _ in one_by_one]
+
+
+@pytest.mark.slow
+def test_out_of_memory_in_decoding_halves_the_group_and_changes_nothing(reference, monkeypatch):
+    """A decoding batch that runs out of device memory is split in halves and retried: the same
+    answers; the next calls decode in smaller groups, and clean calls double the size back."""
+    prompts = _subset_prompts()
+    want = [g.text for g in reference.generate(prompts)]
+    gen = _gpu(reference, tokens_per_pass=100_000, static_decode=False, draft_tokens=0)
+    engine = gen.engine
+    planned = engine.sizes.decode_rows
+    assert engine.batch_size == planned >= len(prompts)
+    decode, refused = engine.decoder.one_token, []
+
+    def small_batches_only(cache, mask, lengths, *args):
+        if len(lengths) > 3:
+            refused.append(len(lengths))
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return decode(cache, mask, lengths, *args)
+
+    monkeypatch.setattr(engine.decoder, "one_token", small_batches_only)
+    assert [g.text for g in gen.generate(prompts)] == want
+    assert refused[0] == len(prompts) and engine.batch_size <= 3
+    shrunk = engine.batch_size
+    monkeypatch.setattr(engine.decoder, "one_token", decode)  # the memory is back
+    assert [g.text for g in gen.generate(prompts[:1])] == want[:1]
+    assert engine.batch_size == min(planned, 2 * shrunk)
+    for _ in range(8):
+        gen.generate(prompts[:1])
+    assert engine.batch_size == planned and gen.resolved_settings()["decode_rows"] == planned
+
+
+@pytest.mark.slow
+def test_a_generate_call_holds_the_kv_of_a_bounded_run_of_prompts(reference, monkeypatch):
+    """The KV a generate call keeps for decoding is bounded by plan_tokens: a call of more prompt
+    tokens goes in runs (neighbours in the prefix trie together), each prefilled and decoded
+    before the next; the answers do not change."""
+    prompts = _subset_prompts()
+    want = [g.text for g in reference.generate(prompts)]
+    gen = _gpu(reference, tokens_per_pass=100_000)
+    lengths = [len(ids) for ids in gen.prompt_token_ids(prompts)]
+    budget = 3 * max(lengths)
+    monkeypatch.setattr(gen.engine, "sizes", gen.engine.sizes.__class__(
+        **{**gen.engine.sizes.__dict__, "plan_tokens": budget}))
+    run, held = gen.engine.prefill.run, []
+
+    def counted(seqs, *args, hold=False):
+        if hold:
+            held.append(sum(map(len, seqs.values())))
+        return run(seqs, *args, hold=hold)
+
+    monkeypatch.setattr(gen.engine.prefill, "run", counted)
+    assert [g.text for g in gen.generate(prompts)] == want
+    assert len(held) > 1 and max(held) <= budget and sum(held) == sum(lengths)
+
+
+@pytest.mark.slow
+def test_two_jsd_questions_at_once_take_turns_in_the_engine(reference):
+    """score_divergence calls are not merged across questions: two at once wait for each other
+    (one call inside an engine at a time) and give what each gives alone."""
+    import threading
+
+    gen = reference.with_config(GenerationConfig(max_tokens=MAX_TOKENS))
+    prompts = ablation_prompts()
+    answers = ["Tern", "the night ferry"]
+    alone = [gen.score_divergence(prompts[0], prompts[1:], a) for a in answers]
+    inside, most = [0], [0]
+    score_rows = gen.engine.score_rows
+
+    def watched(*args):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            threading.Event().wait(0.05)  # long enough for the other thread to try to enter
+            return score_rows(*args)
+        finally:
+            inside[0] -= 1
+
+    gen.engine.score_rows = watched
+    got: dict[int, list] = {}
+    threads = [threading.Thread(target=lambda j=j: got.__setitem__(j, gen.score_divergence(prompts[0], prompts[1:],
+                                                                                           answers[j])))
+               for j in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+    for j in range(2):
+        assert [x for pair in got[j] for x in pair] == pytest.approx([x for pair in alone[j] for x in pair], abs=1e-5)
+
+
+def test_every_way_of_building_a_generator_gets_its_engine_and_prepared_model():
+    """The constructor, from_model and a model handed to the API all choose the engine in one place
+    (make_engine) and prepare the model the same way."""
+    import transformers
+    from types import SimpleNamespace
+
+    from ragray.api import _generator
+    from ragray.config import ExperimentConfig
+    from ragray.generation.transformers.attention import GQA_ATTENTION
+    from ragray.generation.transformers.cpu_engine import CpuEngine
+    from ragray.generation.transformers.gpu_engine import GpuEngine
+
+    def tiny():
+        config = transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                                          attn_implementation="sdpa")
+        return transformers.LlamaForCausalLM(config)
+
+    tok = SimpleNamespace(eos_token_id=2)
+    built = [
+        TransformersGenerator(tiny(), tok, GenerationConfig(), path="tiny", device="cpu"),
+        TransformersGenerator.from_model(tiny(), tok, GenerationConfig(), path="tiny", device="cpu"),
+        _generator(tiny(), tok, ExperimentConfig()),
+    ]
+    for gen in built:
+        assert isinstance(gen.engine, CpuEngine) and gen.strategy == "cpu"
+        assert gen.model.config._attn_implementation == GQA_ATTENTION  # ragray's attention, same numbers
+        assert all(getattr(m, "_ragray_row_chunked", False) for m in gen.model.modules()
+                   if type(m).__name__.endswith(("RMSNorm", "MLP")))
+    gpu = TransformersGenerator(tiny(), tok, GenerationConfig(transformers={"strategy": "gpu"}), path="tiny", device="cpu")
+    assert isinstance(gpu.engine, GpuEngine) and gpu.strategy == "gpu"
+
+
+def test_a_gpu_shared_through_ray_is_planned_at_its_share(monkeypatch):
+    """An actor given half or a quarter of a GPU (fractional num_gpus) sizes its passes, held KV and
+    decoding rows from its share of the device, not from all the memory free when it loads."""
+    from types import SimpleNamespace
+
+    from ragray.generation.transformers import strategy
+
+    text = SimpleNamespace(num_hidden_layers=32, num_key_value_heads=8, head_dim=128, hidden_size=4096,
+                           num_attention_heads=32, intermediate_size=14336)
+    model = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda decoder: text),
+                            dtype=SimpleNamespace(itemsize=2))  # an 8B shape in bf16
+    gib = 1 << 30
+    cuda = SimpleNamespace(mem_get_info=lambda device: (60 * gib, 80 * gib))
+    fake_torch = SimpleNamespace(cuda=cuda, device=lambda name: name)
+    whole = strategy.gpu_sizes(model, fake_torch, "cuda")
+    monkeypatch.setattr("ragray.worker.gpu_share", lambda: 0.25)
+    quarter = strategy.gpu_sizes(model, fake_torch, "cuda")
+    assert whole.free_bytes == 60 * gib and quarter.free_bytes == 20 * gib
+    assert quarter.plan_tokens < whole.plan_tokens and quarter.decode_rows < whole.decode_rows
+    assert quarter.decode_rows == whole.decode_rows // 3

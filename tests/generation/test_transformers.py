@@ -12,7 +12,7 @@ import pytest
 from ragray.config import GenerationConfig
 from ragray.errors import BackendError
 from ragray.generation import GENERATORS, build_generator
-from ragray.generation.transformers_backend import TransformersGenerator
+from ragray.generation.transformers.backend import TransformersGenerator
 from ragray.types import Passage
 from tests.generation.contract import (
     FACT,
@@ -102,7 +102,7 @@ def test_prefix_reuse_gives_the_plain_scores(gen, plain) -> None:
     # the same prompt twice (full reuse), every ablation, an empty answer
     batch = [prompts[0], prompts[0], *prompts[1:], prompts[1]]
     answers = ["4417", "9082", *["The code is 4417."] * (len(prompts) - 1), ""]
-    ours, ref = gen.score(batch, answers), plain.score(batch, answers)
+    ours, ref = gen.logprobs(batch, answers), plain.logprobs(batch, answers)
     assert all(math.isfinite(s) for s in ours)
     assert ours[-1] == 0.0 == ref[-1]
     assert ours == pytest.approx(ref, abs=1e-4)
@@ -116,7 +116,7 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     ps = [Passage(p["id"], p["text"], title=p["title"]) for p in row["passages"][:5]]
     prompts = [TEMPLATE.build(row["question"], ps)]
     prompts += [TEMPLATE.build(row["question"], ps[:i] + ps[i + 1 :]) for i in (0, 2, 4)]
-    from ragray.generation import attention
+    from ragray.generation.transformers import attention
 
     padded, spans = [], []
 
@@ -140,19 +140,19 @@ def test_prefix_reuse_on_real_hotpotqa_prompts(gen, plain, shared_data, monkeypa
     # the log-prob path packs the same way, also around an empty answer (scored 0, not run)
     answers = [ref[0].text] * len(prompts)
     spans.clear()
-    assert gen.score(prompts, answers) == pytest.approx(plain.score(prompts, answers), abs=1e-4)
+    assert gen.logprobs(prompts, answers) == pytest.approx(plain.logprobs(prompts, answers), abs=1e-4)
     assert set(spans) == {1, 3}
     answers[1] = ""
     spans.clear()
-    scores = gen.score(prompts, answers)
-    assert scores[1] == 0.0 and scores == pytest.approx(plain.score(prompts, answers), abs=1e-4)
+    scores = gen.logprobs(prompts, answers)
+    assert scores[1] == 0.0 and scores == pytest.approx(plain.logprobs(prompts, answers), abs=1e-4)
     assert set(spans) == {1, 2}
     # random subsets (ContextCite's ablations) run in waves over their prefix trie
     masks = [[1, 0, 1, 1, 0], [0, 1, 1, 0, 1], [1, 1, 0, 1, 1], [1, 0, 1, 0, 1], [0, 1, 0, 1, 1], [1, 1, 1, 0, 0]]
     subsets = [TEMPLATE.build(row["question"], [p for p, m in zip(ps, mask) if m]) for mask in masks]
     spans.clear()
-    ours = gen.score(subsets, answers[:1] * len(subsets))
-    assert ours == pytest.approx(plain.score(subsets, answers[:1] * len(subsets)), abs=1e-4)
+    ours = gen.logprobs(subsets, answers[:1] * len(subsets))
+    assert ours == pytest.approx(plain.logprobs(subsets, answers[:1] * len(subsets)), abs=1e-4)
     layers = gen.model.config.num_hidden_layers
     assert len(spans) == 3 * layers and sum(spans) == len(masks) * layers  # 3 packed forwards (waves)
 
@@ -192,10 +192,10 @@ def test_sampling_is_seeded_and_batch_invariant(gen) -> None:
 @pytest.mark.slow
 def test_score_prefers_the_fact(gen) -> None:
     prompt = TEMPLATE.build(QUESTION, [NOISE[0], FACT])
-    right, wrong = gen.score([prompt, prompt], ["4417", "9082"])
+    right, wrong = gen.logprobs([prompt, prompt], ["4417", "9082"])
     assert right > wrong + 1.0
     with pytest.raises(ValueError, match="2 prompts but 1 answers"):
-        gen.score([prompt, prompt], ["4417"])
+        gen.logprobs([prompt, prompt], ["4417"])
 
 
 def test_bad_model_path_names_it(tmp_path) -> None:

@@ -149,7 +149,7 @@ def test_too_long_prompt_is_recorded_not_raised(gen):
     assert out[0].error and "at most 2048 (generation.vllm.max_model_len)" in out[0].error and out[0].text == ""
     assert out[1].ok and "4417" in out[1].text
     with pytest.raises(BackendError, match="max_model_len is 2048"):
-        gen.score([long_prompt], ["4417"])
+        gen.logprobs([long_prompt], ["4417"])
 
 
 @pytest.mark.slow
@@ -158,10 +158,10 @@ def test_score_agrees_with_a_generated_answer(gen):
     # the greedy answer is the most likely continuation: its log-prob beats a perturbed one
     prompt = ablation_prompts()[0]
     (answer,) = gen.generate([prompt])
-    good, bad, empty = gen.score([prompt] * 3, [answer.text, answer.text.replace("4417", "4471"), ""])
+    good, bad, empty = gen.logprobs([prompt] * 3, [answer.text, answer.text.replace("4417", "4471"), ""])
     assert good > bad and empty == 0.0
     with pytest.raises(ValueError, match="2 prompts but 1 answers"):
-        gen.score([prompt, prompt], ["x"])
+        gen.logprobs([prompt, prompt], ["x"])
 
 
 

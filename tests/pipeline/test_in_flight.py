@@ -155,10 +155,10 @@ def test_a_failing_merged_call_fails_only_its_question(tmp_path):
     from ragray.generation.scripted import ScriptedGenerator
 
     class Picky(ScriptedGenerator):
-        def score(self, prompts, answers):
+        def logprobs(self, prompts, answers):
             if any("Question 2?" in p[-1].content for p in prompts):
                 raise BackendError("prompt too long")
-            return super().score(prompts, answers)
+            return super().logprobs(prompts, answers)
 
     data = scripted_dataset(tmp_path, n=4)
 
@@ -224,9 +224,9 @@ def test_engine_counts_of_a_merged_call_are_shared_by_its_questions(tmp_path):
             self.counts.add(forward_passes=1, tokens_computed=len(prompts))
             return super().generate(prompts)
 
-        def score(self, prompts, answers):
+        def logprobs(self, prompts, answers):
             self.counts.add(forward_passes=1, tokens_computed=len(prompts))
-            return super().score(prompts, answers)
+            return super().logprobs(prompts, answers)
 
     data = scripted_dataset(tmp_path)
 

@@ -5,13 +5,8 @@ baseline up to passage i. In a causal decoder the keys/values at positions ``< t
 tokens ``< t``, so the KV cache of any prompt, cut to ``t`` tokens, *is* the KV cache of its first
 ``t`` tokens. One forward pass over the baseline therefore yields the KV of every prefix of it.
 
-Planning (:func:`plan_prefills`) sorts the prompts by their token ids. In sorted order the longest
-common prefix of a prompt with any *earlier* prompt is the one with its immediate predecessor
-(the LCP-array property of sorted strings, Gusfield 1997, §7.14), so prefilling in that order and
-reusing only the predecessor's KV computes every node of the prompts' token trie exactly once —
-the fewest prefill tokens any exact scheme can reach — while holding one extra cache at a time.
-
-The KV helpers below work on "layer lists": one ``(keys, values)`` pair per decoder layer, each of
+Which prompt reuses which is planned in :mod:`~ragray.generation.transformers.plan`. The KV helpers
+here work on "layer lists": one ``(keys, values)`` pair per decoder layer, each of
 shape ``[batch, kv_heads, seq, head_dim]``, with positional encoding (RoPE) already applied to the
 keys — which is why cached keys can be moved to other columns (left padding) without recomputation.
 """
@@ -19,20 +14,18 @@ keys — which is why cached keys can be moved to other columns (left padding) w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 __all__ = [
     "BatchRow",
-    "PrefillStep",
+    "KVLayers",
+    "Piece",
     "cache_layers",
-    "common_prefix_len",
     "make_cache",
-    "plan_prefills",
-    "prefill_token_count",
     "stack_pieces",
     "supports_prefix_reuse",
+    "truncate",
 ]
 
 KVLayers = list[tuple[Any, Any]]  # [(keys, values)] per layer, torch tensors
@@ -62,55 +55,16 @@ class BatchRow(Sequence):
         return keys[self.row : self.row + 1], values[self.row : self.row + 1]
 
 
-@dataclass(frozen=True)
-class PrefillStep:
-    """Prefill ``index`` (a position in the caller's list) reusing ``reuse_len`` tokens of KV from
-    prompt ``reuse_from`` (the previous step; ``None`` when nothing is shared)."""
-
-    index: int
-    reuse_from: int | None
-    reuse_len: int
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens ``a`` and ``b`` share (lists or numpy arrays)."""
-    import numpy as np
-
-    a, b = np.asarray(a), np.asarray(b)
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if differ.size else n
-
-
-def plan_prefills(
-    token_ids: Sequence[Sequence[int]],
-    *,
-    reuse: bool = True,
-    max_reuse: Sequence[int] | None = None,
-) -> list[PrefillStep]:
-    """The order to prefill ``token_ids`` in, and which prefix each step takes from the last.
-
-    ``max_reuse[i]`` caps the reused tokens of prompt ``i`` (default ``len - 1``: at least one
-    token is always run, since its logits are needed). With ``reuse=False`` the order is the
-    input order and nothing is reused.
-    """
-    caps = [len(t) - 1 for t in token_ids] if max_reuse is None else list(max_reuse)
-    if not reuse:
-        return [PrefillStep(i, None, 0) for i in range(len(token_ids))]
-    order = sorted(range(len(token_ids)), key=lambda i: (list(token_ids[i]), i))
-    steps: list[PrefillStep] = []
-    prev: int | None = None
-    for i in order:
-        shared = 0 if prev is None else min(common_prefix_len(token_ids[prev], token_ids[i]), caps[i])
-        shared = max(shared, 0)
-        steps.append(PrefillStep(i, prev if shared else None, shared))
-        prev = i
-    return steps
-
-
-def prefill_token_count(token_ids: Sequence[Sequence[int]], steps: Sequence[PrefillStep]) -> int:
-    """Tokens actually run through the model under ``steps`` (vs ``sum(map(len, token_ids))``)."""
-    return sum(len(token_ids[s.index]) - s.reuse_len for s in steps)
+def truncate(pieces: Sequence[Piece], length: int) -> tuple[Piece, ...]:
+    """The pieces covering a prompt's first ``length`` positions."""
+    out: list[Piece] = []
+    for layers, begin, end in pieces:
+        if length <= 0:
+            break
+        take = min(end - begin, length)
+        out.append((layers, begin, begin + take))
+        length -= take
+    return tuple(out)
 
 
 def supports_prefix_reuse(model_config: Any) -> bool:
@@ -213,7 +167,7 @@ def stack_pieces(rows: Sequence[Sequence[Piece]], room: int, *, left: bool = Fal
     """Stack rows of KV into one batch, right-aligned (left padding; ``left``: left-aligned, the
     padding after each row); a row is a sequence of pieces of layer lists: one prompt's own
     cache, or the pieces of earlier packed waves it reuses followed by its span of a packed
-    prefill (:mod:`ragray.generation.packed`). A row may be empty (all padding), not every row.
+    prefill (:mod:`ragray.generation.transformers.packed`). A row may be empty (all padding), not every row.
 
     Returns ``(cache, attention_mask)``: a cache of ``[B, H, width, D]`` per layer (``width`` the
     longest row, with room for ``room`` more positions) and a ``[B, width]`` long mask with 0 on

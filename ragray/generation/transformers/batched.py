@@ -2,9 +2,9 @@
 
 A GPU is fed by wide batches: one forward pass of 16 x 1,000 tokens costs about what one of 1,000
 tokens costs plus its arithmetic, and each pass launches every kernel of every layer and ends in a
-host wait. The CPU strategy (:mod:`ragray.generation.packed`) packs prompts into one row and loops
-over them in attention, right for 2 cores; here the prompts of one wave of the prefix trie
-(:func:`~ragray.generation.packed.wave_plan`) go through the model as ONE padded batch:
+host wait. The CPU engine (:mod:`ragray.generation.transformers.packed`) packs prompts into one row and
+loops over them in attention, right for 2 cores; here the prompts of one wave of the prefix trie
+(:func:`~ragray.generation.transformers.plan.wave_plan`) go through the model as ONE padded batch:
 
 - each prompt reuses the KV of the prompt it branches off (an earlier wave's) for its shared prefix
   and runs only its own rest; the rest is right-aligned in the batch, so the positions whose logits
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.engine_counts import EngineCounts
-from ragray.generation.kv_prefix import BatchRow, Piece, cache_layers, common_prefix_len, stack_pieces
-from ragray.generation.packed import Step, plan_groups, truncate, wave_plan
+from ragray.generation.transformers.kv import BatchRow, Piece, cache_layers, stack_pieces, truncate
+from ragray.generation.transformers.plan import Step, common_prefix_len, keyed_waves
 
 __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
 
@@ -95,18 +95,13 @@ class BatchedPrefill:
         """Run every prompt of ``seqs`` (its reuse capped by ``caps``), hand each pass's logits of
         its rows' last ``keep[i]`` positions to ``consume``. Returns every prompt's KV as pieces
         when ``hold`` (to decode from), else nothing (a prompt's KV lives while a later wave needs it)."""
-        keys = list(seqs)
         held: dict[int, tuple[Piece, ...]] = {}
         self._halved = False
         if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
             self._carried = []
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
-        for run in plan_groups([seqs[k] for k in keys], self.plan_tokens):
-            members = [keys[j] for j in run]
-            waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members])
-            steps = rewave(self._reuse_carried(
-                [Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
-                 for wave in waves for s in wave], seqs, caps))
+        for waves in keyed_waves(seqs, caps, self.plan_tokens):
+            steps = rewave(self._reuse_carried([s for wave in waves for s in wave], seqs, caps))
             parents = {s.parent for wave in steps for s in wave if s.parent is not None}
             kv: dict[int, tuple[Piece, ...]] = dict(carried)
             for wave in steps:

@@ -2,10 +2,10 @@
 
 Two strategies share the backend's planning (the prefix trie of a call's prompts) and its decoders:
 
-- ``cpu``: packed prefill with per-prompt attention (:mod:`ragray.generation.packed`), cache-sized
+- ``cpu``: packed prefill with per-prompt attention (:mod:`ragray.generation.transformers.packed`), cache-sized
   row blocks, decoding groups of 16 — tuned on 2-core CPUs, where each extra row of a small
   matrix costs and a forward pass launches nothing;
-- ``gpu``: padded passes of many prompts per wave (:mod:`ragray.generation.batched`), logits only
+- ``gpu``: padded passes of many prompts per wave (:mod:`ragray.generation.transformers.batched`), logits only
   at the wanted positions, one host wait per scoring call (the device runs a pass while the host
   prepares the next), decoding every prompt of a call in one batch (fixed shapes, CUDA graphs),
   and many questions in flight so their calls merge into one engine call — the shape a GPU wants.
@@ -71,9 +71,14 @@ def _activation_bytes_per_token(model: Any) -> int:
 
 
 def _free_bytes(torch: Any, device: str) -> int | None:
+    """The device memory this process may plan with: what is free now, and on a GPU shared through
+    Ray (a fractional ``num_gpus``) no more than its share of the whole device."""
     if device.startswith("cuda"):
-        free, _total = torch.cuda.mem_get_info(torch.device(device))
-        return int(free)
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        from ragray.worker import gpu_share
+
+        share = gpu_share()
+        return int(min(free, share * total) if share else free)
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):

@@ -2,14 +2,14 @@
 
 - :func:`continuation_attention`: a batch-1 prefill that continues a cached prefix, as a padded
   causal call where that is cheaper than the masked one;
-- :func:`packed_attention`: a packed prefill (:mod:`ragray.generation.packed`), each prompt's
+- :func:`packed_attention`: a packed prefill (:mod:`ragray.generation.transformers.packed`), each prompt's
   queries attending to its own reused prefix and its own new tokens;
 - :func:`gqa_sdpa_attention`: registered with transformers as :data:`GQA_ATTENTION`, it routes a
   forward's attention to the two above (by the :data:`CONTINUATION` / :data:`PACKED` keywords the
   backend passes through the model) or to SDPA with grouped-query folding.
 
-They hold no state and import nothing of ragray: the planners (:mod:`ragray.generation.kv_prefix`,
-:mod:`ragray.generation.packed`) and the backend use them.
+They hold no state and import nothing of ragray: the planners (:mod:`ragray.generation.transformers.kv`,
+:mod:`ragray.generation.transformers.packed`) and the backend use them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragray.generation.packed import Packed
+    from ragray.generation.transformers.packed import Packed
 
 __all__ = [
     "CONTINUATION",
@@ -33,7 +33,7 @@ GQA_ATTENTION = "ragray_sdpa_gqa"
 # Keyword a prefill passes through the model to the attention function: "this batch-1 forward
 # continues a cached prefix with a plain causal block" (no padding, no other masking).
 CONTINUATION = "ragray_continuation"
-# Keyword of a packed prefill (:mod:`ragray.generation.packed`): its :class:`Packed` spans.
+# Keyword of a packed prefill (:mod:`ragray.generation.transformers.packed`): its :class:`Packed` spans.
 PACKED = "ragray_packed"
 # Padded-causal pays when (R+S)^2/2 positions at the causal kernel's cost beat S x (R+S) at the
 # masked kernel's: measured on torch 2.13 CPU (flash), S x this ratio must exceed R + S.

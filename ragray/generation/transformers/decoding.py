@@ -2,7 +2,7 @@
 
 :meth:`BatchDecoder.one_token` appends one token per row and step (greedy or seeded sampling);
 :meth:`BatchDecoder.drafted` verifies guessed tokens in the same step (greedy only, exact; the
-guesses come from :mod:`ragray.generation.drafts`). Both drop finished rows from the batch.
+guesses come from :mod:`ragray.generation.transformers.drafts`). Both drop finished rows from the batch.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragray.generation.drafts import DraftSource, accepted_count
+from ragray.generation.transformers.drafts import DraftSource, accepted_count
 
 __all__ = ["BatchDecoder"]
 

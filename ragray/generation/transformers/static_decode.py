@@ -6,7 +6,7 @@ launching each layer's kernels one by one. transformers' answer is a static cach
 graph (``torch.compile(mode="reduce-overhead")`` or CUDA graphs). Here:
 
 - the prefilled prompts are stacked right-aligned in ``[B, H, W + room, D]`` buffers per layer
-  (:func:`~ragray.generation.kv_prefix.stack_pieces`); a step writes its keys/values into column
+  (:func:`~ragray.generation.transformers.kv.stack_pieces`); a step writes its keys/values into column
   ``W + step`` with ``index_copy_`` at a position held in a device tensor, and attention always
   reads the whole buffer under a ``[B, 1, 1, W + room]`` mask whose next column is switched on
   before the step: the shapes never change;
@@ -18,7 +18,7 @@ graph (``torch.compile(mode="reduce-overhead")`` or CUDA graphs). Here:
   the fixed-shape arithmetic against the reference decoder.
 
 Greedy, or sampled with each prompt's seeded generator (the same picks as
-:class:`~ragray.generation.decoding.BatchDecoder`); one host wait per step (the picked tokens, to
+:class:`~ragray.generation.transformers.decoding.BatchDecoder`); one host wait per step (the picked tokens, to
 stop at end of sequence).
 """
 
@@ -28,8 +28,8 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-from ragray.generation.decoding import BatchDecoder
-from ragray.generation.kv_prefix import Piece, stack_pieces
+from ragray.generation.transformers.decoding import BatchDecoder
+from ragray.generation.transformers.kv import Piece, stack_pieces
 
 __all__ = ["StaticDecoder"]
 

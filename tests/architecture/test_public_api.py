@@ -18,18 +18,18 @@ PUBLIC = [
 ]
 
 SIGNATURES = {
-    "run_influence": "(config: 'ExperimentConfig', out: 'str | Path', *, resume: 'bool' = False, progress: 'bool' "
+    "run_influence": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
                      "| None' = None) -> 'RunResult'",
-    "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path', *, resume: 'bool' = False, progress: 'bool' "
+    "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
                      "| None' = None) -> 'RunResult'",
-    "run_audit": "(config: 'ExperimentConfig', out: 'str | Path', *, progress: 'bool' = True, generator: "
+    "run_audit": "(config: 'ExperimentConfig', out: 'str | Path | None', *, progress: 'bool' = True, generator: "
                  "'Generator | None' = None) -> 'AuditRun'",
-    "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path', *, scorer: "
+    "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path | None', *, scorer: "
                  "'QualityScorer | None' = None) -> 'RunResult'",
     "run_retrieve": "(config: 'ExperimentConfig', out: 'str | Path', progress: 'bool' = True) -> 'RetrieveResult'",
-    "open_question_run": "(config: 'ExperimentConfig', out: 'str | Path', *, resume: 'bool', record_type: "
+    "open_question_run": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool', record_type: "
                          "'type[QuestionRecord]') -> 'QuestionRun'",
     "run_questions": "(qr: 'QuestionRun', config: 'ExperimentConfig', builder: 'Builder', desc: 'str', progress: "
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "

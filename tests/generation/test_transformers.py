@@ -59,7 +59,7 @@ def test_registered() -> None:
 
 @pytest.mark.slow
 def test_contract(gen) -> None:
-    assert gen.prefix_reuse and gen.batch_size == 16
+    assert gen.engine.prefix_reuse and gen.engine.batch_size == 16
     check_contract(gen, max_tokens=MAX_TOKENS)
     assert gen.model_id == "smollm2"
     assert gen.precision == "float32"  # the suite pins fp32 (RAGRAY_CPU_BF16=0): what runs record

@@ -143,10 +143,10 @@ class TransformersGenerator(Generator):
         return str(self._model.dtype).removeprefix("torch.")
 
     def resolved_settings(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"device": self.device, "dtype": self.precision}
+        out: dict[str, Any] = {"device": self.device, "dtype": self.precision, "strategy": self.strategy}
         if self.device == "cpu":
             out["threads"] = self._torch.get_num_threads()
-        return {**out, **self._engine.settings()}
+        return {**out, **self._engine.settings()}  # the engine's own sizes after the common keys
 
     def engine_counts(self) -> dict[str, float]:
         """Running totals of the proxies (:mod:`~ragray.generation.engine_counts`), decoding included."""

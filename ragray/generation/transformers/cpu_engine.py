@@ -15,6 +15,8 @@ import logging
 import time
 from typing import Any
 
+from ragray.config import GenerationConfig
+from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.transformers.attention import CONTINUATION, GQA_ATTENTION, PACKED
 from ragray.generation.transformers.engine import Decoded, Engine, ScoreJob, Store, use_ragray_attention
 from ragray.generation.transformers.kv import KVLayers, Piece, cache_layers, make_cache, truncate
@@ -31,11 +33,11 @@ log = logging.getLogger(__name__)
 class CpuEngine(Engine):
     name = "cpu"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        model, device = args[0], args[2]
+    def __init__(self, model: Any, torch: Any, device: str, config: GenerationConfig, eos: frozenset[int],
+                 counts: EngineCounts) -> None:
         if device == "cpu":
             _prepare(model)
-        super().__init__(*args, **kwargs)
+        super().__init__(model, torch, device, config, eos, counts)
         # ragray's attention function reads the continuation hint and packed spans; no other would
         self.continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         self.packing = self.continuation and self.prefix_reuse and self.config.transformers.packed_prefill

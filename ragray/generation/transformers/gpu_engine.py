@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ragray.config import GenerationConfig
+from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.transformers.batched import BatchedPrefill
 from ragray.generation.transformers.engine import Decoded, Engine, ScoreJob, Store, use_ragray_attention
 from ragray.generation.transformers.kv import Piece
@@ -25,11 +27,11 @@ __all__ = ["GpuEngine"]
 class GpuEngine(Engine):
     name = "gpu"
 
-    def __init__(self, *args: Any, pad_id: int | None = None, **kwargs: Any) -> None:
-        model, device = args[0], args[2]
+    def __init__(self, model: Any, torch: Any, device: str, config: GenerationConfig, eos: frozenset[int],
+                 counts: EngineCounts, *, pad_id: int | None = None) -> None:
         if device.startswith("cuda"):  # decoding steps read the KV once
             use_ragray_attention(model)
-        super().__init__(*args, **kwargs)
+        super().__init__(model, torch, device, config, eos, counts)
         explicit = self.config.transformers.model_fields_set
         self.sizes = gpu_sizes(model, self.torch, device, tokens_per_pass=self.config.transformers.tokens_per_pass,
                                batch_size=self.config.transformers.batch_size if "batch_size" in explicit else None)

@@ -109,7 +109,7 @@ def sync(device: str) -> None:
 
 
 @contextmanager
-def timed_methods(gen: Any, names: tuple[str, ...] = ("generate", "score", "score_divergence")) -> Iterator[dict]:
+def timed_methods(gen: Any, names: tuple[str, ...] = ("generate", "logprobs", "score_divergence")) -> Iterator[dict]:
     """Seconds and calls spent in ``gen``'s model methods while the block runs (the device synced
     at each method's end, so the time is the GPU's too): where a run's time goes."""
     spent: dict[str, dict[str, float]] = {}

@@ -34,7 +34,7 @@ def test_tiny_shape_on_cpu_writes_every_phase(tmp_path):
     assert result["ragray"]["backend_settings"]["strategy"] == "cpu"  # auto on a CPU
     assert result["ragray_other_strategy"]["backend_settings"]["strategy"] == "gpu"
     assert result["ragray_eager_decode"]["settings"] == {"static_decode": False}
-    assert result["ragray"]["model_seconds"]["score"]["calls"] >= 1  # where the time went
+    assert result["ragray"]["model_seconds"]["logprobs"]["calls"] >= 1  # where the time went
     assert result["profile"]["calls"] == 22 and result["profile"]["top_host_ops"]
     for loop in ("naive_logprob", "naive_lean", "seed_loop"):
         assert result[loop]["calls_per_s"] > 0

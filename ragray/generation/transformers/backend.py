@@ -85,9 +85,8 @@ class TransformersGenerator(Generator):
         self.strategy = self._engine.name
         #: decoding forward passes and the tokens they produced, over this generator's life
         self.decode_stats = self._engine.decoder.stats
-        in_flight = getattr(self._engine, "questions_in_flight", None)
-        if in_flight:
-            self.default_questions_in_flight = in_flight
+        if self._engine.questions_in_flight:
+            self.default_questions_in_flight = self._engine.questions_in_flight
 
     @classmethod
     def planned_questions_in_flight(cls, config: GenerationConfig, on_gpu: bool = False) -> int:

@@ -67,6 +67,8 @@ class Engine:
     prefilled prompts. Subclasses plan and prefill."""
 
     name = ""
+    #: questions the pipeline keeps in flight with this engine, where it sizes that itself (GPU)
+    questions_in_flight: int | None = None
 
     def __init__(self, model: Any, torch: Any, device: str, config: GenerationConfig, eos: frozenset[int],
                  counts: EngineCounts) -> None:

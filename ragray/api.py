@@ -290,7 +290,9 @@ def load_run(path: str | Path) -> Run:
     kinds = {"arms.parquet": "interpret", "audit_report.json": "audit", "scores.parquet": "score",
              "passages.parquet": "run"}
     kind = next((k for name, k in kinds.items() if (folder / name).is_file()), "run")
-    out = _run({p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}, kind)
+    from ragray.store.rundir import read_files
+
+    out = _run(read_files(folder), kind)
     out.path = folder
     return out
 
@@ -304,6 +306,7 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
     from contextlib import nullcontext
 
     from ragray.data.held import held_rows
+    from ragray.store.rundir import read_files
 
     if resume and out is None:
         raise InputError("resume: needs out, the run directory to continue")
@@ -339,33 +342,27 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
         needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
         if generator is None and needs_model and cfg.execution.executor == "local":
             generator = _kept(cfg)
-        files: dict[str, bytes] = {}
-        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume,
-                         files)
-    result = _run(files if out is None else {p.name: p.read_bytes() for p in Path(out).iterdir() if p.is_file()},
-                  kind)
+        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume)
+    result = _run(done.files if out is None else read_files(Path(out)), kind)
     result.result = done
     result.path = Path(out) if out is not None else None
     return result
 
 
 def _dispatch(kind: str, cfg: Any, target: Path | None, records: Any, progress: bool, generator: Any,
-              resume: bool, files: dict[str, bytes]) -> Any:
-    """The pipeline's ``kind`` into ``target``; without one, in memory, its files put in ``files``."""
+              resume: bool) -> Any:
+    """The pipeline's ``kind`` into ``target`` (None: in memory, the files on the result)."""
     from ragray import pipeline
 
     if kind == "run":
-        done = pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
-    elif kind == "interpret":
-        done = pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
-    elif kind == "audit":
-        done = pipeline.run_audit(cfg, target, progress=progress, generator=generator)
-    elif records is None:
+        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
+    if kind == "interpret":
+        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
+    if kind == "audit":
+        return pipeline.run_audit(cfg, target, progress=progress, generator=generator)
+    if records is None:
         raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
-    else:
-        done = pipeline.run_score(cfg, records, target)
-    files.update(done.files)
-    return done
+    return pipeline.run_score(cfg, records, target)
 
 
 def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,

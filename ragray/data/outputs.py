@@ -30,7 +30,7 @@ from typing import Any
 from ragray.data.records import BadRows, parse_passage
 from ragray.data.schemas import OUTPUT_SCHEMAS, schema_rows
 from ragray.data.held import is_held, rows_of
-from ragray.data.tables import Row, RowError, Table, cell, kind, read_table
+from ragray.data.tables import RowError, cell, kind, read_table, rows_table
 from ragray.errors import InputError
 from ragray.types import Passage, SkippedRow
 
@@ -127,9 +127,8 @@ def load_outputs(path: str | Path, on_bad_row: str = "error", columns: Mapping[s
     """Records of ``path`` and the rows skipped (``on_bad_row="skip"``); ``columns``
     (``data.columns``) maps ragray's field names to the file's columns."""
     if is_held(str(path)):  # the Python API's rows, held in memory (ragray.data.held)
-        table = Table(Path("rows"), None, iter([Row(n, dict(r)) for n, r in enumerate(rows_of(str(path)), 1)]),
-                      tabular=False)
-        path = Path("rows")
+        table = rows_table(rows_of(str(path)))
+        path = table.path
     else:
         path = Path(path)
         if not path.is_file():

@@ -38,6 +38,7 @@ from ragray.data.tables import (
     kind,
     read_table,
     record_format,
+    rows_table,
 )
 from ragray.errors import ConfigError, InputError
 from ragray.types import Dataset, Passage, Question, SkippedRow, frozen_meta
@@ -294,8 +295,7 @@ def rows_dataset(rows: Sequence[Mapping[str, Any]], *, name: str = "rows", on_ba
     """A dataset from records held in memory (the Python API's rows), parsed and checked as a
     records file is: a bad row is reported as ``rows:N`` (its 1-based position)."""
     bad = BadRows(on_bad_row)
-    table = Table(Path("rows"), None, iter([Row(n, dict(r)) for n, r in enumerate(rows, start=1)]), tabular=False)
-    return _dataset(table, "rows", bad, None, None, columns, name)
+    return _dataset(rows_table(rows), "rows", bad, None, None, columns, name)
 
 
 def _dataset(table: Table, source: str, bad: BadRows, corpus_path: Path | None,

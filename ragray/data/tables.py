@@ -18,14 +18,14 @@ import csv
 import gzip
 import io
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ragray.errors import InputError
 
-__all__ = ["Row", "RowError", "Table", "READERS", "iter_jsonl", "read_table", "record_format",
+__all__ = ["Row", "RowError", "Table", "READERS", "iter_jsonl", "read_table", "record_format", "rows_table",
            "cell", "kind", "RECORD_SUFFIXES"]
 
 RECORD_SUFFIXES = (".jsonl.gz", ".jsonl", ".csv", ".parquet")
@@ -58,6 +58,11 @@ class Table:
     def where(self) -> str:
         """``file:line`` of the header (CSV), or the file (Parquet, JSONL), for messages."""
         return f"{self.path}:{self.header_line}" if self.header_line else str(self.path)
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    """Rows held in memory (the Python API's) as a table named ``rows``: row ``N`` is the N-th."""
+    return Table(Path("rows"), None, iter([Row(n, dict(r)) for n, r in enumerate(rows, start=1)]), tabular=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -308,6 +308,9 @@ def render_report(data: RunData) -> str:
 def write_report(run: RunDir | str | Path) -> Path | None:
     """Write ``report.html`` into the run (a :class:`~ragray.store.rundir.RunDir`, on disk or in
     memory, or a run directory's path); never fatal: a failure is logged, the results stand."""
+    if not isinstance(run, RunDir) and not Path(run).is_dir():
+        log.warning("could not write report.html: run directory not found: %s", run)
+        return None
     target = run if isinstance(run, RunDir) else RunDir(run)
     try:
         html = render_report(read_run(target.read, target.path))

@@ -19,7 +19,7 @@ from ragray.errors import InputError
 from ragray.rows.base import Row
 from ragray.store.progress import ProgressLog
 
-__all__ = ["RunDir", "default_run_dir", "prepare_run_dir"]
+__all__ = ["RunDir", "default_run_dir", "prepare_run_dir", "read_files"]
 
 
 def default_run_dir(command: str, name: str, root: str | Path = "runs") -> Path:
@@ -69,6 +69,11 @@ def _flat_for_csv(table: pa.Table) -> pa.Table:
             col = pa.array([None if v is None else ";".join(map(str, v)) for v in col.to_pylist()], pa.string())
         columns.append(col)
     return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def read_files(folder: Path) -> dict[str, bytes]:
+    """Every file of a run directory by name, sorted (its subfolders aside)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 class RunDir:
@@ -136,4 +141,4 @@ class RunDir:
         if self.path is None:
             log = self._log.text().encode("utf-8") if self._log is not None else b""
             return {**self.files, **({"progress.jsonl": log} if log else {})}
-        return {p.name: p.read_bytes() for p in sorted(self.path.iterdir()) if p.is_file()}
+        return read_files(self.path)

@@ -337,8 +337,8 @@ def test_a_generate_call_holds_the_kv_of_a_bounded_run_of_prompts(reference, mon
     gen = _gpu(reference, tokens_per_pass=100_000)
     lengths = [len(ids) for ids in gen.prompt_token_ids(prompts)]
     budget = 3 * max(lengths)
-    monkeypatch.setattr(gen.engine, "sizes", gen.engine.sizes.__class__(
-        **{**gen.engine.sizes.__dict__, "plan_tokens": budget}))
+    sizes = gen.engine.sizes.__class__(**{**gen.engine.sizes.__dict__, "plan_tokens": budget})
+    monkeypatch.setattr(gen.engine, "_read_sizes", lambda: sizes)
     run, held = gen.engine.prefill.run, []
 
     def counted(seqs, *args, hold=False):
@@ -420,23 +420,107 @@ def test_every_way_of_building_a_generator_gets_its_engine_and_prepared_model():
     assert isinstance(gpu.engine, GpuEngine) and gpu.strategy == "gpu"
 
 
+def _8b_shape():
+    from types import SimpleNamespace
+
+    text = SimpleNamespace(num_hidden_layers=32, num_key_value_heads=8, head_dim=128, hidden_size=4096,
+                           num_attention_heads=32, intermediate_size=14336)
+    return SimpleNamespace(config=SimpleNamespace(get_text_config=lambda decoder: text),
+                           dtype=SimpleNamespace(itemsize=2))  # an 8B shape in bf16
+
+
 def test_a_gpu_shared_through_ray_is_planned_at_its_share(monkeypatch):
     """An actor given half or a quarter of a GPU (fractional num_gpus) sizes its passes, held KV and
-    decoding rows from its share of the device, not from all the memory free when it loads."""
+    decoding rows from its share of the device less what it holds (its weights), not from all the
+    memory free; blocks PyTorch's allocator holds unused count as free (they are the process's)."""
     from types import SimpleNamespace
 
     from ragray.generation.transformers import strategy
 
-    text = SimpleNamespace(num_hidden_layers=32, num_key_value_heads=8, head_dim=128, hidden_size=4096,
-                           num_attention_heads=32, intermediate_size=14336)
-    model = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda decoder: text),
-                            dtype=SimpleNamespace(itemsize=2))  # an 8B shape in bf16
     gib = 1 << 30
-    cuda = SimpleNamespace(mem_get_info=lambda device: (60 * gib, 80 * gib))
+    cuda = SimpleNamespace(mem_get_info=lambda device: (60 * gib, 80 * gib),
+                           memory_allocated=lambda device: 16 * gib,  # the weights
+                           memory_reserved=lambda device: 18 * gib)  # 2 GiB cached, unused
     fake_torch = SimpleNamespace(cuda=cuda, device=lambda name: name)
+    model = _8b_shape()
     whole = strategy.gpu_sizes(model, fake_torch, "cuda")
+    monkeypatch.setattr("ragray.worker.gpu_share", lambda: 0.5)
+    half = strategy.gpu_sizes(model, fake_torch, "cuda")
     monkeypatch.setattr("ragray.worker.gpu_share", lambda: 0.25)
     quarter = strategy.gpu_sizes(model, fake_torch, "cuda")
-    assert whole.free_bytes == 60 * gib and quarter.free_bytes == 20 * gib
-    assert quarter.plan_tokens < whole.plan_tokens and quarter.decode_rows < whole.decode_rows
-    assert quarter.decode_rows == whole.decode_rows // 3
+    assert (whole.free_bytes, half.free_bytes, quarter.free_bytes) == (62 * gib, 24 * gib, 4 * gib)
+    assert quarter.plan_tokens < half.plan_tokens < whole.plan_tokens
+    assert quarter.decode_rows < half.decode_rows < whole.decode_rows
+    monkeypatch.setattr("ragray.worker.gpu_share", lambda: 0.1)  # less than its weights: the smallest sizes
+    assert strategy.gpu_sizes(model, fake_torch, "cuda").decode_rows == 1
+
+
+@pytest.mark.slow
+def test_each_call_plans_with_the_memory_free_then(reference, monkeypatch):
+    """The gpu engine re-reads the free memory at each call: less free, smaller decoding groups (the
+    same answers); more free, the sizes grow again; questions in flight stay as sized at load. A
+    generate call frees the carried KV before it reads; a scoring call reads with it held."""
+    from ragray.generation.transformers import gpu_engine, strategy
+
+    prompts = _subset_prompts()
+    want = [g.text for g in reference.generate(prompts)]
+    gib = 1 << 30
+    free, readings, engines = [8 * gib], [], []
+
+    def sizes(model, torch, device, **kw):
+        readings.append(len(engines[0].prefill._carried) if engines else None)
+        return strategy.sizes_from_free(model, free[0], **kw)
+
+    monkeypatch.setattr(gpu_engine, "gpu_sizes", sizes)
+    gen = _gpu(reference, static_decode=False, draft_tokens=0)
+    engine, in_flight = gen.engine, gen.engine.questions_in_flight
+    engines.append(engine)
+    planned = engine.batch_size
+    assert planned >= len(prompts) and engine.prefill.tokens_per_pass > 4096
+    decode, groups = engine.decoder.one_token, []
+
+    def counted(cache, mask, lengths, *args):
+        groups.append(len(lengths))
+        return decode(cache, mask, lengths, *args)
+
+    monkeypatch.setattr(engine.decoder, "one_token", counted)
+    free[0] = gib // 2  # another process took the memory
+    assert [g.text for g in gen.generate(prompts)] == want
+    assert engine.batch_size < planned and max(groups) == engine.batch_size < len(prompts)
+    assert engine.prefill.tokens_per_pass < 4096 and engine.questions_in_flight == in_flight
+    free[0], groups[:] = 8 * gib, []
+    assert [g.text for g in gen.generate(prompts)] == want
+    assert engine.batch_size == planned and groups == [len(prompts)]
+    gen.logprobs(prompts, [want[0]] * len(prompts))
+    assert readings[-2] == 0 and readings[-1] > 0  # generate: carried KV freed; scoring: held
+
+
+@pytest.mark.slow
+def test_cuda_graphs_come_back_after_a_failed_capture(reference, monkeypatch):
+    """A failed CUDA graph capture decodes eagerly (the same answers) and is tried again after 1, 2,
+    4, ... decode runs, not given up for good; a capture that works resets the wait."""
+    prompts = _subset_prompts()[:2]
+    want = [g.text for g in reference.generate(prompts)]
+    gen = _gpu(reference, static_decode=True)
+    static = gen.engine.static
+    static.graphs = True  # as on CUDA; the capture itself is simulated below
+    failing = [True]
+
+    def capture(step):
+        if failing[0]:
+            raise RuntimeError("CUDA out of memory during capture (simulated)")
+        return step  # a replay that runs the step: the same numbers
+
+    monkeypatch.setattr(static, "_capture", capture)
+    tries = []
+    for run in range(10):
+        before = static.captures
+        assert [g.text for g in gen.generate(prompts)] == want
+        tries += [run] * (static.captures - before)
+    assert tries == [0, 2, 5]  # waits of 1, 2, then 4 runs
+    failing[0] = False  # the wait of 4 ran out at run 9: run 10 tries, and it works
+    assert [g.text for g in gen.generate(prompts)] == want
+    assert static.captures == 4 and static._backoff == 1
+    for _ in range(3):
+        assert [g.text for g in gen.generate(prompts)] == want
+    assert static.captures == 7  # every run captures again

@@ -85,6 +85,17 @@ class BatchedPrefill:
         # scoring prompts are those prompts plus an answer, and the ablations share their prefixes)
         self._carried: list[tuple[list[int], tuple[Piece, ...]]] = []
 
+    def plan(self, *, tokens_per_pass: int, plan_tokens: int) -> None:
+        """New sizes (read from the memory free at a call's start). A pass size an out-of-memory
+        pass shrank stays at most what it shrank to; clean calls double it back up to the new plan."""
+        shrunk = self.tokens_per_pass < self.planned_tokens_per_pass
+        self.planned_tokens_per_pass, self.plan_tokens = tokens_per_pass, plan_tokens
+        self.tokens_per_pass = min(self.tokens_per_pass, tokens_per_pass) if shrunk else tokens_per_pass
+
+    def drop_carried(self) -> None:
+        """Free the KV carried from the last generate call (a new generate call replaces it)."""
+        self._carried = []
+
     def release(self) -> None:
         """Drop the model and the KV carried between calls (the generator is closing)."""
         self.model = None
@@ -98,7 +109,7 @@ class BatchedPrefill:
         held: dict[int, tuple[Piece, ...]] = {}
         self._halved = False
         if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
-            self._carried = []
+            self.drop_carried()
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
         for waves in keyed_waves(seqs, caps, self.plan_tokens):
             steps = rewave(self._reuse_carried([s for wave in waves for s in wave], seqs, caps))

@@ -1,6 +1,7 @@
 """The GPU engine: waves in padded passes (:mod:`~ragray.generation.transformers.batched`), every prompt
 of a call decoded in one batch at fixed shapes (:mod:`~ragray.generation.transformers.static_decode`,
-CUDA graphs), sizes from free device memory unless set (:mod:`~ragray.generation.transformers.strategy`).
+CUDA graphs), sizes from the device memory free at each call unless set
+(:mod:`~ragray.generation.transformers.strategy`).
 
 Scoring sums each answer's log-probability on the device and reads every pass's sums in one host
 wait at the end of the call; the KV of a generate call is carried into the calls that score it.
@@ -9,6 +10,7 @@ wait at the end of the call; the KV of a generate call is carried into the calls
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from ragray.config import GenerationConfig
@@ -18,7 +20,7 @@ from ragray.generation.transformers.engine import Decoded, Engine, ScoreJob, Sto
 from ragray.generation.transformers.kv import Piece
 from ragray.generation.transformers.plan import keyed_runs
 from ragray.generation.transformers.static_decode import StaticDecoder
-from ragray.generation.transformers.strategy import gpu_sizes
+from ragray.generation.transformers.strategy import GpuSizes, gpu_sizes
 from ragray.progress import calls_done
 
 __all__ = ["GpuEngine"]
@@ -32,9 +34,7 @@ class GpuEngine(Engine):
         if device.startswith("cuda"):  # decoding steps read the KV once
             use_ragray_attention(model)
         super().__init__(model, torch, device, config, eos, counts)
-        explicit = self.config.transformers.model_fields_set
-        self.sizes = gpu_sizes(model, self.torch, device, tokens_per_pass=self.config.transformers.tokens_per_pass,
-                               batch_size=self.config.transformers.batch_size if "batch_size" in explicit else None)
+        self.sizes = self._read_sizes()
         self.batch_size = self.sizes.decode_rows  # halved by an out-of-memory decode, doubled back after
         self._decode_shrank = False
         self._out_of_memory = getattr(self.torch, "OutOfMemoryError", None) or self.torch.cuda.OutOfMemoryError
@@ -49,6 +49,24 @@ class GpuEngine(Engine):
             plan_tokens=self.sizes.plan_tokens, counts=self.counts,
             pad_id=pad_id if isinstance(pad_id, int) else min(self.eos, default=0))
 
+    def _read_sizes(self) -> GpuSizes:
+        """Sizes from the memory free on the device now; the sizes the settings name are kept."""
+        settings = self.config.transformers
+        return gpu_sizes(self.model, self.torch, self.device, tokens_per_pass=settings.tokens_per_pass,
+                         batch_size=settings.batch_size if "batch_size" in settings.model_fields_set else None)
+
+    def _plan_call(self) -> None:
+        """Re-read the sizes at the start of each call: one budget, the memory free now, that the
+        weights, the KV carried from the last generate call, a plan's held KV, a pass and the decoding
+        rows all count against (what this process holds is not free). A size an out-of-memory error
+        shrank stays at most what it shrank to; clean calls double it back up to the new plan.
+        Questions in flight stay as sized when the model opened (the pipeline keeps them)."""
+        sizes = self._read_sizes()
+        shrunk = self.batch_size < self.sizes.decode_rows
+        self.sizes = replace(sizes, questions_in_flight=self.questions_in_flight)
+        self.batch_size = min(self.batch_size, sizes.decode_rows) if shrunk else sizes.decode_rows
+        self.prefill.plan(tokens_per_pass=sizes.tokens_per_pass, plan_tokens=sizes.plan_tokens)
+
     def settings(self) -> dict[str, Any]:
         # the pass size now (an out-of-memory retry shrinks it, clean calls grow it back)
         return {**super().settings(), "tokens_per_pass": self.prefill.tokens_per_pass,
@@ -61,6 +79,8 @@ class GpuEngine(Engine):
         (neighbours in the prefix trie together), each run prefilled and decoded before the next."""
         out: dict[int, Decoded] = {}
         self._decode_shrank = False
+        self.prefill.drop_carried()  # this call's KV replaces it: not counted against the new plan
+        self._plan_call()
         for run in keyed_runs(seqs, self.sizes.plan_tokens):
             self._generate_run({i: seqs[i] for i in run}, budgets, out)
         if not self._decode_shrank and self.batch_size < self.sizes.decode_rows:  # memory came back
@@ -111,6 +131,7 @@ class GpuEngine(Engine):
 
     def score_rows(self, job: ScoreJob, store: Store) -> None:
         torch = self.torch
+        self._plan_call()
 
         def consume(indices: list[int], logits: Any, keeps: list[int]) -> None:
             calls_done(len(indices))
@@ -126,6 +147,7 @@ class GpuEngine(Engine):
         host wait (the host prepares the next pass while the device runs this one), read in one
         host wait at the end of the call."""
         torch = self.torch
+        self._plan_call()
         pending: list[tuple[list[int], Any]] = []
 
         def consume(indices: list[int], logits: Any, keeps: list[int]) -> None:

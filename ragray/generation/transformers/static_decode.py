@@ -14,7 +14,7 @@ graph (``torch.compile(mode="reduce-overhead")`` or CUDA graphs). Here:
   the shapes, and a decoding step costs the same for 1 or 32 rows;
 - on CUDA the step is captured once per batch as a CUDA graph (after two warm-up steps on a side
   stream, as PyTorch documents) and replayed; if capture fails the steps run eagerly (same
-  numbers) and the generator stops trying. Elsewhere the steps run eagerly: the CPU tests check
+  numbers) and the next tries wait 1, 2, 4, ... decode runs (graphs come back once capture works). Elsewhere the steps run eagerly: the CPU tests check
   the fixed-shape arithmetic against the reference decoder.
 
 Greedy, or sampled with each prompt's seeded generator (the same picks as
@@ -66,6 +66,21 @@ class StaticDecoder:
     def __init__(self, decoder: BatchDecoder, *, graphs: bool) -> None:
         self.decoder = decoder
         self.graphs = graphs and decoder.device.startswith("cuda")
+        # after a failed capture, decode runs left to go eagerly before the next try, and how many
+        # the next failure waits (doubles each failure in a row: a capture that keeps failing costs
+        # a few tries in a long run, one that failed for lack of memory comes back once it is free)
+        self._skip, self._backoff = 0, 1
+        #: capture tries
+        self.captures = 0
+
+    def _capture_now(self) -> bool:
+        """Whether this decode run tries CUDA graphs (counts down the wait after a failure)."""
+        if not self.graphs:
+            return False
+        if self._skip:
+            self._skip -= 1
+            return False
+        return True
 
     def run(self, rows: list[list[Piece]], lengths: list[int], first: Any, budgets: list[int],
             generators: list[Any]) -> list[list[int]]:
@@ -98,6 +113,7 @@ class StaticDecoder:
         outputs: list[list[int]] = [[] for _ in rows]
         live = list(range(batch))
         logits, replay = first, None
+        capture = self._capture_now()
         for n in range(room):
             picked = d.pick(logits, list(range(batch)), generators)
             for b in live:
@@ -111,29 +127,39 @@ class StaticDecoder:
             if n:
                 positions.add_(1)
             d.stats["passes"] += 1
-            if replay is None and self.graphs:
-                replay = self._capture(step)
+            if replay is None and capture:
+                capture = False  # one try per run
+                replay = self._try_capture(step)
             logits = replay() if replay is not None else step()
         return outputs
 
-    def _capture(self, step: Any) -> Any:
-        """``step`` captured as a CUDA graph (after warm-up on a side stream); ``None`` (and no more
-        tries) when capture fails. Warm-up steps write the step's own column: the replay rewrites it."""
-        torch = self.decoder.torch
+    def _try_capture(self, step: Any) -> Any:
+        """``step`` captured as a CUDA graph (:meth:`_capture`), or ``None`` when capture fails: this
+        run goes eagerly (same numbers) and the next tries wait 1, 2, 4, ... decode runs."""
+        self.captures += 1
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    step()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = step()
+            replay = self._capture(step)
         except Exception as exc:  # noqa: BLE001 - any capture failure: run eagerly, same numbers
-            log.warning("CUDA graph capture of the decoding step failed (%s): decoding eagerly", exc)
-            self.graphs = False
+            log.warning("CUDA graph capture of the decoding step failed (%s): decoding eagerly, trying "
+                        "again after %d decode run(s)", exc, self._backoff)
+            self._skip, self._backoff = self._backoff, 2 * self._backoff
             return None
+        self._backoff = 1
+        return replay
+
+    def _capture(self, step: Any) -> Any:
+        """``step`` captured as a CUDA graph after warm-up on a side stream; its replay. Warm-up steps
+        write the step's own column: the replay rewrites it."""
+        torch = self.decoder.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = step()
 
         def replay() -> Any:
             graph.replay()

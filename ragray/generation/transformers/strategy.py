@@ -11,8 +11,10 @@ Two strategies share the backend's planning (the prefix trie of a call's prompts
   and many questions in flight so their calls merge into one engine call — the shape a GPU wants.
 
 ``generation.transformers.strategy: auto`` picks ``gpu`` on CUDA and ``cpu`` elsewhere. The sizes
-of the ``gpu`` strategy come from the device's free memory when the model opens (:func:`gpu_sizes`);
-the settings that name a size win over them.
+of the ``gpu`` strategy come from the memory free on the device at each engine call
+(:func:`gpu_sizes`): one budget that the weights, the KV carried between calls, the KV a plan holds,
+a pass and the decoding rows all count against (what this process has allocated is not free); the
+settings that name a size win over them. Questions in flight are sized once, when the model opens.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GPU_PLANNED_IN_FLIGHT", "STRATEGIES", "GpuSizes", "gpu_sizes", "kv_bytes_per_token", "resolve_strategy"]
+__all__ = ["GPU_PLANNED_IN_FLIGHT", "STRATEGIES", "GpuSizes", "gpu_sizes", "kv_bytes_per_token", "resolve_strategy",
+           "sizes_from_free"]
 
 STRATEGIES = ("auto", "cpu", "gpu")
 
@@ -71,14 +74,19 @@ def _activation_bytes_per_token(model: Any) -> int:
 
 
 def _free_bytes(torch: Any, device: str) -> int | None:
-    """The device memory this process may plan with: what is free now, and on a GPU shared through
-    Ray (a fractional ``num_gpus``) no more than its share of the whole device."""
+    """The device memory this process may plan with now: what the device has free plus the blocks
+    PyTorch's allocator holds unused (they are this process's to reuse, yet the device counts them as
+    taken), and on a GPU shared through Ray (a fractional ``num_gpus``) no more than its share of the
+    whole device less what this process has allocated (weights, KV carried between calls)."""
     if device.startswith("cuda"):
-        free, total = torch.cuda.mem_get_info(torch.device(device))
+        dev = torch.device(device)
+        free, total = torch.cuda.mem_get_info(dev)
+        allocated = torch.cuda.memory_allocated(dev)
+        free += max(0, torch.cuda.memory_reserved(dev) - allocated)
         from ragray.worker import gpu_share
 
         share = gpu_share()
-        return int(min(free, share * total) if share else free)
+        return int(max(0, min(free, share * total - allocated)) if share else free)
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
@@ -91,15 +99,21 @@ def _clamp(value: float, low: int, high: int) -> int:
 
 def gpu_sizes(model: Any, torch: Any, device: str, *, tokens_per_pass: int | None = None,
               batch_size: int | None = None) -> GpuSizes:
-    """Sizes from the device's free memory now (the model loaded); given values are kept.
+    """Sizes from the memory free on the device now (the model loaded); given values are kept.
 
     On CPU (the strategy run there for tests) the sizes are small fixed ones: RAM is not what
     limits a CPU, its cores are."""
     free = _free_bytes(torch, device)
-    kv = kv_bytes_per_token(model)
-    if not device.startswith("cuda") or not free:
+    if not device.startswith("cuda") or free is None:
         per_pass = tokens_per_pass or 4096
         return GpuSizes(per_pass, 8 * per_pass, batch_size or 64, 8, free)
+    return sizes_from_free(model, free, tokens_per_pass=tokens_per_pass, batch_size=batch_size)
+
+
+def sizes_from_free(model: Any, free: int, *, tokens_per_pass: int | None = None,
+                    batch_size: int | None = None) -> GpuSizes:
+    """The gpu strategy's sizes for ``free`` bytes of device memory; given values are kept."""
+    kv = kv_bytes_per_token(model)
     per_prompt = kv * _PLANNED_PROMPT_TOKENS
     return GpuSizes(
         tokens_per_pass=tokens_per_pass or _clamp(_PASS_SHARE * free / _activation_bytes_per_token(model), 1024, 32768),

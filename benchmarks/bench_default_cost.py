@@ -35,7 +35,7 @@ def timed_run(tree: Path, work: Path, limit: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "RAGRAY_CACHE": str(work / "cache"), "XDG_CACHE_HOME": str(work / "xdg")}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.cli import main; sys.exit(main())",
+    proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.adapters.cli import main; sys.exit(main())",
                            "run", "--limit", str(limit), "--out", str(work / "run"), "--no-progress"],
                           cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start

@@ -54,9 +54,9 @@ def _stats(latencies: list[float], codes: list[int], wall: float, answers: list[
 
 def _naive(config: ExperimentConfig, questions: list[str]) -> tuple[dict[str, Any], list[str]]:
     from ragray.generation import build_generator
-    from ragray.serving import schemas as s
-    from ragray.serving.components import CorpusSearch, RerankStep
-    from ragray.serving.service import RagService
+    from ragray.adapters.serving import schemas as s
+    from ragray.adapters.serving.components import CorpusSearch, RerankStep
+    from ragray.adapters.serving.service import RagService
 
     gen = build_generator(config.generation)
     service = RagService(config, CorpusSearch(config), RerankStep(config), gen)
@@ -75,7 +75,7 @@ def _naive(config: ExperimentConfig, questions: list[str]) -> tuple[dict[str, An
 def _burst(config: ExperimentConfig, questions: list[str], concurrency: int, reference: list[str]) -> dict[str, Any]:
     import httpx
 
-    from ragray.serving.app import start_server
+    from ragray.adapters.serving.app import start_server
 
     start_server(config, blocking=False)
     client = httpx.Client(base_url=f"http://127.0.0.1:{config.serve.port}", timeout=600)

@@ -97,7 +97,7 @@ def run_one(cluster: Any, work: Path, name: str, data: Path, corpus: Path, asha:
 
 def per_question_scores(out: Path) -> dict[str, dict[str, float]]:
     """label -> question id -> the leaderboard's per-question composite, for finished trials."""
-    from ragray.sweep.score import composite
+    from ragray.adapters.sweep.score import composite
 
     weights = json.loads((out / "sweep.json").read_text())["scoring"]["weights"]
     labels = {t["id"]: t["label"] for t in json.loads((out / "sweep.json").read_text())["trials"]}

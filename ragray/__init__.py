@@ -5,7 +5,7 @@ The top level is the notebook API: :func:`ragray.attribute` (one question), :fun
 :func:`ragray.run_retriever` (a LangChain or LlamaIndex retriever), :func:`ragray.load_run`,
 :func:`ragray.clear_models`, and the config (see :mod:`ragray.api`). Underneath, import from the
 layers' own modules: the pipeline (:mod:`ragray.pipeline`), its typed rows (:mod:`ragray.rows`),
-the sweep (:mod:`ragray.sweep.runner`), simulation (:mod:`ragray.simulate`). Names are imported on
+the sweep (:mod:`ragray.adapters.sweep.runner`), simulation (:mod:`ragray.simulate`). Names are imported on
 first use, so ``import ragray`` does no work.
 """
 
@@ -15,6 +15,10 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
+
+from ragray._moved import install as _install_moved  # noqa: E402 - the adapters' old import paths
+
+_install_moved()
 
 #: the notebook API (public name -> the module that defines it)
 _EXPORTS = {
@@ -40,7 +44,7 @@ _DEPRECATED = {
     "run_audit": "ragray.pipeline",
     "run_score": "ragray.pipeline",
     "run_retrieve": "ragray.pipeline",
-    "run_sweep": "ragray.sweep.runner",
+    "run_sweep": "ragray.adapters.sweep.runner",
     "RunResult": "ragray.pipeline",
     "AuditRun": "ragray.pipeline",
     "InfluenceRecord": "ragray.rows.influence",

@@ -104,7 +104,7 @@ def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:
             print(f"  {name}: kept from an earlier call", flush=True)
             continue
         print(f"  ragray {' '.join(args)}", flush=True)
-        proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.cli import main; sys.exit(main())",
+        proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.adapters.cli import main; sys.exit(main())",
                                *args], cwd=tree, env=env, capture_output=True, text=True)
         if proc.returncode not in ((0, 1) if name == "audit" else (0,)):  # audit exits 1 when a query FAILs
             raise SystemExit(f"{name} failed in {tree} (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

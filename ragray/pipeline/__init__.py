@@ -1,8 +1,8 @@
 """The pipeline: what every ragray command does, whoever calls it.
 
-The CLI (``ragray.cli``), the Serve API (``ragray.serving``: ad-hoc questions and ``POST /runs``),
-Tune trials (``ragray.sweep.trial``), simulation mode (``ragray.simulate``) and Ray Data actors
-(``ragray.execution.ray_data``) call these and add no logic of their own::
+The CLI (``ragray.adapters.cli``), the Serve API (``ragray.adapters.serving``: ad-hoc questions and ``POST /runs``),
+Tune trials (``ragray.adapters.sweep.trial``), simulation mode (``ragray.simulate``) and Ray Data actors
+(``ragray.adapters.execution.ray_data``) call these and add no logic of their own::
 
     run_influence / run_interpret            (influence.py, interpret.py)
       └ QuestionCommand.__call__             executors.py: the whole resumable command

@@ -65,8 +65,8 @@ class Executor(ABC):
         """One record per pending question, each at most once."""
 
 
-#: ``ray`` lives with its adapter (:mod:`ragray.execution.ray_data`), imported when first asked for
-EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": "ragray.execution.ray_data"})
+#: ``ray`` lives with its adapter (:mod:`ragray.adapters.execution.ray_data`), imported when first asked for
+EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": "ragray.adapters.execution.ray_data"})
 
 
 @EXECUTORS.register("local")

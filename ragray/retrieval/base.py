@@ -48,7 +48,7 @@ class Retriever(Component):
     #: order), so it cannot search a served corpus
     ranks_corpus: ClassVar[bool] = True
     #: True for a retriever that loads a model (a dense encoder): on a GPU cluster its Serve replica
-    #: asks for a share of a GPU (:mod:`ragray.execution.placement`)
+    #: asks for a share of a GPU (:mod:`ragray.adapters.execution.placement`)
     holds_model: ClassVar[bool] = False
 
     @abstractmethod

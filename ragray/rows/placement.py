@@ -1,6 +1,6 @@
 """The ``placement`` block of a summary: where each model holder ran (a Ray Data actor, a Tune trial,
 a Serve replica), one row per holder, and the lines the console prints for it. Pure data shaping
-over the ``worker`` entries records carry (:mod:`ragray.execution.placement` makes them)."""
+over the ``worker`` entries records carry (:mod:`ragray.adapters.execution.placement` makes them)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.pipeline import run_influence
 from ragray.config import load_config
 from ragray.errors import BackendError, InputError

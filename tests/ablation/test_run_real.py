@@ -50,7 +50,7 @@ def test_hotpotqa_three_questions_smollm2(shared_data, tmp_path):
 
 def _ragray(*args, cwd):
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "ragray.cli", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", "ragray.adapters.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 

@@ -92,7 +92,7 @@ def _untimed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_a_run_on_a_dataframe_equals_the_cli_on_the_same_rows(in_empty_folder):
-    from ragray.cli import main
+    from ragray.adapters.cli import main
 
     api = ragray.run(pd.DataFrame(FILE_ROWS), backend="scripted", progress=False)
     path = in_empty_folder / "rows.jsonl"
@@ -221,8 +221,8 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
     """One code path: `ragray run`/`interpret`/`audit` and a run started over HTTP call ragray.run /
     interpret / audit_retrieval (the notebook's functions), not the pipeline beside them."""
     from ragray import api
-    from ragray.cli import main
-    from ragray.serving.runs import RunManager
+    from ragray.adapters.cli import main
+    from ragray.adapters.serving.runs import RunManager
 
     called = []
     for name in ("run", "interpret", "audit_retrieval"):
@@ -248,7 +248,7 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
                                 f"history.url=sqlite:///{in_empty_folder / 'h.sqlite'}"])
     manager = RunManager.__new__(RunManager)  # its presets and Serve app are not what is tested here
     manager.history = SimpleNamespace(finish_run=lambda *a, **k: None)
-    monkeypatch.setattr("ragray.serving.runs.recording", lambda *a: __import__("contextlib").nullcontext())
+    monkeypatch.setattr("ragray.adapters.serving.runs.recording", lambda *a: __import__("contextlib").nullcontext())
     called.clear()
     manager._work("r1", "run", config, in_empty_folder / "http", ScriptedGenerator())
     manager._work("r2", "interpret", config, in_empty_folder / "http2", ScriptedGenerator())
@@ -273,7 +273,7 @@ def test_the_cli_runs_with_only_what_ragray_generate_installs(tmp_path):
         "        if name.split('.')[0] in HIDDEN:\n"
         "            raise ImportError(f'{name} is not installed here')\n"
         "sys.meta_path.insert(0, NotInstalled())\n"
-        "from ragray.cli import main\n"
+        "from ragray.adapters.cli import main\n"
         f"code = main(['run', '--limit', '2', '--backend', 'scripted', '--out', {str(tmp_path / 'out')!r}, '--no-progress'])\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in HIDDEN], 'a hidden package was imported'\n"
         "sys.exit(code)\n"

@@ -4,7 +4,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.pipeline import run_audit
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator

@@ -31,7 +31,7 @@ def test_no_progress_silences_bars_for_its_own_command_only(monkeypatch):
     command of the same process (a notebook, a test) has its bars again."""
     import os
 
-    from ragray import cli
+    from ragray.adapters import cli
 
     seen = []
     monkeypatch.setitem(cli.COMMANDS, "run", lambda args: seen.append(os.environ.get("TQDM_DISABLE")) or 0)

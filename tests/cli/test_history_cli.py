@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.config import load_config
 from ragray.store.history import History
 
@@ -183,7 +183,7 @@ def test_console_script_uses_the_default_database_in_the_data_folder(tmp_path):
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     env = {**os.environ, "RAGRAY_HOME": str(home)}
-    result = subprocess.run([sys.executable, "-m", "ragray.cli", "runs", "list"], cwd=work, env=env,
+    result = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "runs", "list"], cwd=work, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"no runs recorded in sqlite:///{home / 'history.sqlite'}\n"

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.generation.engine_counts import ENGINE_COUNTS
-from ragray.cli import resume_command
+from ragray.adapters.cli import resume_command
 
 # the packaged SmolLM2 on the demo set, 3 passages per question: a few seconds per question
 # the call cache off: the reference run would otherwise answer the interrupted run's calls at once
@@ -36,7 +36,7 @@ def _default_sigint() -> None:
 
 
 def _ragray(argv: list[str], cwd: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ragray.cli", *argv], cwd=cwd, env=_env(),
+    return subprocess.Popen([sys.executable, "-m", "ragray.adapters.cli", *argv], cwd=cwd, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_sigint, **kw)
 

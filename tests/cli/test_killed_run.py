@@ -13,17 +13,17 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 import ragray
-from ragray.cli import main
-from ragray.dashboard.app import make_dashboard
-from ragray.serving.schemas import RunStatus
+from ragray.adapters.cli import main
+from ragray.adapters.dashboard.app import make_dashboard
+from ragray.adapters.serving.schemas import RunStatus
 from ragray.store.history import History
 
-# `ragray run` itself (ragray.cli.main in a process of its own), with the scripted generator held
+# `ragray run` itself (ragray.adapters.cli.main in a process of its own), with the scripted generator held
 # at its first call, so the run is surely under way when it is killed
 HELD_RUN = ("import sys, time\n"
             "from ragray.generation.scripted import ScriptedGenerator\n"
             "ScriptedGenerator.generate = lambda self, prompts: time.sleep(600)\n"
-            "from ragray.cli import main\n"
+            "from ragray.adapters.cli import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
 
 

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 import ragray
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.generation.transformers.backend import TransformersGenerator
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]

@@ -10,7 +10,7 @@ from typing import get_args
 import pytest
 
 from ragray import config as cfg
-from ragray.cli import _flag_values, build_parser, main
+from ragray.adapters.cli import _flag_values, build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 #: phrases that belong to the project's bookkeeping, not to a user's help page (--seed, the RNG

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,7 +117,7 @@ def test_readme_first_command_runs(tmp_path):
     # the command as written, on the first 4 of the 36 demo questions (the full demo run takes
     # several minutes on 2 cores; CI time is better spent on the real-data tests)
     proc = subprocess.run(
-        [sys.executable, "-m", "ragray.cli", *args, "--limit", "4", "--no-progress"],
+        [sys.executable, "-m", "ragray.adapters.cli", *args, "--limit", "4", "--no-progress"],
         cwd=tmp_path, capture_output=True, text=True, timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr

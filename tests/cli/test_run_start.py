@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from ragray.cli import build_parser
+from ragray.adapters.cli import build_parser
 from ragray.errors import InputError
 from ragray.store.history import History
 from tests.cli.test_history_cli import run

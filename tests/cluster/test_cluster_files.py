@@ -31,7 +31,7 @@ from packaging.requirements import Requirement  # noqa: E402
 from packaging.specifiers import SpecifierSet  # noqa: E402
 from ray.runtime_env import RuntimeEnv  # noqa: E402
 
-from ragray import cli  # noqa: E402
+from ragray.adapters import cli  # noqa: E402
 from ragray.config import ExperimentConfig, load_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,7 +193,7 @@ def test_runtime_env_excludes_leave_out_large_dirs(runtime_env, tmp_path):
     """On a made-up checkout, with Ray's default excludes and .gitignore switched off (users can
     do both), only the runtime env's own excludes stand between a job and a huge upload."""
     tree = tmp_path / "repo"
-    keep = ["ragray/cli.py", "configs/default.yaml", "pyproject.toml", "benchmarks/bench_retrieval.py",
+    keep = ["ragray/adapters/cli.py", "configs/default.yaml", "pyproject.toml", "benchmarks/bench_retrieval.py",
             "data/pdfs/a.pdf", "tests/fixtures/nq_rows.jsonl"]
     drop = [".git/objects/ab/cdef", "runs/run-default-1/calls.parquet", "benchmarks/results/r.json",
             "ragray/__pycache__/cli.cpython-311.pyc", "ragray.egg-info/PKG-INFO", ".pytest_cache/v/x",
@@ -210,7 +210,7 @@ def test_this_checkout_uploads_small(runtime_env, tmp_path):
 
     excludes = ray_constants.get_runtime_env_default_excludes() + runtime_env["excludes"]
     names = packaged(REPO, excludes, tmp_path, gitignore=True)
-    assert {"ragray/cli.py", "configs/default.yaml", "cluster/runtime_env.yaml"} <= names
+    assert {"ragray/adapters/cli.py", "configs/default.yaml", "cluster/runtime_env.yaml"} <= names
     leaked = sorted(n for n in names if any(n.startswith(d + "/") for d in LARGE_DIRS))
     assert not leaked, f"uploaded: {leaked[:5]}"
     size = sum((REPO / n).stat().st_size for n in names if (REPO / n).is_file())

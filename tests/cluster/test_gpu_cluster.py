@@ -45,7 +45,7 @@ def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_c
     cluster, head = gpu_cluster
     out = tmp_path / "run"
     env = {**cluster.env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "ragray.cli", "run", "--no-progress", "--limit", "2", "--executor",
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", "--no-progress", "--limit", "2", "--executor",
                            "ray", "--address", cluster.gcs, "--out", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=800, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

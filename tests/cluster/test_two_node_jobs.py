@@ -6,7 +6,7 @@ And issue 27's reproduction: a worker node started *without* its own --temp-dir 
 session folder; the first time it sets up a job's working_dir package it deletes and re-creates
 the directory the job's driver runs in. A driver that then loads torch (oneMKL aborts without a
 working directory) or opens a relative path used to die; ragray's entry points keep it alive
-(:mod:`ragray.execution.ray_runtime`).
+(:mod:`ragray.adapters.execution.ray_runtime`).
 
 The scripted-generator job tests (``test_job_submit.py``) stay as the fast variant.
 """

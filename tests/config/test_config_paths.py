@@ -9,7 +9,7 @@ import pytest
 
 from ragray.config import load_config
 from ragray.config_paths import resolve_dotted, resolve_file_paths
-from ragray.sweep.spec import load_spec
+from ragray.adapters.sweep.spec import load_spec
 
 
 @pytest.fixture()
@@ -131,7 +131,7 @@ def test_sweep_paths_resolve_against_the_spec_the_base_and_the_cwd(layout):
 def test_cli_anchors_path_arguments_but_not_dataset_names(layout, monkeypatch):
     import argparse
 
-    from ragray import cli
+    from ragray.adapters import cli
 
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     args = argparse.Namespace(dataset="squad", corpus="../proj/data/qa.corpus.jsonl", config=None)

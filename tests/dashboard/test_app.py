@@ -7,11 +7,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragray.config import load_config
-from ragray.dashboard.app import make_dashboard
-from ragray.dashboard.upload import parse_passages_csv
+from ragray.adapters.dashboard.app import make_dashboard
+from ragray.adapters.dashboard.upload import parse_passages_csv
 from ragray.errors import InputError
 from ragray.simulate import simulate
-from ragray.sweep.leaderboard import write_leaderboard
+from ragray.adapters.sweep.leaderboard import write_leaderboard
 
 
 @pytest.fixture()
@@ -110,7 +110,7 @@ def test_uploads_that_are_not_text_are_refused(runs):
 
 
 def test_cli_refuses_a_missing_runs_folder(tmp_path, capsys):
-    from ragray.cli import main
+    from ragray.adapters.cli import main
 
     assert main(["dashboard", str(tmp_path / "nope")]) == 2
     assert "RUNS_DIR: no such folder" in capsys.readouterr().err
@@ -128,7 +128,7 @@ def test_cli_serves_the_dashboard(runs):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "ragray.cli", "dashboard", str(runs), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "ragray.adapters.cli", "dashboard", str(runs), "--port", str(port),
                              "--history", f"sqlite:///{runs / 'h.sqlite'}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

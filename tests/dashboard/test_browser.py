@@ -29,7 +29,7 @@ if not Path(CHROMIUM).exists():
     pytest.skip("Debian's chromium is not installed (apt-get install chromium)", allow_module_level=True)
 
 from ragray.config import load_config  # noqa: E402
-from ragray.dashboard.app import make_dashboard  # noqa: E402
+from ragray.adapters.dashboard.app import make_dashboard  # noqa: E402
 from ragray.simulate import simulate  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -281,7 +281,7 @@ def test_the_shared_folder_serves_as_the_override(shared_data, monkeypatch):
 
 @pytest.mark.realdata
 def test_the_squad_sweep_loads_its_data_from_any_folder(shared_data, tmp_path, monkeypatch):
-    from ragray.sweep.spec import load_spec
+    from ragray.adapters.sweep.spec import load_spec
 
     monkeypatch.setenv(named.DATA_DIR_ENV, str(shared_data))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

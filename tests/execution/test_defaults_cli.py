@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_run_executor_ray_at_pure_defaults(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([sys.executable, "-m", "ragray.cli", "run", "--executor", "ray", "--limit", "1",
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", "--executor", "ray", "--limit", "1",
                            "--no-progress", "--out", str(tmp_path / "run")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=850, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -86,7 +86,7 @@ retrieval:
 
 @pytest.mark.timeout(600)
 def test_a_sweep_runs_one_trial_per_gpu_at_once_and_records_each_trials_gpu(two_gpus, dataset, tmp_path):
-    from ragray.sweep.runner import run_sweep
+    from ragray.adapters.sweep.runner import run_sweep
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(data=dataset))
@@ -110,7 +110,7 @@ def test_a_sweep_runs_one_trial_per_gpu_at_once_and_records_each_trials_gpu(two_
 def test_serve_generator_replicas_each_hold_one_gpu(two_gpus, tmp_path):
     from ray import serve
 
-    from ragray.serving.app import app_from_config
+    from ragray.adapters.serving.app import app_from_config
 
     cfg = load_config(None, ["generation.backend=scripted", "metrics.embedding=false", "serve.generator.num_replicas=2",
                              f"serve.runs_dir={tmp_path / 'runs'}"])

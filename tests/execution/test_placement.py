@@ -6,8 +6,8 @@ import types
 import pytest
 
 from ragray.encoders import resolve_device
-from ragray.execution import placement as pl
-from ragray.execution.placement import ClusterView, NodeView, holder_resources, serve_gpus
+from ragray.adapters.execution import placement as pl
+from ragray.adapters.execution.placement import ClusterView, NodeView, holder_resources, serve_gpus
 
 
 def view(*nodes, dead=()):

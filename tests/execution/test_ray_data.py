@@ -158,7 +158,7 @@ def test_ray_actors_heal_a_damaged_call_cache(ray_session, dataset, tmp_path):
 
 def test_a_worker_keeps_to_the_cpus_ray_reserved_for_it(ray_session):
     """Whole reserved CPUs are a worker's threads; a fraction, a driver or no reservation is none."""
-    from ragray.execution.ray_runtime import reserved_cpus
+    from ragray.adapters.execution.ray_runtime import reserved_cpus
 
     @ray.remote
     def reserved():

@@ -1,4 +1,4 @@
-"""The working-directory guard and the order of :func:`ragray.execution.ray_runtime.connect`
+"""The working-directory guard and the order of :func:`ragray.adapters.execution.ray_runtime.connect`
 (issue 27: a job driver's directory deleted and unpacked again under it); the real thing runs in
 ``tests/cluster/test_two_node_jobs.py``."""
 
@@ -12,8 +12,8 @@ import types
 
 import pytest
 
-from ragray.execution import ray_runtime
-from ragray.execution.ray_runtime import WorkingDirectoryGuard
+from ragray.adapters.execution import ray_runtime
+from ragray.adapters.execution.ray_runtime import WorkingDirectoryGuard
 
 
 @pytest.fixture()
@@ -81,7 +81,7 @@ def test_native_libraries_load_when_torch_is_installed():
 
 
 def test_the_cli_anchors_path_arguments_before_it_joins_a_cluster(monkeypatch, inside):
-    from ragray.cli import _anchor_path_args, build_parser
+    from ragray.adapters.cli import _anchor_path_args, build_parser
 
     argv = ["run", "configs/x.yaml", "--dataset", "qa.jsonl", "--out", "runs/x"]
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -5,7 +5,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.pipeline import run_score
 from ragray.config import load_config
 from ragray.data.outputs import load_outputs

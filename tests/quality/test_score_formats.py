@@ -13,7 +13,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from tests.data.test_schemas import LEGACY, RAGAS, write_jsonl, write_ragas_csv
 
 NO_MODEL = ["--set", "metrics.embedding=false", "--set", "history.record=false", "--no-progress"]

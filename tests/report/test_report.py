@@ -114,7 +114,7 @@ def test_simulated_inverted_run_report_shows_its_flags(tmp_path):
 
 
 def test_interpret_and_audit_runs_get_reports(tmp_path, monkeypatch):
-    from ragray.cli import main
+    from ragray.adapters.cli import main
 
     monkeypatch.chdir(tmp_path)
     common = ["--dataset", "demo", "--limit", "4", "--no-progress", "--set", "generation.backend=scripted",
@@ -159,7 +159,7 @@ def test_a_run_written_before_the_trust_measures_still_opens(tmp_path):
     """Old run directories: no alignment/position/validity columns or blocks -> "not measured"."""
     from fastapi.testclient import TestClient
 
-    from ragray.dashboard.app import make_dashboard
+    from ragray.adapters.dashboard.app import make_dashboard
     from ragray.report.report import write_report
     from ragray.rows.influence import PassageRow, QuestionRow
 

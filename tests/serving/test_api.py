@@ -7,7 +7,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from ragray.serving.local import local_app
+from ragray.adapters.serving.local import local_app
 
 MINIMAL = {"question": "Which ferry goes to Corran?", "retriever": "bm25", "top_k_docs": 4}
 
@@ -314,7 +314,7 @@ def test_bad_run_requests_are_400(client, body, message):
 
 
 def test_unexpected_errors_are_500_logged_with_the_request_id(served_config, caplog, monkeypatch):
-    from ragray.serving.service import RagService
+    from ragray.adapters.serving.service import RagService
 
     def boom(self, req):
         raise RuntimeError("bug")
@@ -330,7 +330,7 @@ def test_unexpected_errors_are_500_logged_with_the_request_id(served_config, cap
 
 def test_a_full_deployment_queue_is_503_not_a_hang(served_config, monkeypatch):
     serve_exceptions = pytest.importorskip("ray.serve.exceptions")
-    from ragray.serving.service import RagService
+    from ragray.adapters.serving.service import RagService
 
     def busy(self, req):
         raise serve_exceptions.BackPressureError(num_queued_requests=32, max_queued_requests=32)

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from ragray.generation.base import Generation, too_long, too_long_message
 from ragray.generation.scripted import ScriptedGenerator
-from ragray.serving.admission import BUSY, Admission
-from ragray.serving.local import local_app
-from ragray.serving.runs import nothing_measured
+from ragray.adapters.serving.admission import BUSY, Admission
+from ragray.adapters.serving.local import local_app
+from ragray.adapters.serving.runs import nothing_measured
 
 MINIMAL = {"question": "Which ferry goes to Corran?", "retriever": "bm25", "top_k_docs": 4}
 

@@ -18,7 +18,7 @@ from ragray.config import load_config
 from ragray.config_access import CLIENT_SETTINGS, ClientPolicy, changed_settings, flatten, is_allowed
 from ragray.config_paths import DATA_PATH_KEYS, MODEL_PATH_KEYS
 from ragray.errors import ConfigError, NotAllowedError
-from ragray.serving.local import local_app
+from ragray.adapters.serving.local import local_app
 from ragray.store.history import History
 
 

@@ -15,7 +15,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
-from ragray.serving.local import local_app  # noqa: E402
+from ragray.adapters.serving.local import local_app  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

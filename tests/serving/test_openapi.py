@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from ragray.rows import ArmRow, AuditEntry, CallRow, FaithfulnessQuestionRow, PassageRow, QuestionRow, UnitRow
 from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary
-from ragray.serving.local import local_app
+from ragray.adapters.serving.local import local_app
 
 
 @pytest.fixture()

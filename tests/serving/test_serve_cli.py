@@ -96,7 +96,7 @@ def test_serve_run_with_the_config_file(tmp_path):
 @pytest.mark.timeout(400)
 def test_ragray_serve_command(tmp_path):
     port = _free_port()
-    cmd = [sys.executable, "-m", "ragray.cli", "serve", "configs/serve_demo.yaml", "--port", str(port),
+    cmd = [sys.executable, "-m", "ragray.adapters.cli", "serve", "configs/serve_demo.yaml", "--port", str(port),
            *[a for o in FAST for a in ("--set", o)], "--set", f"serve.runs_dir={tmp_path / 'runs'}"]
     env = _env(tmp_path) | {"RAGRAY_API_KEY": "k"}
     proc, _ = _serve_until_healthy(cmd, port, env, tmp_path / "log", headers={"Authorization": "Bearer k"})
@@ -115,7 +115,7 @@ def test_ragray_serve_at_pure_defaults_with_the_packaged_model(tmp_path):
     """`ragray serve` with the built-in defaults (demo corpus, BM25, the packaged SmolLM2), only a
     free port: it says where each replica runs, and answers."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "ragray.cli", "serve", "--port", str(port)]
+    cmd = [sys.executable, "-m", "ragray.adapters.cli", "serve", "--port", str(port)]
     proc, health = _serve_until_healthy(cmd, port, _env(tmp_path), tmp_path / "log", timeout=480)
     try:
         assert "smollm2" in health["model"].lower()

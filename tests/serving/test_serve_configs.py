@@ -21,13 +21,13 @@ def test_there_are_serve_configs():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_serve_config_validates_and_builds(path, monkeypatch):
-    from ragray.serving.app import build_app
+    from ragray.adapters.serving.app import build_app
 
     raw = yaml.safe_load(path.read_text())
     parsed = schema.ServeDeploySchema.model_validate(raw)
     monkeypatch.chdir(ROOT)  # `serve run` resolves the args' config path from the working dir
     for app in parsed.applications:
-        assert app.import_path == "ragray.serving.app:build_app"
+        assert app.import_path == "ragray.adapters.serving.app:build_app"
         assert {d["name"] for d in raw["applications"][0].get("deployments", [])} <= DEPLOYMENTS
         config = load_config(app.args["config"], app.args.get("overrides", []))
         assert config.serve.generator.num_cpus + config.serve.retriever.num_cpus <= 2 or "gpu" in path.name
@@ -36,14 +36,14 @@ def test_serve_config_validates_and_builds(path, monkeypatch):
 
 
 def test_app_builder_rejects_unknown_args():
-    from ragray.serving.app import build_app
+    from ragray.adapters.serving.app import build_app
 
     with pytest.raises(ConfigError, match=r"unknown \['confg'\]; valid: config, overrides"):
         build_app({"confg": "x.yaml"})
 
 
 def test_deployment_options_follow_the_serve_section():
-    from ragray.serving.app import deployment_options
+    from ragray.adapters.serving.app import deployment_options
 
     cfg = load_config(None, ["serve.generator.num_gpus=1", "serve.generator.max_queued_requests=8",
                              "serve.retriever.autoscaling={min_replicas: 1, max_replicas: 3}"])
@@ -52,8 +52,8 @@ def test_deployment_options_follow_the_serve_section():
                    "max_queued_requests": 8, "num_replicas": 1}
     ret = deployment_options(cfg.serve.retriever, 0.0)  # auto, resolved: BM25 holds no model
     assert ret["ray_actor_options"]["num_gpus"] == 0.0
-    from ragray.execution.placement import ClusterView, NodeView
-    from ragray.serving.app import serve_resources
+    from ragray.adapters.execution.placement import ClusterView, NodeView
+    from ragray.adapters.serving.app import serve_resources
 
     assert serve_resources(cfg, ClusterView((NodeView("n", 8, 0),))) == {
         "retriever": 0.0, "reranker": 0.0, "generator": 1.0, "ingress": 0.0}  # generator: the explicit 1

@@ -11,7 +11,7 @@ import pytest
 
 from ragray.config import load_config
 from ragray.errors import ConfigError
-from ragray.serving.exposure import check_exposure, is_loopback
+from ragray.adapters.serving.exposure import check_exposure, is_loopback
 
 httpx = pytest.importorskip("httpx")
 
@@ -45,7 +45,7 @@ def _env():
 
 
 def test_ragray_serve_on_every_interface_without_a_key_refuses_to_start(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ragray.cli", "serve", "--no-ray", "--host", "0.0.0.0"],
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "serve", "--no-ray", "--host", "0.0.0.0"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "serve.host 0.0.0.0 is not loopback" in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -74,7 +74,7 @@ def test_insecure_starts_with_a_warning(tmp_path):
     from tests.serving.test_serve_cli import _free_port, _stop
 
     port = _free_port()
-    proc = _start([sys.executable, "-m", "ragray.cli", "serve", "--no-ray", "--host", "0.0.0.0", "--insecure",
+    proc = _start([sys.executable, "-m", "ragray.adapters.cli", "serve", "--no-ray", "--host", "0.0.0.0", "--insecure",
                    "--port", str(port), "--set", "generation.backend=scripted", "--set", "metrics.embedding=false"],
                   tmp_path, port)
     _stop(proc)
@@ -98,7 +98,7 @@ def test_ragray_serve_no_ray_at_pure_defaults_refuses_the_attacks(tmp_path):
     (model_dir / "config.json").write_text("{}")
     served = tmp_path / "server"
     served.mkdir()
-    proc = _start([sys.executable, "-m", "ragray.cli", "serve", "--no-ray", "--port", str(port)], served, port)
+    proc = _start([sys.executable, "-m", "ragray.adapters.cli", "serve", "--no-ray", "--port", str(port)], served, port)
     listener = Listener()
     base = f"http://127.0.0.1:{port}"
     try:

@@ -46,7 +46,7 @@ def _config(port, runs, *extra):
 def server(tmp_path_factory, start_ray):
     from ray import serve
 
-    from ragray.serving.app import start_server
+    from ragray.adapters.serving.app import start_server
 
     os.environ["RAGRAY_API_KEY"] = KEY  # replica processes inherit the environment Ray starts with
     start_ray("/tmp/rg-serve")
@@ -222,7 +222,7 @@ def test_concurrent_burst_then_backpressure(server, capsys):
               f"p50 {p50:.2f} s, p95 {p95:.2f} s")
 
     # a one-slot ingress queue: excess requests are refused at once with 503, none hang
-    from ragray.serving.app import start_server
+    from ragray.adapters.serving.app import start_server
 
     start_server(_config(port, runs, "serve.ingress.max_ongoing_requests=1", "serve.ingress.max_queued_requests=1"),
                  blocking=False)

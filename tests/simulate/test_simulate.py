@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.cli import main
+from ragray.adapters.cli import main
 from ragray.config import load_config
 from ragray.errors import InputError
 from ragray.simulate import WIDTH, design, simulate

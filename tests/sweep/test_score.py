@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragray.sweep.score import rank_trials, score_trial
+from ragray.adapters.sweep.score import rank_trials, score_trial
 
 
 def test_score_is_overall_times_confidence():

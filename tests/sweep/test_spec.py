@@ -3,7 +3,7 @@
 import pytest
 
 from ragray.errors import ConfigError, InputError
-from ragray.sweep.spec import load_spec
+from ragray.adapters.sweep.spec import load_spec
 
 
 def write(tmp_path, text, name="spec.yaml"):

@@ -14,9 +14,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ragray.sweep.runner import run_sweep  # noqa: E402
-from ragray.sweep.score import score_trial  # noqa: E402
-from ragray.sweep.trial import question_metrics  # noqa: E402
+from ragray.adapters.sweep.runner import run_sweep  # noqa: E402
+from ragray.adapters.sweep.score import score_trial  # noqa: E402
+from ragray.adapters.sweep.trial import question_metrics  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.realdata]
 
@@ -57,7 +57,7 @@ def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path
 
     # the exported best config, re-run by the CLI, reproduces the trial's per-question metrics
     rerun = tmp_path / "rerun"
-    done = subprocess.run([sys.executable, "-m", "ragray.cli", "run", str(result.out / "best_config.yaml"),
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", str(result.out / "best_config.yaml"),
                            "--out", str(rerun), "--no-progress"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     best = json.loads((result.out / "trials" / rows[0]["trial_id"] / "trial.json").read_text())

@@ -18,8 +18,8 @@ ray = pytest.importorskip("ray")
 
 from ragray.pipeline import run_influence  # noqa: E402
 from ragray.config import load_config  # noqa: E402
-from ragray.sweep.runner import run_sweep  # noqa: E402
-from ragray.sweep.score import score_trial  # noqa: E402
+from ragray.adapters.sweep.runner import run_sweep  # noqa: E402
+from ragray.adapters.sweep.score import score_trial  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -158,7 +158,7 @@ def test_an_interrupted_sweep_resumes(ray_session, spec, tmp_path):
     """Kill a sweep after its first trial finished; --resume completes it without redoing work."""
     path = spec("execution: {cpus_per_trial: 0.5, concurrency: 1}\n")
     out = tmp_path / "out"
-    code = ("import ray; from ragray.sweep.runner import run_sweep; "
+    code = ("import ray; from ragray.adapters.sweep.runner import run_sweep; "
             "ray.init(address='local', num_cpus=2, include_dashboard=False, _temp_dir='/tmp/rg-sweep2'); "
             f"run_sweep({str(path)!r}, {str(out)!r}, verbose=0)")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -302,7 +302,7 @@ def test_optuna_proposes_max_trials_from_the_spec_axes(ray_session, spec, tmp_pa
 
 def test_optuna_needs_max_trials(tmp_path):
     from ragray.errors import ConfigError
-    from ragray.sweep.spec import load_spec
+    from ragray.adapters.sweep.spec import load_spec
 
     path = tmp_path / "s.yaml"
     path.write_text("name: s\nretrieval: {top_k: [1, 2]}\nsearch: {strategy: optuna}\n")

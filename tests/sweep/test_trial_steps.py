@@ -6,8 +6,8 @@ import pytest
 
 from ragray.config import load_config
 from ragray.pipeline import run_influence
-from ragray.sweep.score import score_trial
-from ragray.sweep.trial import question_metrics, run_trial, running_metrics
+from ragray.adapters.sweep.score import score_trial
+from ragray.adapters.sweep.trial import question_metrics, run_trial, running_metrics
 
 ROWS = [{"id": f"q{i}", "question": f"Which boat {i}?", "answers": ["tern"], "gold_passage_ids": [f"q{i}-g"],
          "passages": [{"id": f"q{i}-g", "text": "ANSWER=tern" if i % 2 else "ANSWER=gull"},

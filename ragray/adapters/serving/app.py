@@ -1,13 +1,13 @@
 """Ray Serve application: retriever, reranker and generator deployments behind a FastAPI ingress.
 
 ``build_app({"config": "configs/x.yaml", "overrides": [...]})`` is the application builder that
-``serve run`` / ``serve deploy`` import (``import_path: ragray.serving.app:build_app``, see
+``serve run`` / ``serve deploy`` import (``import_path: ragray.adapters.serving.app:build_app``, see
 ``serve/*.yaml``); ``ragray serve`` calls it too. Replicas, CPUs/GPUs, autoscaling and
 ``max_ongoing_requests`` / ``max_queued_requests`` of each deployment come from the config's
 ``serve`` section; a Serve config file's ``deployments:`` list may still override them by name
 (``Retriever``, ``Reranker``, ``Generator``, ``RagrayAPI``), as with any Serve app.
 
-GPUs (``num_gpus: auto``, :func:`ragray.execution.placement.serve_gpus`): none on a cluster
+GPUs (``num_gpus: auto``, :func:`ragray.adapters.execution.placement.serve_gpus`): none on a cluster
 without GPUs; else one per generator replica and a quarter GPU for a retriever with a dense encoder
 and a reranker with a model (on a single GPU the generator takes what those leave, so all fit on
 it). The cluster is read where the application is built: on the cluster for ``serve deploy`` /
@@ -32,9 +32,9 @@ import yaml
 from ragray._imports import require
 from ragray.config import DeploymentOptions, ExperimentConfig, load_config, validate_config
 from ragray.errors import ConfigError
-from ragray.execution.placement import ClusterView, cluster_view, local_view, serve_gpus
-from ragray.execution.ray_runtime import apply_defaults, connect
-from ragray.serving.exposure import check_exposure
+from ragray.adapters.execution.placement import ClusterView, cluster_view, local_view, serve_gpus
+from ragray.adapters.execution.ray_runtime import apply_defaults, connect
+from ragray.adapters.serving.exposure import check_exposure
 
 __all__ = ["build_app", "deployment_options", "app_from_config"]
 
@@ -76,7 +76,7 @@ class _Placed:
     _where: dict[str, Any] = {}
 
     def _place(self, device: str | None = None, holds_model: bool = True) -> None:
-        from ragray.execution.placement import current_placement
+        from ragray.adapters.execution.placement import current_placement
 
         self._where = current_placement(self.role, device, holds_model).as_dict()
 
@@ -115,7 +115,7 @@ class RetrieverDeployment(_Placed):
     role = "retriever"
 
     def __init__(self, config_yaml: str) -> None:
-        from ragray.serving.components import CorpusSearch
+        from ragray.adapters.serving.components import CorpusSearch
 
         config = _config(config_yaml)
         self.search_ = CorpusSearch(config)
@@ -136,7 +136,7 @@ class RerankerDeployment(_Placed):
     role = "reranker"
 
     def __init__(self, config_yaml: str) -> None:
-        from ragray.serving.components import RerankStep
+        from ragray.adapters.serving.components import RerankStep
 
         config = _config(config_yaml)
         self.step = RerankStep(config)
@@ -159,7 +159,7 @@ class GeneratorDeployment(_Placed):
     role = "generator"
 
     def __init__(self, config_yaml: str) -> None:
-        from ragray.serving.components import LockedGenerator
+        from ragray.adapters.serving.components import LockedGenerator
 
         config = _config(config_yaml)
         self.gen = LockedGenerator.from_config(config)
@@ -202,9 +202,9 @@ class RagrayAPI:
     """The FastAPI ingress; endpoint code runs in its worker threads and calls the deployments."""
 
     def __init__(self, config_yaml: str, retriever: Any, reranker: Any, generator: Any) -> None:
-        from ragray.serving.components import RemoteGenerator, RemoteRerank, RemoteSearch
-        from ragray.serving.runs import Presets, RunManager
-        from ragray.serving.service import RagService
+        from ragray.adapters.serving.components import RemoteGenerator, RemoteRerank, RemoteSearch
+        from ragray.adapters.serving.runs import Presets, RunManager
+        from ragray.adapters.serving.service import RagService
 
         config = _config(config_yaml)
         warning = check_exposure(config.serve, _proxy_host() or config.serve.host)
@@ -218,7 +218,7 @@ class RagrayAPI:
         self.runs = RunManager(config, self.presets, gen)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from ragray.serving.api import make_app
+        from ragray.adapters.serving.api import make_app
 
         return make_app(self.service, self.runs, self.presets, behind_serve=True)
 
@@ -255,7 +255,7 @@ def app_from_config(config: ExperimentConfig, view: ClusterView | None = None) -
     retriever = RetrieverDeployment.options(**deployment_options(sc.retriever, gpus["retriever"])).bind(text)
     reranker = RerankerDeployment.options(**deployment_options(sc.reranker, gpus["reranker"])).bind(text)
     generator = GeneratorDeployment.options(**deployment_options(sc.generator, gpus["generator"])).bind(text)
-    # the app enforces serve.ingress itself (ragray.serving.admission: a JSON 503 with Retry-After);
+    # the app enforces serve.ingress itself (ragray.adapters.serving.admission: a JSON 503 with Retry-After);
     # Serve admits every request, or its proxy would answer a full queue in plain text
     ingress = deployment_options(sc.ingress, gpus["ingress"]) | {"max_ongoing_requests": INGRESS_ADMITS,
                                                                  "max_queued_requests": -1}
@@ -294,7 +294,7 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     writes it to ``<serve.runs_dir>/serve-placement.json``. Returns the ingress handle when not
     ``blocking``; else serves until Ctrl-C.
     """
-    from ragray.execution.placement import placement_lines
+    from ragray.adapters.execution.placement import placement_lines
 
     warning = check_exposure(config.serve)
     if warning:

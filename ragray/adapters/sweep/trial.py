@@ -2,7 +2,7 @@
 
 The trial runs the same pipeline as the CLI (:func:`ragray.pipeline.influence.run_influence`) into
 ``<sweep>/trials/<id>/`` with ``resume=True``, so a trial restarted after an interruption keeps
-its finished questions. Its metrics (see :mod:`ragray.sweep.catalog`) come from the question
+its finished questions. Its metrics (see :mod:`ragray.adapters.sweep.catalog`) come from the question
 rows the run returns: per question for retrieval (the run records the ranking metrics), generation
 and influence, per corpus for chunking; plus cost and latency for tie-breaking.
 
@@ -97,7 +97,7 @@ def _mean(values: list[float | None]) -> float | None:
 def trial_summary(per_q: list[dict[str, Any]], run_summary: RunSummary,
                   chunking: dict[str, Any]) -> dict[str, Any]:
     """Step-level means of one trial plus its cost and latency (the leaderboard's columns)."""
-    from ragray.sweep.catalog import METRICS
+    from ragray.adapters.sweep.catalog import METRICS
 
     out: dict[str, Any] = {name: _mean([q[name] for q in per_q]) for name in METRICS if name in per_q[0]} \
         if per_q else {}
@@ -125,8 +125,8 @@ def running_metrics(per_q: list[dict[str, Any]], weights: Mapping[str, float]) -
     """The step metrics of the questions finished so far, as the leaderboard computes them: each
     catalog metric's mean, ``overall`` with its 95% CI, ``confidence`` and ``score`` (left out
     while unmeasurable, never reported as 0), and ``questions``: how many ran (Tune's time axis)."""
-    from ragray.sweep.catalog import METRICS
-    from ragray.sweep.score import score_trial
+    from ragray.adapters.sweep.catalog import METRICS
+    from ragray.adapters.sweep.score import score_trial
 
     out: dict[str, float] = {"questions": float(len(per_q))}
     for name in METRICS:

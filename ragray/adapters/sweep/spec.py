@@ -31,7 +31,7 @@ from ragray.config import (
 )
 from ragray.config_paths import anchor_cwd_paths, resolve_dotted
 from ragray.errors import ConfigError, InputError
-from ragray.sweep.catalog import METRICS, OBJECTIVES
+from ragray.adapters.sweep.catalog import METRICS, OBJECTIVES
 
 __all__ = ["SweepSpec", "Trial", "load_spec", "GROUPS"]
 

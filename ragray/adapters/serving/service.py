@@ -28,7 +28,7 @@ from ragray.pipeline.processors import faithfulness_experiment, influence_loop
 from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
 from ragray.retrieval.tail import finish_hits, first_stage_k
-from ragray.serving import schemas as s
+from ragray.adapters.serving import schemas as s
 from ragray.types import Hit, Passage, Question
 
 __all__ = ["RagService"]

@@ -22,7 +22,7 @@ from ragray.config_access import ClientPolicy, changed_settings, flatten
 from ragray.errors import InputError, RagrayError
 from ragray.generation import Generator
 from ragray.rows.summaries import read_summary
-from ragray.serving import schemas as s
+from ragray.adapters.serving import schemas as s
 from ragray.store.history import (
     History,
     PresetRecord,

@@ -4,7 +4,7 @@ Layout of ``<out>``: ``spec.yaml`` (the spec as given), ``sweep.json`` (the tria
 params), ``trials/<id>/`` (each trial's ordinary run directory plus ``trial.json`` with its
 metrics, ``attempts.jsonl``: where each attempt ran, ``error.json`` once it failed), ``locks/``,
 ``tune/`` (Tune's storage path: every running step report, TensorBoard logs, experiment state)
-and the leaderboard files (:mod:`ragray.sweep.leaderboard`).
+and the leaderboard files (:mod:`ragray.adapters.sweep.leaderboard`).
 
 With ``ephemeral.namespace`` each trial's per-question indexes live in its own namespace,
 registered with a TTL before the trials start and deleted when the sweep finishes
@@ -38,12 +38,12 @@ import yaml
 
 from ragray.config import validate_config
 from ragray.errors import InputError
-from ragray.execution.placement import cluster_view, current_placement, holder_resources
-from ragray.execution.ray_runtime import connect
+from ragray.adapters.execution.placement import cluster_view, current_placement, holder_resources
+from ragray.adapters.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir, prepare_run_dir
-from ragray.sweep.leaderboard import COLUMNS, write_leaderboard
-from ragray.sweep.score import rank_trials, score_trial
-from ragray.sweep.spec import SweepSpec, Trial, load_spec
+from ragray.adapters.sweep.leaderboard import COLUMNS, write_leaderboard
+from ragray.adapters.sweep.score import rank_trials, score_trial
+from ragray.adapters.sweep.spec import SweepSpec, Trial, load_spec
 
 __all__ = ["SweepResult", "run_sweep"]
 
@@ -132,7 +132,7 @@ def _trainable(params: dict[str, Any], configs: dict[str, str], root: str, timeo
     running step metrics to Tune as they come (the scheduler's and TensorBoard's), then the final."""
     from ray import tune
 
-    from ragray.sweep.trial import run_trial, running_metrics
+    from ragray.adapters.sweep.trial import run_trial, running_metrics
 
     trial_id = _point(params, points)
     config = validate_config(yaml.safe_load(configs[trial_id]))

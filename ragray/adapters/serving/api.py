@@ -26,10 +26,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragray import __version__
 from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError, PromptTooLongError
-from ragray.serving import schemas as s
-from ragray.serving.admission import Admission
-from ragray.serving.runs import Presets, RunManager
-from ragray.serving.service import RagService
+from ragray.adapters.serving import schemas as s
+from ragray.adapters.serving.admission import Admission
+from ragray.adapters.serving.runs import Presets, RunManager
+from ragray.adapters.serving.service import RagService
 
 __all__ = ["make_app"]
 
@@ -262,7 +262,7 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         except KeyError:
             raise HTTPException(404, f"no run '{run_id}'") from None
 
-    from ragray.dashboard.app import dashboard_router
+    from ragray.adapters.dashboard.app import dashboard_router
     from ragray.store.history import history_url
 
     # the dashboard over the runs POST /runs writes (and the history), behind the same key

@@ -10,7 +10,7 @@ Routes (``prefix`` first):
 - ``GET /runs/{id}/questions/{qid}`` passages with retrieval rank, text, influence, and the
   answer of every ablation (``qid`` URL-encoded; it may hold ``/``);
 - ``GET /compare?a=ID&b=ID`` two runs (or sweep trials) side by side;
-- ``POST /upload`` a CSV of per-passage results (:mod:`ragray.dashboard.upload`) → a new run;
+- ``POST /upload`` a CSV of per-passage results (:mod:`ragray.adapters.dashboard.upload`) → a new run;
 - ``GET /runs/{id}/files/{name}`` the run's report/summary/CSV files;
 - ``GET /api/runs``, ``GET /api/runs/{id}`` the same as JSON.
 """
@@ -25,9 +25,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, FastAPI, File, HTTPException, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 
-from ragray.dashboard import views
-from ragray.dashboard.catalog import Catalog, dir_id
-from ragray.dashboard.upload import import_csv
+from ragray.adapters.dashboard import views
+from ragray.adapters.dashboard.catalog import Catalog, dir_id
+from ragray.adapters.dashboard.upload import import_csv
 from ragray.errors import InputError
 
 __all__ = ["dashboard_router", "make_dashboard"]

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragray.commands.parser import build_parser
-from ragray.commands.parser import flag_values as _flag_values
+from ragray.adapters.commands.parser import build_parser
+from ragray.adapters.commands.parser import flag_values as _flag_values
 from ragray.config_paths import is_path_keyword
 from ragray.console import print_pairs, print_table
 from ragray.errors import (
@@ -256,7 +256,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides, _flag_values(args))
     sc = config.serve
-    from ragray.serving.exposure import check_exposure
+    from ragray.adapters.serving.exposure import check_exposure
 
     warning = check_exposure(sc)  # before anything loads; start_server says it again on Ray
     if warning and args.no_ray:
@@ -267,11 +267,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.no_ray:
         import uvicorn
 
-        from ragray.serving.local import local_app
+        from ragray.adapters.serving.local import local_app
 
         uvicorn.run(local_app(config), host=sc.host, port=sc.port)
         return 0
-    from ragray.serving.app import start_server
+    from ragray.adapters.serving.app import start_server
 
     start_server(config, blocking=True)
     return 0
@@ -287,7 +287,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     if not Path(args.runs_dir).is_dir():
         raise InputError(f"RUNS_DIR: no such folder: {args.runs_dir}")
     history = history_url(args.history or ExperimentConfig().history.url)
-    from ragray.dashboard.app import make_dashboard
+    from ragray.adapters.dashboard.app import make_dashboard
 
     app = make_dashboard(args.runs_dir, history)
     print(f"ragray dashboard: {args.runs_dir} (history {history}) on http://{args.host}:{args.port}/  (Ctrl-C stops)")
@@ -296,13 +296,13 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from ragray.commands.sweep import sweep_command
+    from ragray.adapters.commands.sweep import sweep_command
 
     if args.resume and not args.out:
         raise InputError("--resume needs --out: the sweep directory to continue")
     if args.out is None:  # named here, so an interrupted sweep can say where to resume
         from ragray.store.rundir import default_run_dir
-        from ragray.sweep.spec import load_spec
+        from ragray.adapters.sweep.spec import load_spec
         args.out = str(default_run_dir("sweep", load_spec(args.spec, args.overrides)[0].name))
     args.resume_dir = args.out
     result = sweep_command(args.spec, args.out, address=args.address, resume=args.resume, overrides=args.overrides)
@@ -310,7 +310,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from ragray.commands.history import HISTORY_COMMANDS
+    from ragray.adapters.commands.history import HISTORY_COMMANDS
 
     return HISTORY_COMMANDS[args.command](args)
 
@@ -386,7 +386,7 @@ _PATH_ARGS = ("config", "dataset", "corpus", "queries", "ground_truth", "pdfs", 
 def _anchor_path_args(args: argparse.Namespace) -> None:
     """Relative path arguments made absolute now, when the command will join a Ray cluster: a job
     driver's working directory can be deleted and unpacked again while it runs (see
-    :mod:`ragray.execution.ray_runtime`), and a path resolved in that window would fail."""
+    :mod:`ragray.adapters.execution.ray_runtime`), and a path resolved in that window would fail."""
     if not (os.environ.get("RAY_ADDRESS") or getattr(args, "address", None)):
         return
     for name in _PATH_ARGS:

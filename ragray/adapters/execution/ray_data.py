@@ -19,14 +19,14 @@ retry of a row fails at once with ``ActorUnavailableError`` and uses up a retry.
 (e.g. out of memory) is retried forever. A retried row whose record already came back is dropped
 here, so the run log never holds a question twice.
 
-Resources (:mod:`ragray.execution.placement`): ``execution.num_gpus: auto`` gives each actor one
+Resources (:mod:`ragray.adapters.execution.placement`): ``execution.num_gpus: auto`` gives each actor one
 GPU on a cluster with GPUs (none without), ``execution.actors: auto`` starts one actor per GPU (1
 without GPUs), ``execution.num_cpus: null`` shares the cores of the nodes the actors can land on.
 Each actor's model then runs on the GPU Ray assigned it (``generation.device: auto`` follows the
 assignment), and each record's ``worker`` says where it ran: node, process, GPU ids, device.
 
 Ray starts in-process unless ``execution.address`` or ``RAY_ADDRESS`` names a cluster
-(:mod:`ragray.execution.ray_runtime`).
+(:mod:`ragray.adapters.execution.ray_runtime`).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Any
 import yaml
 
 from ragray.config import ExperimentConfig, validate_config
-from ragray.execution.placement import HolderResources, cluster_view, current_placement, holder_resources
-from ragray.execution.ray_runtime import connect
+from ragray.adapters.execution.placement import HolderResources, cluster_view, current_placement, holder_resources
+from ragray.adapters.execution.ray_runtime import connect
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.base import QuestionRecord
 from ragray.pipeline.executors import EXECUTORS, Executor
@@ -147,7 +147,7 @@ def ray_records(
 @EXECUTORS.register("ray")
 class RayExecutor(Executor):
     """Over ``execution.actors`` Ray Data actors, each holding its own generator
-    (:mod:`ragray.execution.ray_data`)."""
+    (:mod:`ragray.adapters.execution.ray_data`)."""
 
     name = "ray"
 

@@ -1,8 +1,8 @@
 """The three served components — corpus search, reranker, generator — as plain classes.
 
-Each Ray Serve deployment wraps one of these (:mod:`ragray.serving.app`), and the tests use them
+Each Ray Serve deployment wraps one of these (:mod:`ragray.adapters.serving.app`), and the tests use them
 directly. ``Remote*`` proxies give the service the same interface over deployment handles, so
-:class:`~ragray.serving.service.RagService` runs unchanged in-process or on Serve.
+:class:`~ragray.adapters.serving.service.RagService` runs unchanged in-process or on Serve.
 """
 
 from __future__ import annotations

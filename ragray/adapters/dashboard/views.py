@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ragray.dashboard.catalog import Entry
-from ragray.dashboard.upload import REQUIRED
+from ragray.adapters.dashboard.catalog import Entry
+from ragray.adapters.dashboard.upload import REQUIRED
 from ragray.report import svg
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.report import FILTER_SCRIPT, header, report_body

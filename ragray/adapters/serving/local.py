@@ -10,10 +10,10 @@ from typing import Any
 from ragray.config import ExperimentConfig
 from ragray.generation import Generator
 from ragray.pipeline.generators import open_generator
-from ragray.serving.api import make_app
-from ragray.serving.components import CorpusSearch, LockedGenerator, RerankStep
-from ragray.serving.runs import Presets, RunManager
-from ragray.serving.service import RagService
+from ragray.adapters.serving.api import make_app
+from ragray.adapters.serving.components import CorpusSearch, LockedGenerator, RerankStep
+from ragray.adapters.serving.runs import Presets, RunManager
+from ragray.adapters.serving.service import RagService
 
 __all__ = ["local_app"]
 

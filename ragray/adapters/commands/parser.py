@@ -15,7 +15,7 @@ from typing import Any
 
 from ragray import __version__
 from ragray.shortcuts import FLAG_SETTINGS
-from ragray.commands.help_text import HELP, description, epilog
+from ragray.adapters.commands.help_text import HELP, description, epilog
 from ragray.config import (
     DTYPES,
     EXECUTORS,

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ragray.console import print_table
-from ragray.execution.placement import placement_lines
-from ragray.sweep.runner import SweepResult, run_sweep
+from ragray.adapters.execution.placement import placement_lines
+from ragray.adapters.sweep.runner import SweepResult, run_sweep
 
 __all__ = ["print_leaderboard", "sweep_command"]
 

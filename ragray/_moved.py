@@ -1,0 +1,57 @@
+"""Old import paths of modules that moved, kept for one release as deprecated aliases.
+
+The adapters (the CLI, HTTP, Tune, Ray Data, the dashboard) moved under :mod:`ragray.adapters`.
+``import ragray.serving.app`` (a Serve config's ``import_path``, a user's script) still works: it
+returns the module at its new path (the same module object, so classes and registries are shared)
+with a :class:`DeprecationWarning` that names the new path. Installed by ``import ragray``; it
+imports nothing until an old path is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+__all__ = ["MOVED", "install", "new_name"]
+
+#: old package or module -> where it lives now
+MOVED = {f"ragray.{name}": f"ragray.adapters.{name}"
+         for name in ("cli", "commands", "serving", "sweep", "execution", "dashboard")}
+
+
+def new_name(fullname: str) -> str | None:
+    """The module's name now, where ``fullname`` is an old path (or under one); else None."""
+    for old, new in MOVED.items():
+        if fullname == old or fullname.startswith(old + "."):
+            return new + fullname[len(old):]
+    return None
+
+
+class _Alias:
+    """Finds an old path and loads it as the module at the new one (a meta path finder and its
+    loader, by the protocols ``importlib.abc`` describes; not subclassed: that import is slow)."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        new = new_name(fullname)
+        if new is None:
+            return None
+        module = importlib.import_module(new)  # an ImportError here names the new path
+        return ModuleSpec(fullname, self, is_package=hasattr(module, "__path__"))
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        new = new_name(spec.name)
+        warnings.warn(f"{spec.name} moved to {new}; the old path goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return sys.modules[new]  # the module itself: its __name__ and __spec__ stay the new ones
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing: the module ran when it was imported at its new path."""
+
+
+def install() -> None:
+    """Put the alias finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _Alias) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Alias())

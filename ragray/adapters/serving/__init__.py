@@ -1,0 +1,6 @@
+"""The HTTP API: retriever, reranker and generator as Ray Serve deployments behind FastAPI.
+
+:mod:`~ragray.adapters.serving.service` holds what each endpoint does, :mod:`~ragray.adapters.serving.api` the
+FastAPI routes and middleware, :mod:`~ragray.adapters.serving.app` the Serve deployments and the
+``serve run`` application builder.
+"""

@@ -50,6 +50,18 @@ class _Alias:
     def exec_module(self, module: ModuleType) -> None:
         """Nothing: the module ran when it was imported at its new path."""
 
+    def get_code(self, fullname: str) -> object:
+        """The new module's code (``python -m ragray.cli`` runs it as ``__main__``)."""
+        new = new_name(fullname)
+        warnings.warn(f"{fullname} moved to {new}; the old path goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        from importlib.util import find_spec
+
+        return find_spec(new).loader.get_code(new)
+
+    def is_package(self, fullname: str) -> bool:
+        return hasattr(sys.modules.get(new_name(fullname) or ""), "__path__")
+
 
 def install() -> None:
     """Put the alias finder first on ``sys.meta_path`` (once)."""

@@ -1,6 +1,7 @@
 """The adapters moved under ragray.adapters; their old import paths still work for a release."""
 
 import importlib
+import subprocess
 import sys
 
 import pytest
@@ -25,3 +26,10 @@ def test_other_names_are_not_taken_over():
     assert new_name("ragray.adapters.cli") is None
     with pytest.raises(ModuleNotFoundError, match="ragray.adapters.serving.nothing"):
         importlib.import_module("ragray.serving.nothing")
+
+
+def test_python_dash_m_on_an_old_path_runs_the_moved_module():
+    out = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-m", "ragray.cli", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("usage: ragray") and "ragray.cli moved to ragray.adapters.cli" in out.stderr

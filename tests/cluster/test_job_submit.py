@@ -115,7 +115,7 @@ def test_run_job(head, dataset, tmp_path):
     # what the cluster unpacked as the job's working dir: this checkout without the large dirs
     packages = head.temp_dir / "session_latest" / "runtime_resources" / "working_dir_files"
     unpacked = [d for d in packages.iterdir() if d.is_dir()]
-    assert unpacked and all((d / "ragray" / "cli.py").is_file() for d in unpacked)
+    assert unpacked and all((d / "ragray" / "adapters" / "cli.py").is_file() for d in unpacked)
     for d in unpacked:
         assert not any((d / big).exists() for big in (".git", "benchmarks/results")), d
         # runs/ was not uploaded: the only thing in it is the history database the job itself

@@ -524,3 +524,24 @@ def test_cuda_graphs_come_back_after_a_failed_capture(reference, monkeypatch):
     for _ in range(3):
         assert [g.text for g in gen.generate(prompts)] == want
     assert static.captures == 7  # every run captures again
+
+
+def test_a_model_with_sliding_window_layers_runs_one_row_at_a_time_and_says_which(caplog):
+    """Sliding-window layers cannot cut or re-stack their KV: the CPU engine turns prefix reuse and
+    batching off, and its warning names the model."""
+    import logging
+    from types import SimpleNamespace
+
+    import transformers
+
+    from ragray.generation.transformers.cpu_engine import CpuEngine
+
+    config = transformers.Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True,
+                                      sliding_window=16, max_window_layers=0, name_or_path="tiny/sliding-qwen2")
+    model = transformers.Qwen2ForCausalLM(config)
+    with caplog.at_level(logging.WARNING, logger="ragray"):
+        gen = TransformersGenerator(model, SimpleNamespace(eos_token_id=2), GenerationConfig(), path="tiny",
+                                    device="cpu")
+    assert isinstance(gen.engine, CpuEngine) and not gen.engine.prefix_reuse and gen.engine.batch_size == 1
+    assert "tiny/sliding-qwen2 has non-global attention layers" in caplog.text

@@ -42,7 +42,8 @@ class CpuEngine(Engine):
         self.continuation = getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         self.packing = self.continuation and self.prefix_reuse and self.config.transformers.packed_prefill
         if self.config.transformers.prefix_reuse and not self.prefix_reuse:
-            log.warning("the model has non-global attention layers: prefix reuse and batching are off")
+            log.warning("%s has non-global attention layers (sliding-window or recurrent): prefix reuse and "
+                        "batching are off", getattr(model, "name_or_path", "") or "the model")
 
     # -- generate --------------------------------------------------------------------------------
 

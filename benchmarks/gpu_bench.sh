@@ -64,6 +64,6 @@ done
 # attention kernels of one scoring pass (masked SDPA, FlashAttention varlen), then the bf16
 # exactness check on CUDA (gpu strategy vs plain forward passes), JUnit XML beside the JSONs
 timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | tail -12
-[ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda \
+[ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda_bf16 \
   --junitxml "$out/cuda_exactness.xml" 2>&1 | tail -3
 ls -la "$out"

@@ -305,7 +305,7 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
     run ``out`` holds), and return the result with its files."""
     from contextlib import nullcontext
 
-    from ragray.data.held import held_rows
+    from ragray.data.held import held_rows, keep_rows, with_rows_file
     from ragray.store.rundir import read_files
 
     if resume and out is None:
@@ -328,7 +328,10 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
             records = held if held is not None else (Path(data) if data is not None else None)
         else:
             if held is not None:
-                extra.setdefault("data.path", held)
+                # with out, the rows are kept there and the run reads them from that file (a resume
+                # reads the same); without, from memory (the finished run keeps them among its files)
+                kept = keep_rows(Path(out).resolve(), rows, resume=resume) if out is not None else held
+                extra.setdefault("data.path", str(kept))
                 if any("passages" in r for r in rows) and "retriever" not in keywords:
                     # the passages the user's retriever returned, in its order: measure those
                     extra.setdefault("retrieval.retriever", "given")
@@ -343,7 +346,13 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
         if generator is None and needs_model and cfg.execution.executor == "local":
             generator = _kept(cfg)
         done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume)
-    result = _run(done.files if out is None else read_files(Path(out)), kind)
+    if out is not None:
+        files = read_files(Path(out))
+    elif held is not None and kind != "score":  # kept beside the run: a saved run re-runs and resumes
+        files = with_rows_file(done.files, held, rows)
+    else:
+        files = done.files
+    result = _run(files, kind)
     result.result = done
     result.path = Path(out) if out is not None else None
     return result

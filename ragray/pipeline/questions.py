@@ -23,7 +23,7 @@ import pyarrow as pa
 from ragray.console import progress_bar
 from ragray.progress import calls_bar
 
-from ragray.config import ExperimentConfig, read_yaml, validate_config
+from ragray.config import ExperimentConfig, read_config_file, validate_config
 from ragray.data import load_dataset
 from ragray.errors import InputError
 from ragray.retrieval.stage import QuestionHits, RetrievalStage
@@ -49,7 +49,8 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool, command: 
         raise InputError(
             f"{run.path} already holds a run; pass --resume to continue it or choose a new --out"
         )
-    raw = read_yaml(saved) if resume and saved.is_file() else None
+    # its relative paths (a saved in-memory run's input_rows.jsonl) name files beside it, as loading it does
+    raw = read_config_file(saved) if resume and saved.is_file() else None
     if raw is not None and (before := validate_config(raw, where=str(saved))) != config:
         raise InputError(
             f"--resume: the config differs from the one {run.path} was started with "

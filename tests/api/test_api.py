@@ -190,7 +190,9 @@ def test_the_api_without_out_makes_no_temporary_folder(in_empty_folder, monkeypa
     assert run.path is None and run.result.out is None
     assert {"config.yaml", "progress.jsonl", "summary.json", "report.html", "questions.parquet",
             "questions.csv"} <= set(run.files)
-    assert "data:\n  path: rows:" in run.files["config.yaml"].decode()  # the rows were given in memory
+    # the rows were given in memory: kept among the run's files, and its config names them there
+    assert "data:\n  path: input_rows.jsonl\n" in run.files["config.yaml"].decode()
+    assert [json.loads(line)["id"] for line in run.files["input_rows.jsonl"].splitlines()] == [r["id"] for r in ROWS]
     interpreted = ragray.interpret(ROWS, backend="scripted", progress=False)
     assert interpreted.path is None and len(interpreted.cases) > 0
     audited = ragray.audit_retrieval(ROWS, progress=False, retriever="bm25", top_k=2,
@@ -284,3 +286,27 @@ def test_the_cli_runs_with_only_what_ragray_generate_installs(tmp_path):
     assert "ragray run: 2 questions" in done.stdout
     run = ragray.load_run(tmp_path / "out")  # here pandas is installed: the tables read on access
     assert sorted(run.tables) == ["calls", "passages", "questions", "subsets"] and len(run.questions) == 2
+
+
+def test_a_run_of_rows_in_a_folder_resumes_from_python_and_the_cli(tmp_path):
+    """Rows handed to ragray.run with out are kept in that folder and the run reads them there, so
+    an interrupted run resumes: from Python with the same rows, or with the command the error
+    prints; other rows are refused with what to do instead. A run in memory, saved, re-runs too."""
+    from ragray.adapters.cli import main
+
+    out = tmp_path / "r"
+    first = ragray.run(ROWS[:1], backend="scripted", progress=False, out=out)
+    assert len(first.questions) == 1 and (out / "input_rows.jsonl").is_file()
+    again = ragray.run(ROWS[:1], backend="scripted", progress=False, out=out, resume=True)
+    assert len(again.questions) == 1
+    with pytest.raises(InputError, match=r"these 2 rows differ from the 1 rows .* started with"):
+        ragray.run(ROWS, backend="scripted", progress=False, out=out, resume=True)
+    with pytest.raises(InputError, match="already holds a run"):
+        ragray.run(ROWS[:1], backend="scripted", progress=False, out=out)
+    assert (out / "input_rows.jsonl").read_bytes().count(b"\n") == 1  # a refused start kept the run's rows
+    assert main(["run", str(out / "config.yaml"), "--out", str(out), "--resume", "--no-progress"]) == 0
+
+    memory = ragray.run(ROWS, backend="scripted", progress=False)
+    saved = memory.save(tmp_path / "saved")
+    assert main(["run", str(saved / "config.yaml"), "--out", str(saved), "--resume", "--no-progress"]) == 0
+    assert len(ragray.load_run(saved).questions) == len(ROWS)

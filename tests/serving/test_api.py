@@ -354,3 +354,17 @@ def test_retrieve_widens_hits_with_context_expansion(served_config):
     (hit,) = r.json()["hits"]
     assert hit["passage_id"] == "ferry#c0-2" and hit["rank"] == 1
     assert hit["text"] == "The night ferry to Corran leaves from pier nine. ANSWER=tern"
+
+
+def test_an_unanswerable_question_is_judged_by_whether_the_model_declined(client):
+    """answerable: false marks the question as a data set's row would: the answer is right only if it
+    declines (the scripted model answers 'tern' anyway: made up), and the verdict says so; gold
+    answers on an unanswerable question are refused."""
+    r = client.post("/influence", json={**MINIMAL, "answerable": False})
+    assert r.status_code == 200, r.text
+    q = r.json()["question"]
+    assert q["answerable"] is False and q["declined"] is False and q["answer_correct"] is False
+    plain = client.post("/influence", json=MINIMAL).json()["question"]
+    assert plain["answerable"] is not False and plain["answer_correct"] is None  # no gold: nothing to judge by
+    bad = client.post("/influence", json={**MINIMAL, "answerable": False, "answers": ["tern"]})
+    assert bad.status_code == 422 and "an unanswerable question has none" in bad.text

@@ -77,11 +77,20 @@ class GenerateRequest(RetrieveRequest):
 
 class InfluenceRequest(RetrieveRequest):
     answers: list[str] = Field(default_factory=list, max_length=50, description="gold answers (optional)")
+    answerable: bool | None = Field(
+        None, description="false: the passages cannot answer the question, and the right response is to decline "
+        "(the answer is judged by whether the model declined; its verdict reads 'unanswerable'); omitted: answerable")
     mode: Literal["auto", "interactions", "generate", "logprob"] | None = Field(None, description="influence.mode")
     position_control: Literal["none", "reversed", "shuffled"] | None = Field(
         None, description="influence.position_control: also run drop-one with the passages in this order"
     )
     debug: bool = Field(False, description="include every call's answer")
+
+    @model_validator(mode="after")
+    def _gold_or_unanswerable(self) -> InfluenceRequest:
+        if self.answerable is False and self.answers:
+            raise ValueError("answerable: false with gold answers: an unanswerable question has none")
+        return self
 
 
 class InterpretationRequest(RetrieveRequest):

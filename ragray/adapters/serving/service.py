@@ -29,7 +29,7 @@ from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
 from ragray.retrieval.tail import finish_hits, first_stage_k
 from ragray.adapters.serving import schemas as s
-from ragray.types import Hit, Passage, Question
+from ragray.types import Hit, Passage, Question, frozen_meta
 
 __all__ = ["RagService"]
 
@@ -103,11 +103,16 @@ class RagService:
         return s.RetrieveResponse(question=req.question, retriever=retriever, reranked=reranked,
                                   hits=[_hit_out(h) for h in hits])
 
-    def _question_hits(self, req: s.RetrieveRequest, qid: str, answers: Sequence[str] = ()) -> QuestionHits:
+    def _question_hits(self, req: s.RetrieveRequest, qid: str, answers: Sequence[str] = (),
+                       answerable: bool | None = None) -> QuestionHits:
         _, _, hits = self._retrieve(req)
         if not hits:
             raise InputError("question: the retriever found no passage for it")
-        return QuestionHits(Question(id=qid, question=req.question, answers=tuple(answers)), tuple(hits))
+        # marked as a data set's row marks it (ragray.data.answerable): the prompt stays the served one
+        question = Question(id=qid, question=req.question, answers=tuple(answers))
+        if answerable is False:
+            question = replace(question, meta=frozen_meta({"answerable": False}))
+        return QuestionHits(question, tuple(hits))
 
     # ---------------------------------------------------------------------------- generation
 
@@ -132,7 +137,7 @@ class RagService:
     def influence(self, req: s.InfluenceRequest, qid: str) -> s.InfluenceResponse:
         cfg = self._settings({"influence.mode": req.mode, "influence.position_control": req.position_control})
         icfg = cfg.influence
-        qh = self._question_hits(req, qid, req.answers)
+        qh = self._question_hits(req, qid, req.answers, req.answerable)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
         loop = influence_loop(cfg, self.generator, similarity=similarity, quality=quality, retrieval_k=req.top_k_docs)

@@ -38,29 +38,32 @@ class _Alias:
         new = new_name(fullname)
         if new is None:
             return None
-        module = importlib.import_module(new)  # an ImportError here names the new path
-        return ModuleSpec(fullname, self, is_package=hasattr(module, "__path__"))
+        from importlib.util import find_spec
+
+        found = find_spec(new)  # imports the new path's parents only, not the module
+        if found is None:
+            raise ModuleNotFoundError(f"No module named {new!r} (asked for as {fullname!r})", name=new)
+        return ModuleSpec(fullname, self, is_package=found.submodule_search_locations is not None)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        new = new_name(spec.name)
-        warnings.warn(f"{spec.name} moved to {new}; the old path goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return sys.modules[new]  # the module itself: its __name__ and __spec__ stay the new ones
+        _warn(spec.name)
+        return importlib.import_module(new_name(spec.name))  # the module itself: its names stay the new ones
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing: the module ran when it was imported at its new path."""
 
     def get_code(self, fullname: str) -> object:
         """The new module's code (``python -m ragray.cli`` runs it as ``__main__``)."""
-        new = new_name(fullname)
-        warnings.warn(f"{fullname} moved to {new}; the old path goes in the next release",
-                      DeprecationWarning, stacklevel=2)
         from importlib.util import find_spec
 
+        _warn(fullname)
+        new = new_name(fullname)
         return find_spec(new).loader.get_code(new)
 
-    def is_package(self, fullname: str) -> bool:
-        return hasattr(sys.modules.get(new_name(fullname) or ""), "__path__")
+
+def _warn(fullname: str) -> None:
+    warnings.warn(f"{fullname} moved to {new_name(fullname)}; the old path goes in the next release",
+                  DeprecationWarning, stacklevel=3)
 
 
 def install() -> None:

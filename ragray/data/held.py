@@ -67,21 +67,20 @@ def keep_rows(out: Path, rows: Sequence[Mapping[str, Any]], *, resume: bool) -> 
     """``rows`` written to ``out``/:data:`ROWS_FILE` (the file the run's ``data.path`` names); its
     path. A folder that already holds a run keeps its rows: resuming it with other rows is an error
     that says how to go on; starting over it is refused by the run itself (it holds a run)."""
-    from ragray.store.rundir import prepare_run_dir
+    from ragray.store.rundir import RunDir
 
-    target = prepare_run_dir(out) / ROWS_FILE
-    data = rows_jsonl(rows)
-    if target.is_file() and target.read_bytes() != data:
+    run = RunDir(out)
+    target, data = run.path / ROWS_FILE, rows_jsonl(rows)
+    kept = target.read_bytes() if target.is_file() else None
+    if kept is not None and kept != data:
         if resume:
-            kept = target.read_bytes().count(b"\n")
-            raise InputError(f"resume: these {len(rows)} rows differ from the {kept} rows {out} was started with "
-                             f"(kept in {target}); give the same rows, or data={str(target)!r} to continue with "
-                             "those, or a new out for these")
-        if (out / "progress.jsonl").exists():
+            n_kept = kept.count(b"\n")
+            raise InputError(f"resume: these {len(rows)} rows differ from the {n_kept} rows {out} was "
+                             f"started with (kept in {target}); give the same rows, or data={str(target)!r} to "
+                             "continue with those, or a new out for these")
+        if run.progress_log().path.exists():
             return target  # the run refuses the folder: it holds a run
-    tmp = target.with_name(f".{ROWS_FILE}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(target)
+    run.put(ROWS_FILE, data)
     return target
 
 

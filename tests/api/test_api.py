@@ -193,6 +193,8 @@ def test_the_api_without_out_makes_no_temporary_folder(in_empty_folder, monkeypa
     # the rows were given in memory: kept among the run's files, and its config names them there
     assert "data:\n  path: input_rows.jsonl\n" in run.files["config.yaml"].decode()
     assert [json.loads(line)["id"] for line in run.files["input_rows.jsonl"].splitlines()] == [r["id"] for r in ROWS]
+    # the report names the kept file too, not the token the rows had while the run lasted
+    assert "dataset input_rows.jsonl" in run.files["report.html"].decode() and "rows:" not in run.files["report.html"].decode()
     interpreted = ragray.interpret(ROWS, backend="scripted", progress=False)
     assert interpreted.path is None and len(interpreted.cases) > 0
     audited = ragray.audit_retrieval(ROWS, progress=False, retriever="bm25", top_k=2,

@@ -240,7 +240,8 @@ def _kept(cfg: Any) -> Any:
 
 def clear_models() -> int:
     """Free the models ``ragray.run`` / ``attribute`` / ``interpret`` kept loaded in this process
-    (they load once and are reused by later calls); returns how many were freed."""
+    (they load once and are reused by later calls; at most two stay loaded, a third lets go of
+    the one used longest ago); returns how many were freed."""
     from ragray.generation.kept import clear_models as clear
 
     return clear()

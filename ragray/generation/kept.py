@@ -3,33 +3,42 @@
 In a notebook every ``ragray.attribute`` / ``ragray.run`` call used to load its model again (seconds
 to minutes each). :func:`kept_generator` loads a backend that can share its loaded model
 (``Generator.with_config``: the transformers backend) once per *what defines the load* — backend,
-model, dtype, device and the in-process engine's settings — and hands each later call a generator
-on that same model with the call's own decoding options. :func:`clear_models` closes them all and
-frees their memory (``ragray.clear_models()``). The CLI, Serve and Ray actors load per process as
-before (a command is one process; a replica or actor holds its own).
+model, dtype, device and the CPU threads it is loaded with — and hands each later call a generator
+on that same model with the call's own options (decoding, and the engine's: strategy, batch and
+pass sizes build a new engine on the same weights, never a second copy of them). At most
+:data:`MAX_KEPT` models stay loaded: loading another lets go of the one used longest ago (its
+memory is freed once no call still runs on it), so a notebook that tries model after model does
+not fill the GPU. :func:`clear_models` closes them all and frees their memory
+(``ragray.clear_models()``). The CLI, Serve and Ray actors load per process as before (a command
+is one process; a replica or actor holds its own).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 
 from ragray.config import GenerationConfig
 from ragray.generation.base import GENERATORS, Generator
 
-__all__ = ["clear_models", "kept_generator", "kept_models"]
+__all__ = ["MAX_KEPT", "clear_models", "kept_generator", "kept_models"]
 
 log = logging.getLogger(__name__)
 
-_KEPT: dict[tuple[str, ...], Generator] = {}
+#: models kept loaded at once; another load lets go of the one used longest ago
+MAX_KEPT = 2
+
+_KEPT: dict[tuple[str, ...], Generator] = {}  # least recently used first
 _LOCK = threading.Lock()
 
 
 def _key(config: GenerationConfig) -> tuple[str, ...]:
-    """What defines a load: the rest (template, decoding options, the decline instruction) does not."""
+    """What defines a load: the rest (template, decoding options, the decline instruction, the
+    engine's sizes and strategy) does not. The threads do: the load sets the process's."""
     return (config.backend, str(config.model), str(config.dtype), str(config.device),
-            config.transformers.model_dump_json())
+            str(config.transformers.threads))
 
 
 def kept_generator(config: GenerationConfig) -> Generator | None:
@@ -40,17 +49,30 @@ def kept_generator(config: GenerationConfig) -> Generator | None:
         return None
     key = _key(config)
     with _LOCK:
-        loaded = _KEPT.get(key)
-        if loaded is None:  # the backend says what it loads and from where (the ragray.loads logger)
-            loaded = _KEPT[key] = backend.from_config(config)
+        loaded = _KEPT.pop(key, None)
+        if loaded is None:
+            for old in list(_KEPT)[: max(0, len(_KEPT) - MAX_KEPT + 1)]:
+                # let go before loading: the new weights may need the memory. Not closed: a call
+                # may still run on it (its generator holds the model); freed when that ends
+                _KEPT.pop(old)
+                log.info("let go of the kept model %s to load %s (at most %d stay loaded; "
+                         "ragray.clear_models() frees them all)", _name(old), _name(key), MAX_KEPT)
+            _free_memory()
+            # the backend says what it loads and from where (the ragray.loads logger)
+            loaded = backend.from_config(config)
             log.debug("kept %s for later calls in this process", key)
+        _KEPT[key] = loaded  # the most recently used last
     return loaded.with_config(config)  # type: ignore[attr-defined]
+
+
+def _name(key: tuple[str, ...]) -> str:
+    return f"{key[0]}:{key[1]} ({key[2]}, {key[3]})"
 
 
 def kept_models() -> list[str]:
     """The models kept loaded, as ``backend:model (dtype, device)``."""
     with _LOCK:
-        return [f"{k[0]}:{k[1]} ({k[2]}, {k[3]})" for k in _KEPT]
+        return [_name(k) for k in _KEPT]
 
 
 def clear_models() -> int:
@@ -64,12 +86,14 @@ def clear_models() -> int:
     from ragray.encoders import clear_encoders
 
     clear_encoders()  # the answer metrics' sentence encoders, kept the same way
-    gc.collect()
-    try:
-        import torch  # only if a model was loaded with it
-
-        if loaded and torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    if loaded:
+        _free_memory()
     return len(loaded)
+
+
+def _free_memory() -> None:
+    """Collect what no one holds any more, and hand the CUDA cache's free blocks back."""
+    gc.collect()
+    torch = sys.modules.get("torch")  # only if a model was loaded with it
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

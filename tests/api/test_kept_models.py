@@ -3,6 +3,7 @@
 import pytest
 
 import ragray
+from ragray.generation import kept
 from ragray.generation.kept import kept_models
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.generation.transformers.backend import TransformersGenerator
@@ -57,3 +58,55 @@ def test_two_attribute_calls_load_the_model_once(loads, tmp_path, monkeypatch):
     ragray.clear_models()
     ragray.audit_retrieval("demo", limit=2, progress=False)
     assert len(loads) == 3 and kept_models() == []  # an audit without its LLM steps loads no model
+
+
+def test_engine_settings_share_the_weights_and_two_models_at_most_stay_loaded(loads, tmp_path, monkeypatch, caplog):
+    import gc
+    import weakref
+
+    monkeypatch.chdir(tmp_path)
+    ask = dict(question="Which ferry sails to Kell?", passages=PASSAGES, progress=False)
+    ragray.attribute(**ask)
+    # the engine's strategy and sizes build a new engine on the same weights: not a second copy
+    ragray.attribute(**ask, settings={"generation.transformers.batch_size": 4,
+                                      "generation.transformers.strategy": "gpu"})
+    assert len(loads) == 1
+    first = weakref.ref(next(iter(kept._KEPT.values())))
+    ragray.attribute(**ask, dtype="float32")
+    ragray.attribute(**ask)  # used again: now the most recent
+    assert len(loads) == 2 and kept_models() == ["transformers:smollm2 (float32, auto)",
+                                                 "transformers:smollm2 (auto, auto)"]
+    closed = Shared.closed
+    with caplog.at_level("INFO", logger="ragray.generation.kept"):
+        ragray.attribute(**ask, dtype="bfloat16")  # a third: the one used longest ago is let go
+    assert len(loads) == 3 and kept_models() == ["transformers:smollm2 (auto, auto)",
+                                                 "transformers:smollm2 (bfloat16, auto)"]
+    assert "let go of the kept model transformers:smollm2 (float32, auto)" in caplog.text
+    assert Shared.closed == closed  # not closed (a call may still run on it): freed once no one holds it
+    gc.collect()
+    assert first() is not None  # the first model was used most recently but one: still kept
+    ragray.attribute(**ask, dtype="float32")
+    assert len(loads) == 4  # let go: loaded again
+    gc.collect()
+    assert first() is None  # (auto, auto) was let go this time, and nothing else held it
+
+
+@pytest.mark.slow
+def test_a_kept_model_serves_both_engines_on_one_copy_of_its_weights():
+    """The packaged SmolLM2, kept once: a call with the gpu strategy's engine runs on the same
+    weights as a call at defaults (the cpu engine on CPU), with the same log-probs."""
+    from ragray.config import GenerationConfig
+    from ragray.generation.base import Message
+    from ragray.generation.kept import clear_models, kept_generator
+
+    clear_models()
+    try:
+        plain = kept_generator(GenerationConfig(device="cpu"))
+        gpu = kept_generator(GenerationConfig(device="cpu", transformers={"strategy": "gpu", "batch_size": 4}))
+        assert kept_models() == ["transformers:smollm2 (auto, cpu)"]
+        assert plain.strategy == "cpu" and gpu.strategy == "gpu" and plain._model is gpu._model
+        prompt = [(Message("system", "Answer briefly."), Message("user", "Which ferry sails to Kell? The Tern sails to Kell."))]
+        a, b = plain.logprobs(prompt, ["The Tern"]), gpu.logprobs(prompt, ["The Tern"])
+        assert a == pytest.approx(b, abs=1e-4)
+    finally:
+        clear_models()

@@ -1,6 +1,6 @@
 """benchmarks/bench_gpu.py on the tiny shape on CPU (the GPU run is one call of a lent machine: the
 script must not rot between them): every phase writes its numbers, and the gpu strategy's forward
-passes per question fall with questions in flight."""
+passes per question fall with questions in flight; the ragray phases measure the naive loops' work."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ def test_tiny_shape_on_cpu_writes_every_phase(tmp_path):
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["machine"]["commit"]
     assert result["ragray"]["questions"] == 3 and result["ragray"]["calls"] == 33
+    # the record's measure (log-prob: the naive loops' work); the default measure as its own phase,
+    # counted in contexts (2(k + 1) a question: full, empty, each passage left out and kept alone)
+    # (log-prob scores 12 contexts a question: full, each passage left out, and the empty one)
+    assert result["ragray"]["influence_mode"] == "logprob" and result["ragray"]["contexts"] == 3 * 12
+    default = result["ragray_default_measure"]
+    assert default["influence_mode"] == "interactions" and default["contexts"] == 3 * 22
+    assert default["calls"] == 33 and default["seconds_per_question"] > 0
     assert result["ragray"]["backend_settings"]["strategy"] == "cpu"  # auto on a CPU
     assert result["ragray_other_strategy"]["backend_settings"]["strategy"] == "gpu"
     assert result["ragray_eager_decode"]["settings"] == {"static_decode": False}

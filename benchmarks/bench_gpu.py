@@ -61,10 +61,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 BANDWIDTH = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100 80GB HBM3": 3.35e12, "H100 PCIe": 2.0e12, "H100": 3.35e12,
              "A100": 2.0e12}
 WARMUP_QUESTIONS = 2
-#: the measure every ragray phase runs unless it says otherwise: log-prob influence, one generate and
-#: k drop-one scorings per question (the naive loops' work, and the measure of the GPU record of
-#: 2026-11-26, 34.6 calls/s; the default measure since then scores twice the contexts)
-WORKLOAD = {"influence.mode": "logprob"}
+#: the work every ragray phase does unless it says otherwise, that of the naive loops and of the GPU
+#: record of 2026-11-26 (34.6 calls/s): log-prob influence, one generate and k drop-one scorings per
+#: question (the default measure since then scores twice the contexts), on the template's prompts
+#: (the demo set's unanswerable questions now add a decline instruction, ~19 tokens a prompt)
+WORKLOAD = {"influence.mode": "logprob", "generation.decline": "never"}
 # the pass size the gpu strategy picks for an 8B model on an 80 GB GPU (strategy.gpu_sizes), used for
 # its engine counts on a CPU
 GPU_TOKENS_PER_PASS = 32768
@@ -483,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             save()
         if "default_measure" not in skip and clock.left() > 60:
             try:  # ragray's default measure (interactions): what a user's run costs per question
-                v = ragray_run(gen, args.questions, {"influence.mode": "auto"})
+                v = ragray_run(gen, args.questions, {"influence.mode": "auto", "generation.decline": "auto"})
                 result["ragray_default_measure"] = {k: x for k, x in v.items() if not k.startswith("_")}
                 print("default measure", result["ragray_default_measure"], flush=True)
             except Exception:  # noqa: BLE001 - recorded; the other phases still run

@@ -4,7 +4,8 @@
 
 Checks out ``--base`` in a git worktree, then runs the same commands on the packaged demo set
 with the packaged SmolLM2 in fp32 (deterministic on one machine) once with the base tree and once
-with the working tree, each in its own folder:
+with the working tree, each in its own folder with its own caches (``$RAGRAY_CACHE``: nothing one
+tree computed is read back by the other):
 
 - ``ragray run --limit N`` (influence, log-prob by default) and ``--set influence.mode=generate``;
 - ``ragray interpret --limit N/2`` (faithfulness: importance, deletion arms, cases, curves);
@@ -93,19 +94,28 @@ def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
     }
 
 
+#: the CLI of either tree (before issue 45 it lived at ragray.cli)
+_CLI = ("import sys\ntry:\n    from ragray.adapters.cli import main\nexcept ImportError:\n"
+        "    from ragray.cli import main\nsys.exit(main())")
+
+
 def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:
     """Runs the commands with ``tree``'s code into ``out`` (``keep``: skip those already there)."""
-    if not keep and out.exists():
-        shutil.rmtree(out)
+    # each tree its own caches: a model call, index or embedding the other tree cached would be read
+    # back instead of computed, and a change of the engine's numbers would never show
+    cache = out.with_name(out.name + "-cache")
+    if not keep:
+        for folder in (out, cache):
+            if folder.exists():
+                shutil.rmtree(folder)
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "RAGRAY_CPU_BF16": "0", "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
+           "RAGRAY_CPU_BF16": "0", "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "RAGRAY_CACHE": str(cache)}
     for name, args in commands(tree, out, n).items():
         if (out / name).exists():
             print(f"  {name}: kept from an earlier call", flush=True)
             continue
         print(f"  ragray {' '.join(args)}", flush=True)
-        proc = subprocess.run([sys.executable, "-c", "import sys; from ragray.adapters.cli import main; sys.exit(main())",
-                               *args], cwd=tree, env=env, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", _CLI, *args], cwd=tree, env=env, capture_output=True, text=True)
         if proc.returncode not in ((0, 1) if name == "audit" else (0,)):  # audit exits 1 when a query FAILs
             raise SystemExit(f"{name} failed in {tree} (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
 

@@ -28,8 +28,8 @@ from ragray.metrics.similarity import Similarity
 from ragray.registry import Registry
 from ragray.progress import calls_done
 
-__all__ = ["SCORERS", "CallBook", "CallCost", "GenerateScorer", "JsdScorer", "LogprobScorer", "Measured", "Scorer",
-           "kept_share"]
+__all__ = ["SCORERS", "CallBook", "CallCost", "Extra", "GenerateScorer", "JsdScorer", "LogprobScorer", "Measured",
+           "Scorer", "kept_share"]
 
 
 def kept_share(logprob: float, full: float) -> float:
@@ -127,6 +127,10 @@ class CallBook:
         return self._logprobs.get((prompt, answer))
 
 
+#: a context to score beside the drop-one arms and its answer (None: the first order's scored answer)
+Extra = tuple[ChatPrompt, "str | None"]
+
+
 @dataclass(frozen=True)
 class Measured:
     """Per order (a list of prompts whose first is that order's baseline): the generations
@@ -153,11 +157,12 @@ class Scorer(ABC):
 
     @abstractmethod
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[ChatPrompt] = ()) -> Measured:
+                extra: Sequence[Extra] = ()) -> Measured:
         """Measure every order's prompts (first of each: its baseline); a failed first baseline
-        stops the question (its generation is returned, nothing measured). ``extra``: more contexts
-        whose log-probability of the first order's answer the caller will ask the book for (scored
-        in the same backend call where the scorer scores; the generate scorer ignores them)."""
+        stops the question (its generation is returned, nothing measured). ``extra``: more
+        ``(context, answer)`` pairs whose log-probability the caller will ask the book for (answer
+        None: the first order's scored answer), scored in the same backend call where the scorer
+        scores (one engine round for all of a question's scoring; the generate scorer ignores them)."""
 
 
 SCORERS: Registry[Scorer] = Registry("scorer", {"generate": __name__, "logprob": __name__, "jsd": __name__})
@@ -179,7 +184,7 @@ class GenerateScorer(Scorer):
         self.similarity = similarity
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[ChatPrompt] = ()) -> Measured:
+                extra: Sequence[Extra] = ()) -> Measured:
         flat = book.generate([p for o in orders for p in o])
         gens, at = [], 0
         for o in orders:
@@ -215,15 +220,15 @@ class LogprobScorer(Scorer):
         return [kept_share(lp, lps[0]) for lp in lps], lps, None
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[ChatPrompt] = ()) -> Measured:
+                extra: Sequence[Extra] = ()) -> Measured:
         baselines = book.generate([o[0] for o in orders])
         if not baselines[0].ok:
             return Measured([[baselines[0]]], _nan(orders[:1]))
         answers = [self.span(b.text) for b in baselines]
         if not self.splits_orders:  # all orders' prompts and the extra contexts in ONE backend call
             ok = [(o, a) for o, a, b in zip(orders, answers, baselines) if b.ok]
-            book.logprobs([p for o, _ in ok for p in o] + list(extra),
-                       [a for o, a in ok for _ in o] + [answers[0]] * len(extra))
+            book.logprobs([p for o, _ in ok for p in o] + [p for p, _ in extra],
+                          [a for o, a in ok for _ in o] + [answers[0] if a is None else a for _, a in extra])
         sims, lps, divs = [], [], []
         for o, a, b in zip(orders, answers, baselines):
             if not b.ok:

@@ -40,7 +40,7 @@ from ragray.ablation.columns import (
     exact_match_or_none,
     used_passages,
 )
-from ragray.ablation.engine import SCORERS, CallBook, CallCost, Measured
+from ragray.ablation.engine import SCORERS, CallBook, CallCost, Extra, Measured
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.ablation.span import answer_span
 from ragray.attribution.base import CONTROL_NAMES, MEASURES, MODE_MEASURES, Evidence, Measure, Observed, Scores
@@ -167,6 +167,11 @@ class InfluenceLoop:
     def _prompts(self, qh: QuestionHits, arms: list[Arm]) -> list[ChatPrompt]:
         return [self.template.build(qh.question.question, a.passages, self.system_prompt) for a in arms]
 
+    @property
+    def _closed_book(self) -> bool:
+        """Whether each question scores its answer with no passages (the closed-book pass)."""
+        return bool(self.config.closed_book) or self.measure.name == "interactions"
+
     def _planned(self, qh: QuestionHits) -> list[tuple[str, Subset]]:
         """``(purpose, subset)`` of every context the run's measures score beyond the drop-one arms."""
         k = len(qh.hits)
@@ -185,7 +190,13 @@ class InfluenceLoop:
         answer under each arm (NaN where that baseline failed)."""
         prompts = [self._prompts(qh, arms) for arms in orders]
         passages = [h.passage for h in qh.hits]
-        extra = [self._build(qh, [passages[i] for i in s.shown]) for _, s in planned]
+        # every context the question scores besides the arms, in the arms' backend call (one
+        # engine round, not one each): the planned subsets, the closed book, declining
+        extra: list[Extra] = [(self._build(qh, [passages[i] for i in s.shown]), None) for _, s in planned]
+        if self._closed_book:
+            extra.append((self._build(qh, []), None))
+        if is_unanswerable(qh.question):
+            extra.append((prompts[0][0], DECLINE_PHRASE))
         book = CallBook(self.generator)
         book.request(sum(map(len, prompts)))
         try:
@@ -230,7 +241,7 @@ class InfluenceLoop:
                                                lp_all, n_tokens)
         full = frozenset(range(k))
         scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
-        if self.config.closed_book or self.measure.name == "interactions":
+        if self._closed_book:
             (lp_none,) = book.logprobs([build(())], [answer])
             ev.logprob_none = lp_none
             ev.context_dependent = (None if math.isnan(lp_none) or math.isnan(lp_all)

@@ -377,3 +377,38 @@ def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_
     assert correct_line(list(qs.values())).startswith(
         "answered correctly: 1 of 2 answerable (the answer contains a gold answer; 1 declined); declined 1 of 2 unanswerable")
     assert verdict_words(qs["u2"]).startswith("unanswerable: the answer is made up")
+
+
+def test_a_question_scores_every_context_in_one_backend_call(tmp_path):
+    """Drop-one arms, the kept-alone design, the closed book and the decline phrase go to the
+    backend in ONE log-prob call per question (each further call is one more engine round: on a
+    GPU a pass and a host wait more for every question in flight)."""
+
+    class Counting(ScriptedGenerator):
+        def __init__(self):
+            super().__init__()
+            self.score_batches = []
+
+        def logprobs(self, prompts, answers):
+            self.score_batches.append(sorted(set(answers)))
+            return super().logprobs(prompts, answers)
+
+    rows = [record("a", "Which ferry sails to Kell?", ["The ferry to Kell is the Tern ANSWER=tern", "Kell has a lighthouse.",
+                                                        "Ferries sail daily."], gold=["a-p0"]),
+            {**record("u", "How much is a jar of honey?", ["Honey is sold ANSWER=cheap", "Bees buzz."]), "answers": []}]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    gen = Counting()
+    # defaults (interactions), one question at a time (in flight, calls of several questions merge)
+    res = run_influence(config(path, "execution.max_questions_in_flight=1"), tmp_path / "r", generator=gen,
+                        progress=False)
+    from ragray.generation.prompts import DECLINE_PHRASE
+
+    assert gen.score_batches == [["tern"], sorted(["cheap", DECLINE_PHRASE])]  # one call per question
+    subsets = read(res.out, "subsets")
+    assert {s["purpose"] for s in subsets if s["question_id"] == "a"} >= {"closed_book", "design"}
+    assert next(q for q in read(res.out, "questions") if q["question_id"] == "u")["decline_margin"] is not None
+    gen = Counting()  # log-prob mode: drop-one arms and the closed book (no design) in one call too
+    res = run_influence(config(path, "execution.max_questions_in_flight=1", "influence.mode=logprob"),
+                        tmp_path / "lp", generator=gen, progress=False)
+    assert len(gen.score_batches) == 2 and {s["purpose"] for s in read(res.out, "subsets")} == {"closed_book"}

@@ -94,9 +94,10 @@ def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
     }
 
 
-#: the CLI of either tree (before issue 45 it lived at ragray.cli)
-_CLI = ("import sys\ntry:\n    from ragray.adapters.cli import main\nexcept ImportError:\n"
-        "    from ragray.cli import main\nsys.exit(main())")
+#: the CLI of the tree it runs in (before issue 45 it lived at ragray.cli; asked by file, as an
+#: editable install's finder would answer an import the tree lacks from the installed checkout)
+_CLI = ("import pathlib, sys\nif pathlib.Path('ragray/adapters/cli.py').is_file():\n"
+        "    from ragray.adapters.cli import main\nelse:\n    from ragray.cli import main\nsys.exit(main())")
 
 
 def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:

@@ -275,20 +275,6 @@ class _Tables(Mapping[str, Any]):
         return len(self._names)
 
 
-def _rerendered(files: dict[str, bytes]) -> dict[str, bytes]:
-    """``files`` with ``report.html`` drawn again from them (the run's report named the rows by
-    their in-memory token; its config now names the kept file)."""
-    from ragray.report.report import write_report
-    from ragray.store.rundir import RunDir
-
-    if "report.html" not in files:
-        return files
-    run = RunDir(None)
-    run.files = dict(files)
-    write_report(run)
-    return run.files
-
-
 def _run(files: Mapping[str, bytes], kind: str) -> Run:
     """A run from its files (a folder's, or an in-memory run's)."""
     files = dict(sorted(files.items()))
@@ -364,7 +350,7 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
     if out is not None:
         files = read_files(Path(out))
     elif held is not None and kind != "score":  # kept beside the run: a saved run re-runs and resumes
-        files = _rerendered(with_rows_file(done.files, held, rows))
+        files = with_rows_file(done.files, held, rows)
     else:
         files = done.files
     result = _run(files, kind)

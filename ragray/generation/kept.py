@@ -51,13 +51,15 @@ def kept_generator(config: GenerationConfig) -> Generator | None:
     with _LOCK:
         loaded = _KEPT.pop(key, None)
         if loaded is None:
-            for old in list(_KEPT)[: max(0, len(_KEPT) - MAX_KEPT + 1)]:
+            oldest = list(_KEPT)[: max(0, len(_KEPT) - MAX_KEPT + 1)]
+            for old in oldest:
                 # let go before loading: the new weights may need the memory. Not closed: a call
                 # may still run on it (its generator holds the model); freed when that ends
                 _KEPT.pop(old)
                 log.info("let go of the kept model %s to load %s (at most %d stay loaded; "
                          "ragray.clear_models() frees them all)", _name(old), _name(key), MAX_KEPT)
-            _free_memory()
+            if oldest:
+                _free_memory()
             # the backend says what it loads and from where (the ragray.loads logger)
             loaded = backend.from_config(config)
             log.debug("kept %s for later calls in this process", key)

@@ -69,7 +69,7 @@ def header(data: RunData, title: str) -> str:
     sim = badge("simulated", "simulated") if data.simulated else ""
     bits = [f"{data.kind}", f"model {gen.get('model', '–')} via {gen.get('backend', '–')}",
             (data.summary or {}).get("passages_from") or f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}",
-            f"dataset {(cfg.get('data') or {}).get('path', '–')}"]
+            f"dataset {data.dataset}"]
     return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
             f"<div class=\"sub muted\">{esc(str(data.path or 'in memory'))}</div>")
 

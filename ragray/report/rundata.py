@@ -53,6 +53,17 @@ class RunData:
         return str(self.config.get("name") or (self.path.name if self.path is not None else "in memory"))
 
     @property
+    def dataset(self) -> str:
+        """The data set as the run's config names it; rows a notebook gave in memory by the file
+        the finished run keeps them in (the token they had during the run means nothing after it)."""
+        from ragray.data.held import ROWS_FILE, is_held
+
+        path = (self.config.get("data") or {}).get("path")
+        if not path:
+            return "–"
+        return ROWS_FILE if is_held(str(path)) else str(path)
+
+    @property
     def simulated(self) -> bool:
         return bool(self.summary.get("simulated"))
 

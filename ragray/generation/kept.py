@@ -5,7 +5,8 @@ to minutes each). :func:`kept_generator` loads a backend that can share its load
 (``Generator.with_config``: the transformers backend) once per *what defines the load* — backend,
 model, dtype, device and the CPU threads it is loaded with — and hands each later call a generator
 on that same model with the call's own options (decoding, and the engine's: strategy, batch and
-pass sizes build a new engine on the same weights, never a second copy of them). At most
+pass sizes build a new engine on the same weights, never a second copy of them; calls through any of
+them take turns on the model, one lock per model). At most
 :data:`MAX_KEPT` models stay loaded: loading another lets go of the one used longest ago (its
 memory is freed once no call still runs on it), so a notebook that tries model after model does
 not fill the GPU. :func:`clear_models` closes them all and frees their memory

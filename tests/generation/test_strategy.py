@@ -387,6 +387,58 @@ def test_two_jsd_questions_at_once_take_turns_in_the_engine(reference):
         assert [x for pair in got[j] for x in pair] == pytest.approx([x for pair in alone[j] for x in pair], abs=1e-5)
 
 
+def test_every_generator_on_one_model_runs_one_call_at_a_time():
+    """The API builds a generator per call on a kept model (with_config) and on a model handed in
+    (each a new engine): calls from two notebook threads still take turns on the model, whichever
+    generator and engine they come through; another model has a lock of its own."""
+    import threading
+
+    import transformers
+    from types import SimpleNamespace
+
+    from ragray.api import _generator
+
+    config = transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
+    model, other = transformers.LlamaForCausalLM(config), transformers.LlamaForCausalLM(config)
+    tok = SimpleNamespace(eos_token_id=2, decode=lambda ids, skip_special_tokens: " ".join(map(str, ids)))
+    kept = TransformersGenerator(model, tok, GenerationConfig(), path="tiny", device="cpu")
+    gens = [kept.with_config(GenerationConfig(max_tokens=4)),
+            kept.with_config(GenerationConfig(transformers={"strategy": "gpu"})),
+            _generator(model, tok, ExperimentConfig()), _generator(model, tok, ExperimentConfig())]
+    assert len({id(g.engine) for g in [kept, *gens]}) == 5  # five engines, one lock
+    assert all(g.engine.lock is kept.engine.lock for g in gens)
+    assert _generator(other, tok, ExperimentConfig()).engine.lock is not kept.engine.lock
+
+    inside, most = [0], [0]
+
+    def watched(engine):
+        real = engine.generate
+
+        def generate(seqs, budgets):
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            try:
+                threading.Event().wait(0.05)  # long enough for another thread to try to enter
+                return real(seqs, budgets)
+            finally:
+                inside[0] -= 1
+
+        engine.generate = generate
+
+    answers: list[str] = []
+    for g in gens:
+        watched(g.engine)
+        g.prompt_token_ids = lambda prompts: [[1, 5, 7, 9] for _ in prompts]  # no chat template here
+    threads = [threading.Thread(target=lambda g=g: answers.extend(x.text for x in g.generate(ablation_prompts()[:2])))
+               for g in gens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(answers) == 8 and most[0] == 1
+
+
 def test_every_way_of_building_a_generator_gets_its_engine_and_prepared_model():
     """The constructor, from_model and a model handed to the API all choose the engine in one place
     (make_engine) and prepare the model the same way."""

@@ -13,9 +13,11 @@ the generator is built (a config, ``from_model``, a model handed to the API):
   calls that score it.
 
 Both plan with :mod:`~ragray.generation.transformers.plan` and share the decoding below. One call
-runs in an engine at a time (:attr:`Engine.lock`): questions in flight merge their calls before
-they reach it (:mod:`ragray.pipeline.in_flight`), and a call that is not merged (a JSD question's)
-waits for the one inside.
+runs on a model at a time (:attr:`Engine.lock`, one per model: the engines of every generator built
+on it share it, the API's per-call generators on a kept model and a model handed in twice
+included): questions in flight merge their calls before they reach it
+(:mod:`ragray.pipeline.in_flight`), and a call that is not merged (a JSD question's, another
+notebook thread's) waits for the one inside.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +38,7 @@ from ragray.generation.transformers.drafts import DraftSource
 from ragray.generation.transformers.kv import Piece, stack_pieces, supports_prefix_reuse
 from ragray.progress import calls_done
 
-__all__ = ["Decoded", "Engine", "ScoreJob", "Store", "use_ragray_attention"]
+__all__ = ["Decoded", "Engine", "ScoreJob", "Store", "model_lock", "use_ragray_attention"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,20 @@ Decoded = tuple[list[int], float]
 #: what scoring hands on per prompt: its index, the log-softmax rows at the answer's positions
 #: (``[n, vocab]``, float32) and the answer's token ids (a tensor on the same device)
 Store = Callable[[int, Any, Any], None]
+
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: Any) -> threading.Lock:
+    """The one lock of ``model``: every engine on it runs one call at a time, whichever generator
+    it belongs to (one owner of the device memory the model's calls take); held only as long as
+    the model lives."""
+    with _MODEL_LOCKS_GUARD:
+        try:
+            return _MODEL_LOCKS.setdefault(model, threading.Lock())
+        except TypeError:  # a model that takes no weak reference: a lock of this engine's own
+            return threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -74,7 +91,7 @@ class Engine:
                  counts: EngineCounts) -> None:
         self.model, self.torch, self.device, self.config, self.eos = model, torch, device, config, eos
         self.counts = counts
-        self.lock = threading.Lock()
+        self.lock = model_lock(model)
         # caches of sliding-window / recurrent layers cannot be cut or re-stacked: one row at a time
         self.global_attention = supports_prefix_reuse(model.config)
         self.prefix_reuse = config.transformers.prefix_reuse and self.global_attention

@@ -344,6 +344,8 @@ class InfluenceLoop:
             control, pos = self._position(order, forward, sims[1])
             content = content_influence(infl, control)
         flags = list(result.flags)
+        if is_unanswerable(q):  # no alignment verdict (answer_columns): no misaligned flag either
+            flags = [f for f in flags if f != "misaligned"]
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]

@@ -354,7 +354,10 @@ def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_
         # nothing answers it: the scripted model says "unknown" (a decline)
         {**record("u1", "Who designed the Palm Vault?", ["Gardens grow.", "Glass houses."]), "answers": []},
         # a passage invites an answer the set says is not there: answered anyway
-        {**record("u2", "How much is a jar of honey?", ["Honey is sold ANSWER=cheap", "Bees buzz."]), "answers": []},
+        # (the retriever ranks a passage the answer does not use first: use and order disagree)
+        {**record("u2", "How much is a jar of honey?", ["Honey is sold ANSWER=cheap", "Bees buzz.",
+                                                          "How much is a jar? A jar of honey is much honey."]),
+         "answers": []},
         # answerable, but the model declines: wrong, and said so
         record("b", "Who keeps the light?", ["Keepers keep.", "Lights shine."]),
     ]
@@ -372,6 +375,10 @@ def test_unanswerable_questions_are_judged_by_declining_and_kept_apart_from_the_
     used = {p["passage_id"] for p in read(res.out, "passages") if p["used"]}
     assert "u2-p0" in used  # what the made-up answer leaned on
     assert res.summary.alignment.n_scored <= 2 and qs["u1"]["misaligned"] is None  # unanswerable: no verdict
+    # nor a misaligned flag, though what the made-up answer leaned on ranks below an unused passage
+    u2_used = {p["retrieval_rank"] for p in read(res.out, "passages") if p["question_id"] == "u2" and p["used"]}
+    assert min(u2_used) > 1 and qs["u2"]["usage_ndcg"] < 0.8 and "misaligned" not in qs["u2"]["flags"]
+    assert res.summary.flag_counts["misaligned"] == sum(bool(q["misaligned"]) for q in qs.values())
     from ragray.report.run_console import correct_line, correct_words, verdict_words
     assert [correct_words(qs[i]) for i in ("a", "u1", "u2", "b")] == ["yes", "declined", "answered anyway", "no, declined"]
     assert correct_line(list(qs.values())).startswith(

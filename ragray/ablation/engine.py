@@ -164,6 +164,15 @@ class Scorer(ABC):
         None: the first order's scored answer), scored in the same backend call where the scorer
         scores (one engine round for all of a question's scoring; the generate scorer ignores them)."""
 
+    def planned_calls(self, orders: Sequence[Sequence[ChatPrompt]], extra: Sequence[Extra] = ()) -> int:
+        """The backend calls :meth:`measure` and then the caller's asks for ``extra`` will cost, each
+        distinct (prompt, answer) once as the book pays it (the progress bar's plan): each order's
+        baseline generated, and every distinct pair scored (an order's prompts score its own
+        baseline's answer; an extra's None answer is the first order's)."""
+        pairs = {(p, ("order", o)) for o, prompts in enumerate(orders) for p in prompts}
+        pairs |= {(p, ("order", 0) if a is None else ("text", a)) for p, a in extra}
+        return len({o[0] for o in orders if o}) + len(pairs)
+
 
 SCORERS: Registry[Scorer] = Registry("scorer", {"generate": __name__, "logprob": __name__, "jsd": __name__})
 
@@ -198,6 +207,10 @@ class GenerateScorer(Scorer):
             else:
                 sims.append([self.similarity(base.text, g.text) if g.ok else float("nan") for g in gs])
         return Measured(gens, sims)
+
+    def planned_calls(self, orders: Sequence[Sequence[ChatPrompt]], extra: Sequence[Extra] = ()) -> int:
+        """Every distinct prompt generated once; nothing scored."""
+        return len({p for o in orders for p in o})
 
 
 @SCORERS.register("logprob")

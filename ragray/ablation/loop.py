@@ -108,6 +108,8 @@ class _Calls:
     cost: CallCost
     book: CallBook | None = None
     measured: Measured | None = None
+    #: the calls the question was planned to cost (the progress bar's; corrected at its end)
+    planned: int = 0
 
 
 class InfluenceLoop:
@@ -197,14 +199,20 @@ class InfluenceLoop:
             extra.append((self._build(qh, []), None))
         if is_unanswerable(qh.question):
             extra.append((prompts[0][0], DECLINE_PHRASE))
+        # the progress bar's plan: every distinct call, and the held-out subsets of the checks
+        expected = self.scorer.planned_calls(prompts, extra)
+        if not self.scorer.generates_arms and len(qh.hits) >= 2:
+            expected += self.config.check_subsets
+        calls_planned(expected)
         book = CallBook(self.generator)
         book.request(sum(map(len, prompts)))
         try:
             m = self.scorer.measure(book, prompts, extra)
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
-            return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost)
-        return _Calls(m.gens, m.similarities, m.scored, None, book.cost, book, m)
+            return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost,
+                          book, planned=expected)
+        return _Calls(m.gens, m.similarities, m.scored, None, book.cost, book, m, planned=expected)
 
     def _position(
         self, order: list[int], forward: list[float], control_sims: list[float]
@@ -305,9 +313,6 @@ class InfluenceLoop:
         start = time.perf_counter()
         counted = self.generator.engine_counts()
         planned = self._planned(qh)
-        # the progress bar's plan (corrected to what the question did at its end)
-        expected = sum(map(len, orders)) + len(planned) + 1 + is_unanswerable(q) + self.config.check_subsets
-        calls_planned(expected)
         calls = self._call(qh, orders, planned)
         baseline = calls.gens[0][0] if calls.gens else None
         error = calls.error
@@ -419,7 +424,7 @@ class InfluenceLoop:
             n_rows = len(arms) if calls.scored else len(gens_o)
             call_rows += [call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
                           for j in range(n_rows)]
-        calls_planned((calls.book.calls if calls.book is not None else 0) - expected)
+        calls_planned((calls.book.calls if calls.book is not None else 0) - calls.planned)  # what it did
         return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows),
                                tuple(ev.subsets), tuple(ev.checks))
 

@@ -69,3 +69,25 @@ def test_a_run_reports_each_questions_calls_before_the_question_finishes(recorde
     assert units[:first_question].count("call") >= 3  # the calls moved while the first question ran
     calls = [(n, total) for u, n, total in recorder.events if u == "call"]
     assert calls[-1][0] == calls[-1][1] > 0  # done of planned, and the plan met at the end
+
+
+@pytest.mark.parametrize("settings", [[], ["influence.mode=logprob"], ["influence.mode=generate"],
+                                      ["influence.mode=jsd"], ["influence.position_control=reversed"],
+                                      ["influence.mode=logprob", "influence.closed_book=false"]])
+def test_each_question_plans_the_calls_it_makes(monkeypatch, tmp_path, settings):
+    """The bar's plan is what a question costs, each distinct call once (the drop-one arms and the
+    design's contexts overlap: full and left-out contexts are both), an unanswerable question's
+    decline scoring included: the correction at its end is 0, so the total never jumps."""
+    told: list[int] = []
+    monkeypatch.setattr("ragray.ablation.loop.calls_planned", told.append)
+    texts = ["The ferry is the Tern ANSWER=tern", "Kell has a lighthouse.", "Tickets.", "Honey ANSWER=sweet"]
+    rows = [{"id": "a", "question": "Which ferry sails to Kell?", "answers": ["tern"],
+             "passages": [{"id": f"a-p{j}", "text": t} for j, t in enumerate(texts)]},
+            {"id": "u", "question": "How much is honey?", "answers": [],
+             "passages": [{"id": f"u-p{j}", "text": t} for j, t in enumerate(texts)]}]
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = load_config(None, [f"data.path={path}", "generation.backend=scripted", *settings])
+    run_influence(config, tmp_path / "r", generator=ScriptedGenerator(), progress=False)
+    plans, corrections = told[0::2], told[1::2]
+    assert len(plans) == 2 and all(p > 4 for p in plans) and corrections == [0, 0]

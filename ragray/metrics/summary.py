@@ -136,12 +136,12 @@ def influence_label(mode: str, similarity: str) -> str:
             "generate": f"drop-one {similarity}", "surrogate": "surrogate (random subsets)"}.get(mode, f"drop-one ({mode})")
 
 
-#: dtypes whose log-probabilities are too coarse for small influences (benchmarks/bench_dtype.py)
+#: dtypes whose log-probabilities are too coarse for the verdicts (benchmarks/bench_dtype.py;
+#: the figures: docs/running.md)
 LOW_PRECISION = ("bfloat16", "float16")
 PRECISION_WARNING = (
-    "{precision}: an influence below ~0.3 can be rounding, not use (bf16 against fp32 on 10 questions: "
-    "influences moved by up to 0.40 and 2 verdicts flipped); pin generation.dtype=float32 for verdicts "
-    "on weak influences"
+    "{precision}: a verdict can come from rounding, not use (against float32 on 20 questions, 5 got other "
+    "used passages and 4 another verdict: docs/running.md); pin generation.dtype=float32 for verdicts"
 )
 
 

@@ -28,3 +28,13 @@ def test_no_influence_in_one_dtype_is_a_disagreement_and_rho_is_left_undefined()
     assert math.isclose(row["max_abs_diff"], 0.3)
     s = summarize([row])
     assert s["rho_undefined"] == 1 and s["rho_mean"] is None and s["same_top1"] == 0
+
+
+def test_the_used_marks_are_compared_passage_by_passage():
+    inf = {"p1": 0.6, "p2": 0.1, "p3": 0.0}
+    same = compare_question(Q, Q, inf, inf, {"p1": True, "p2": False, "p3": False}, {"p1": True, "p2": False, "p3": False})
+    moved = compare_question(Q, Q, inf, inf, {"p1": True, "p2": False, "p3": False}, {"p1": True, "p2": True, "p3": None})
+    assert same["same_used"] and same["used_marks_differ"] == 0 and same["passages_compared"] == 3
+    assert not moved["same_used"] and moved["used_marks_differ"] == 1 and moved["used"] == [["p1"], ["p1", "p2"]]
+    s = summarize([same, moved])
+    assert (s["same_used"], s["used_marks_differ"], s["passages_compared"], s["same_answer_and_used"]) == (1, 1, 6, 1)

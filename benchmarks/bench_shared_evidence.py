@@ -338,6 +338,71 @@ def figures(questions: dict[str, list[dict[str, Any]]], z: float, m: float, f: f
     return out
 
 
+#: candidate shares of the context's gain a passage must give alone to "suffice"
+#: (interactions.SUFFICES_SHARE); the rule before (None: clearing the bar sufficed, pairs only) is reported beside
+SUFFICES_GRID = (0.25, 0.5, 0.6, 0.75)
+
+
+def grouping(questions: dict[str, list[dict[str, Any]]], z: float, m: float, f: float | None,
+             suffices: float | None) -> dict[str, Any]:
+    """The groups against known truth: on (a)+(b) right answers with the gold and its copy both
+    used, are they one group (counted once by the verdict), and does it read "either suffices"; on (c) with both supporting paragraphs used, are they
+    called substitutes (the data set's logic needs both); where no other passage holds the answer,
+    how often a passage that is not evidence shares a group with evidence (it was already marked
+    used: the group says it suffices alone, as the evidence does)."""
+    from ragray.attribution.interactions import SUBSTITUTES, fit_interactions
+
+    n: dict[str, list[int]] = {}
+
+    def count(key: str, hit: bool) -> None:
+        n.setdefault(key, [0, 0])
+        n[key][0] += bool(hit)
+        n[key][1] += 1
+
+    for name, vs in questions.items():
+        for v in vs:
+            ps = v["passages"]
+            fit = fit_interactions(len(ps), scored_contexts(v), context_threshold=1.0, noise_z=z, min_effect=m,
+                                   min_share=f, suffices_share=suffices)
+            role = [v["roles"].get(p["passage_id"]) for p in ps]
+            right = bool(v["q"]["answer_correct"])
+            if name.startswith("dup_") and right:
+                pair = [i for i, r in enumerate(role) if r in ("gold", "copy")]
+                if len(pair) == 2 and all(fit.used[i] for i in pair):
+                    together = fit.group[pair[0]] is not None and fit.group[pair[0]] == fit.group[pair[1]]
+                    count("copies", together)  # counted once in the verdict
+                    count("copies_either", together and fit.relation[pair[0]] == SUBSTITUTES)
+            if name == "bridge_hotpot":
+                pair = [i for i, r in enumerate(role) if r == "support"]
+                if len(pair) == 2 and all(fit.used[i] for i in pair):
+                    count("bridge", fit.group[pair[0]] is not None and fit.group[pair[0]] == fit.group[pair[1]]
+                          and fit.relation[pair[0]] == SUBSTITUTES)
+            if not v["answer_elsewhere"]:
+                evidence = {i for i, r in enumerate(role) if r in ("gold", "copy", "support")}
+                for i in set(range(len(ps))) - evidence:
+                    count("other", fit.group[i] is not None and any(fit.group[e] == fit.group[i] for e in evidence))
+    names = (("gold_and_copy_one_group", "copies"), ("gold_and_copy_either_suffices", "copies_either"),
+             ("bridge_supports_called_substitutes", "bridge"),
+             ("non_evidence_grouped_with_evidence", "other"))
+    return {key: share(*n.get(c, [0, 0])) for key, c in names}
+
+
+def choose_suffices(tune: dict[str, list[dict[str, Any]]], z: float, m: float, f: float | None
+                    ) -> tuple[float, list[dict[str, Any]]]:
+    """The share with the best tune-split score: copies grouped and read "either suffices", minus
+    supports called substitutes and other passages grouped with evidence; ties to the strictest
+    (fewest groups)."""
+    rows = []
+    for s in SUFFICES_GRID:
+        g = grouping(tune, z, m, f, s)
+        score = ((g["gold_and_copy_one_group"]["share"] or 0) + (g["gold_and_copy_either_suffices"]["share"] or 0)
+                 - (g["bridge_supports_called_substitutes"]["share"] or 0)
+                 - (g["non_evidence_grouped_with_evidence"]["share"] or 0))
+        rows.append({"suffices_share": s, "score": score, **{k: v["share"] for k, v in g.items()}})
+    best = max(range(len(rows)), key=lambda i: (round(rows[i]["score"], 9), SUFFICES_GRID[i]))
+    return SUFFICES_GRID[best], rows
+
+
 def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float, float | None], list[dict[str, Any]]]:
     """The grid setting with the best tune-split score: gold-copy recall on duplicates plus gold
     recall on the off-topic sets, minus 4 x the off-topic false-positive rate over 5%."""
@@ -363,6 +428,7 @@ def report() -> dict[str, Any]:
         cut = len(vs) // 3
         tune[name], test[name] = vs[:cut] + load_questions(name, tune_only=True), vs[cut:]
     (z, m, f), grid = choose(tune)
+    suffices, suffices_grid = choose_suffices(tune, z, m, f)
     calls = [v["q"]["n_calls"] for vs in test.values() for v in vs]
     k = [len(v["passages"]) for vs in test.values() for v in vs]
     result = {
@@ -371,6 +437,8 @@ def report() -> dict[str, Any]:
         "right_answers_test": {n: sum(bool(v["q"]["answer_correct"]) for v in vs) for n, vs in test.items()},
         "chosen_on_tune": {"noise_z": z, "min_effect": m, "min_share": f}, "tune_grid": grid,
         "test": figures(test, z, m, f),
+        "groups": {"chosen_on_tune": {"suffices_share": suffices}, "tune_grid": suffices_grid,
+                   "test": grouping(test, z, m, f, suffices), "test_before": grouping(test, z, m, f, None)},
         "calls_per_question": {"mean": sum(calls) / len(calls), "k_mean": sum(k) / len(k),
                                "design": "2(k + 1): full, empty, each left out, each kept alone"},
         "lds": lds_on_exports(),
@@ -509,6 +577,12 @@ _FIGURES = (("gold_copy_used_on_right_answers", "(a)+(b) right answers with a go
             ("gold_recall_right_context_dependent_unambiguous",
              "(d) the same, where no other passage contains the answer", "≥ today"),
             ("bridge_both_supporting_used", "(c) bridge questions with both supporting paragraphs used", "both credited"))
+_GROUP_FIGURES = (("gold_and_copy_one_group",
+                   "(a)+(b) right answers, gold and copy both used: one group (the verdict counts it once)", "high"),
+                  ("gold_and_copy_either_suffices", "the same, and the group reads 'either suffices'", "high"),
+                  ("bridge_supports_called_substitutes", "(c) both supporting paragraphs used: called substitutes", "low"),
+                  ("non_evidence_grouped_with_evidence",
+                   "passages that are not evidence grouped with evidence (no other passage holds the answer)", "low"))
 
 
 def _ci(f: dict[str, Any]) -> str:
@@ -530,6 +604,16 @@ def docs_block(result: dict[str, Any]) -> str:
     out += ["", f"Why a right answer on (a)+(b) has no gold copy used (default): another passage contains the answer "
             f"{miss['answer_in_another_passage']}, the passages lift the answer by under 2 nats "
             f"{miss['passages_lift_the_answer_under_2_nats']}, otherwise {miss['other']}."]
+    groups = result.get("groups")
+    if groups:
+        chosen_share = groups["chosen_on_tune"]["suffices_share"]
+        out += ["", f"Groups (test split; `SUFFICES_SHARE` {chosen_share}, chosen on the tune split): 'either suffices' "
+                "only where no member is missed when left out, and passages that each give that share of the gain alone "
+                "and are not missed read as one group however many; beside the rule before (groups from pairs only, every "
+                "group that shared evidence read 'either suffices'):", "",
+                "| figure | goal | default | before |", "|---|---|---|---|"]
+        out += [f"| {label} | {goal} | {_ci(groups['test'][key])} | {_ci(groups['test_before'][key])} |"
+                for key, label, goal in _GROUP_FIGURES]
     lds = result["lds"]["pooled"]
     names = (("interactions_model", "interactions (its model, with interactions)"),
              ("interactions_model_4k", "interactions at 4(k + 1) calls (14 random masks added)"),

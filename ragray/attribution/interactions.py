@@ -32,9 +32,16 @@ losses (a small model's log-prob moves whenever any passage leaves the prompt; m
 nothing, and copies leave ~0 each, so the median loss is jitter). A passage is used when its credit clears ``max(min_effect, noise_z × σ, min_share × gain)`` and the answer depends on the
 passages at all (``gain = v(all) − v(∅) ≥ influence.context_threshold``): the last term because a
 small model's log-prob moves more where the passages move it a lot.
-Substitutes (both suffice alone, ``γ_ij ≤ −½ min(β_i, β_j)``) form a group; complements (``γ_ij``
-above the bar and above half of either main effect) are "needed together". The bar's settings
-were chosen on the tune split of ``benchmarks/bench_shared_evidence.py``.
+Passages that share evidence (both clear the bar alone and ``γ_ij ≤ −½ min(β_i, β_j)``) form a
+group; it reads "either suffices" when no member is missed when left out (``d`` under the bar: the
+others do its part), else "share evidence" (one carries what the other cannot); complements
+(``γ_ij`` above the bar and above half of either main effect) are "needed together". Pairs cannot carry
+evidence repeated in many passages (a corpus that states one fact in every paragraph: each passage
+alone gives most of the answer, none is missed, and the pairwise fit spreads the redundancy thin),
+so the design is also read directly: used passages that each **give most of the answer alone**
+(``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of different facts are not merged) and are
+**not needed** (``d`` under the bar) are one group, however many, and either suffices. The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune
+split of ``benchmarks/bench_shared_evidence.py``.
 """
 
 from __future__ import annotations
@@ -50,10 +57,15 @@ from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 
-__all__ = ["COMPLEMENTS", "SUBSTITUTES", "InteractionMeasure", "Interactions", "fit_interactions", "jitter"]
+__all__ = ["COMPLEMENTS", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions", "fit_interactions", "jitter"]
 
-#: how the passages of a group relate
+#: how much of the context's gain passages must each give alone (with nothing lost without them)
+#: to be read as one group of copies, however many
+SUFFICES_SHARE = 0.75
+#: how the passages of a group relate: each alone gives the answer; they carry some of the same
+#: evidence (each adds less beside the other) but not each enough alone; the answer needs them together
 SUBSTITUTES = "either suffices"
+OVERLAPPING = "share evidence"
 COMPLEMENTS = "needed together"
 
 
@@ -104,9 +116,12 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 2.0, min_share: float | None = 0.1) -> Interactions | None:
+                     min_effect: float = 2.0, min_share: float | None = 0.1,
+                     suffices_share: float | None = SUFFICES_SHARE) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
-    None when the full or the empty context was not scored."""
+    None when the full or the empty context was not scored. ``suffices_share`` None: the rule
+    before (a passage sufficed when its keep-alone gain cleared the bar; groups from pairs only),
+    kept for the benchmark's comparison."""
     table: dict[frozenset[int], float] = {}
     for kept, lp in scored:  # one point per context: the arms and the design repeat some
         if not math.isnan(lp):
@@ -147,7 +162,11 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     positive = np.clip(credit, 0.0, None)
     total = float(positive.sum())
     influence = [float(v / total) if total > 0 else 0.0 for v in positive]
-    group, relation = _groups(k, pairs, gamma, beta, used, alone, bar)
+    enough = max(bar, (suffices_share or 0.0) * gain)  # what a passage must give alone to suffice
+    redundant = _sufficient_not_needed(used, alone, drop, enough, bar) if suffices_share is not None else []
+    # the rule before: a group that shared evidence always read "either suffices"
+    missed = drop if suffices_share is not None else [-math.inf] * k
+    group, relation = _groups(k, pairs, gamma, beta, used, alone, missed, bar, redundant)
     return Interactions(
         credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
         relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
@@ -155,10 +174,24 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
         pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)))
 
 
+def _sufficient_not_needed(used: Sequence[bool], alone: Sequence[float], drop: Sequence[float], enough: float,
+                           bar: float) -> list[int]:
+    """Used passages that each give most of the answer alone (``enough``) and are not missed when
+    left out (under the bar): read from the design's own contexts, substitutes of each other
+    however many there are."""
+    return [i for i, (u, a, d) in enumerate(zip(used, alone, drop))
+            if u and not (math.isnan(a) or math.isnan(d)) and a >= enough and d < bar]
+
+
 def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: np.ndarray, used: Sequence[bool],
-            alone: Sequence[float], bar: float) -> tuple[tuple[int | None, ...], tuple[str | None, ...]]:
-    """Union of used passages linked as substitutes (both suffice alone, strongly negative γ) or,
-    failing that, complements (strongly positive γ); groups numbered 1.. by their best rank."""
+            alone: Sequence[float], drop: Sequence[float], bar: float, redundant: Sequence[int] = ()
+            ) -> tuple[tuple[int | None, ...], tuple[str | None, ...]]:
+    """Union of used passages linked by what they share (both clear the bar alone, strongly
+    negative γ; or ``redundant``: each gives most of the answer alone and none is missed) or,
+    failing that, by what they need together (strongly positive γ); groups numbered 1.. by their
+    best rank. A group that shares evidence reads "either suffices" only when no member is missed
+    when left out (the others do its part), else "share evidence": one of them carries what the
+    other cannot. Either way the group counts once in the alignment measures."""
     parent = list(range(k))
 
     def root(i: int) -> int:
@@ -170,20 +203,18 @@ def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: n
     for (i, j), g in zip(pairs, gamma):
         if not (used[i] and used[j]):
             continue
-        suffices = all(not math.isnan(alone[n]) and alone[n] >= bar for n in (i, j))
-        if suffices and g <= -0.5 * min(beta[i], beta[j]):
-            links.append((i, j, SUBSTITUTES))
+        clears = all(not math.isnan(alone[n]) and alone[n] >= bar for n in (i, j))
+        if clears and g <= -0.5 * min(beta[i], beta[j]):
+            links.append((i, j, OVERLAPPING))
         elif g >= bar and g >= 0.5 * max(abs(beta[i]), abs(beta[j])):
             links.append((i, j, COMPLEMENTS))
+    links += [(redundant[0], j, OVERLAPPING) for j in redundant[1:]]
     for i, j, _ in links:
         ri, rj = root(i), root(j)
         if ri != rj:
             parent[max(ri, rj)] = min(ri, rj)
-    kind: dict[int, str] = {}
-    for i, _, relation in links:  # a group with any substitutes reads "either suffices"
-        if kind.get(root(i)) != SUBSTITUTES:
-            kind[root(i)] = relation
     roots = [root(i) for i in range(k)]
+    shared = {root(i) for i, _, relation in links if relation == OVERLAPPING}  # a group with any overlap
     sizes = {r: roots.count(r) for r in roots}
     number: dict[int, int] = {}
     group: list[int | None] = []
@@ -196,7 +227,12 @@ def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: n
             continue
         number.setdefault(r, len(number) + 1)
         group.append(number[r])
-        relation_of.append(kind.get(r, SUBSTITUTES))
+        if r not in shared:
+            relation_of.append(COMPLEMENTS)
+        elif all(not math.isnan(drop[m]) and drop[m] < bar for m in range(k) if roots[m] == r):
+            relation_of.append(SUBSTITUTES)  # none is missed when left out: the others do its part
+        else:
+            relation_of.append(OVERLAPPING)
     return tuple(group), tuple(relation_of)
 
 

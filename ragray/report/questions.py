@@ -136,8 +136,8 @@ def _text(p: dict[str, Any]) -> str:
 
 
 def _group_mark(p: dict[str, Any], passages: list[dict[str, Any]]) -> str:
-    """A passage of a group (substitutes or complements): a mark naming the relation and the ranks
-    of the group's other members."""
+    """A passage of a group (substitutes, shared evidence or complements): a mark naming the
+    relation and the ranks of the group's other members."""
     g = p.get("group")
     if g is None or g != g:  # None, or NaN read back from a table
         return ""

@@ -96,12 +96,18 @@ def used_groups(passages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
     return sorted(entries.values(), key=lambda ps: -sum(p.get("influence") or 0.0 for p in ps))
 
 
+#: passages of a group named (and ranks shown) before the rest are counted
+MAX_NAMED = 3
+
+
 def group_words(members: Sequence[Mapping[str, Any]], width: int = 32) -> str:
-    """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)``; a group of one
+    """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)`` (``A and B`` where
+    they share evidence or are needed together; past :data:`MAX_NAMED`, ``A or B or 8 more``); a group of one
     passage repeated reads ``A or its copy``, of passages that only share a title (chunks of one
     document) ``2 passages of A``."""
     influence = sum(p.get("influence") or 0.0 for p in members)
-    ranks = " ".join(f"#{p['retrieval_rank']}" for p in members)
+    ranks = " ".join(f"#{p['retrieval_rank']}" for p in members[:MAX_NAMED])
+    ranks += " …" if len(members) > MAX_NAMED else ""
     if len(members) == 1:
         return f"{_name(members[0], width)} ({influence:.2f}, {ranks})"
     relation = members[0].get("relation") or "either suffices"
@@ -112,7 +118,10 @@ def group_words(members: Sequence[Mapping[str, Any]], width: int = 32) -> str:
     elif len(set(names)) == 1:  # passages of one document (a corpus's chunks share its title)
         words = f"{len(names)} passages of {names[0]}"
     else:
-        words = (" or " if relation == "either suffices" else " and ").join(names)
+        joint = " or " if relation == "either suffices" else " and "
+        if len(names) > MAX_NAMED:  # evidence a corpus repeats in many passages: name the best-ranked
+            names = [*names[: MAX_NAMED - 1], f"{len(names) - MAX_NAMED + 1} more"]
+        words = joint.join(names)
     return f"{words} ({relation}; {influence:.2f}, {ranks})"
 
 

@@ -146,9 +146,11 @@ class PassageRow(Row):
                                                  "passages), nats: does it suffice on its own (interactions)")] = None
     credit: Annotated[float | None, doc("the passage's Shapley value in the fitted interaction model, nats "
                                         "(interactions; influence is its share of the positive credit)")] = None
-    group: Annotated[int | None, doc("passages with the same number substitute for (either suffices) or "
-                                     "complement (needed together) each other; null: alone (interactions)")] = None
-    relation: Annotated[str | None, doc("either suffices | needed together: how the group's passages relate")] = None
+    group: Annotated[int | None, doc("passages with the same number substitute for (either suffices), share "
+                                     "evidence with, or complement (needed together) each other; null: alone "
+                                     "(interactions)")] = None
+    relation: Annotated[str | None, doc("either suffices | share evidence | needed together: how the group's "
+                                        "passages relate")] = None
     used: Annotated[bool | None, doc("the answer used this passage: interactions (the default): its credit "
                                      "clears the question's noise bar; other modes: influence.used_rule over the "
                                      "question's influences; never on an answer that does not depend on the "

@@ -13,7 +13,7 @@ import pytest
 
 from ragray.attribution.base import MEASURES, MODE_MEASURES, Evidence, Observed
 from ragray.attribution.design import design_size, design_subsets
-from ragray.attribution.interactions import COMPLEMENTS, SUBSTITUTES, fit_interactions
+from ragray.attribution.interactions import COMPLEMENTS, OVERLAPPING, SUBSTITUTES, fit_interactions
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.pipeline import run_influence
@@ -69,6 +69,36 @@ def test_either_of_two_copies_suffices_each_gets_half_and_they_are_one_group():
     assert r.credit[0] == pytest.approx(7.5, abs=0.6) and r.credit[3] == pytest.approx(7.5, abs=0.6)
     assert r.drop_one[0] == pytest.approx(0.0, abs=1.5)  # drop-one alone sees neither copy
     assert r.group[0] == r.group[3] == 1 and r.relation[0] == r.relation[3] == SUBSTITUTES
+
+
+@pytest.mark.parametrize("copies", [3, 5, 8])
+def test_evidence_in_many_passages_is_one_group_of_substitutes(copies):
+    """A corpus that states the fact in every paragraph: each copy alone gives the whole answer and
+    none is missed. The pairwise fit spreads that thin (with 10 passages it grouped none); read
+    from the design, the copies are one group, 'either suffices', and the rest stays out."""
+    k = 10
+    holders = set(range(0, 2 * copies, 2)) if 2 * copies <= k else set(range(copies))
+    value = lambda s: -5.0 if s & holders else -20.0  # noqa: E731
+    r = fit_interactions(k, scored(value, k=k, jitter=0.3), context_threshold=1.0)
+    assert {i for i in range(k) if r.used[i]} == holders
+    assert {r.group[i] for i in holders} == {1} and {r.relation[i] for i in holders} == {SUBSTITUTES}
+    assert all(r.group[i] is None for i in range(k) if i not in holders)
+
+
+def test_a_passage_whose_part_another_carries_shares_evidence_but_does_not_suffice_for_it():
+    """Passage 1 carries the answer; passage 3 alone gives part of it, nothing beside 1 (a bridge
+    paragraph that names the answer's entity). They share evidence (strongly negative γ: one
+    group, counted once), but 'either suffices' would be false: without 1 the answer is lost."""
+    r = fit(lambda s: -5.0 if 1 in s else (-12.0 if 3 in s else -20.0))
+    assert r.used[1] and r.used[3] and r.drop_one[1] > 5 and r.drop_one[3] == pytest.approx(0.0, abs=1.5)
+    assert r.group[1] == r.group[3] is not None and r.relation[1] == r.relation[3] == OVERLAPPING
+
+
+def test_two_passages_each_partly_enough_are_not_substitutes_by_the_design_reading():
+    """Two facts that each give a third of the answer alone and are both missed when left out:
+    neither suffices alone, so the direct reading links nothing (complements, not substitutes)."""
+    r = fit(lambda s: -20.0 + 5.0 * len(s & {1, 4}) + (5.0 if {1, 4} <= s else 0.0))
+    assert r.used[1] and r.used[4] and r.relation[1] != SUBSTITUTES
 
 
 def test_two_passages_needed_together_are_both_credited_and_grouped():
@@ -250,3 +280,5 @@ def test_a_group_reads_as_copies_only_when_the_text_repeats():
     assert group_words(chunks) == "2 passages of 1973 oil crisis (either suffices; 0.80, #2 #3)"
     other = [p("x", "Ferries", "MV Sula.", 1), p("y", "Fleet", "MV Sula again.", 2)]
     assert group_words(other) == "Ferries or Fleet (either suffices; 0.80, #1 #2)"
+    many = [p(f"m{i}", f"Title {i}", f"Text {i}.", i + 1, 0.1) for i in range(10)]  # one fact in ten articles
+    assert group_words(many) == "Title 0 or Title 1 or 8 more (either suffices; 1.00, #1 #2 #3 …)"

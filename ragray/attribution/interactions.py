@@ -35,13 +35,14 @@ small model's log-prob moves more where the passages move it a lot.
 Passages that share evidence (both clear the bar alone and ``γ_ij ≤ −½ min(β_i, β_j)``) form a
 group; it reads "either suffices" when no member is missed when left out (``d`` under the bar: the
 others do its part), else "share evidence" (one carries what the other cannot); complements
-(``γ_ij`` above the bar and above half of either main effect) are "needed together". Pairs cannot carry
-evidence repeated in many passages (a corpus that states one fact in every paragraph: each passage
-alone gives most of the answer, none is missed, and the pairwise fit spreads the redundancy thin),
-so the design is also read directly: used passages that each **give most of the answer alone**
-(``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of different facts are not merged) and are
-**not needed** (``d`` under the bar) are one group, however many, and either suffices. The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune
-split of ``benchmarks/bench_shared_evidence.py``.
+(``γ_ij`` above the bar and above half of either main effect) are "needed together". Pairs cannot
+carry evidence repeated in many passages (a corpus that states one fact in every paragraph: each
+passage alone gives most of the answer, none is missed, and the pairwise fit spreads the
+redundancy thin), so the design is also read directly: used passages that each **give most of the
+answer alone** (``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of different facts are not
+merged) and are **not needed** (``d`` under the bar) are one group, however many, and either
+suffices. The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune split of
+``benchmarks/bench_shared_evidence.py``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 
-__all__ = ["COMPLEMENTS", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions", "fit_interactions", "jitter"]
+__all__ = ["COMPLEMENTS", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions",
+           "fit_interactions", "jitter"]
 
 #: how much of the context's gain passages must each give alone (with nothing lost without them)
 #: to be read as one group of copies, however many

@@ -48,17 +48,13 @@ def call_row(question_id: str, arm: Arm, g: Generation | None, similarity: float
 
 def answer_columns(q: Question, answer: str | None) -> dict[str, Any]:
     """Whether the question can be answered from its set, whether the model declined, and whether
-    the answer is right: a gold answer contained, or on an unanswerable question a decline. An
-    unanswerable question has no alignment verdict (``misaligned`` null): what its answer leaned on
-    is shown, but the misaligned rate is about answerable questions."""
+    the answer is right: a gold answer contained, or on an unanswerable question a decline. (An
+    unanswerable question has no alignment verdict: ``analyze_influence(judged=False)``.)"""
     unanswerable = is_unanswerable(q)
     declined = is_decline(answer) if answer is not None else None
     correct = declined if unanswerable else (contains_gold(answer, q.answers) if answer is not None else None)
-    out: dict[str, Any] = {"answer_correct": correct, "answerable": False if unanswerable else (True if q.answers else None),
-                           "declined": declined}
-    if unanswerable:
-        out["misaligned"] = None
-    return out
+    return {"answer_correct": correct, "answerable": False if unanswerable else (True if q.answers else None),
+            "declined": declined}
 
 
 @dataclass

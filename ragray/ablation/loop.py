@@ -338,9 +338,10 @@ class InfluenceLoop:
             result: InfluenceResult = error_result(len(hits))
         elif fit is not None:
             result = analyze_influence(ranks, infl, self.config, used=fit.used, group=fit.group,
-                                       context_dependent=fit.context_dependent)
+                                       context_dependent=fit.context_dependent, judged=not is_unanswerable(q))
         else:
-            result = analyze_influence(ranks, infl, self.config, context_dependent=ev.context_dependent)
+            result = analyze_influence(ranks, infl, self.config, context_dependent=ev.context_dependent,
+                                       judged=not is_unanswerable(q))
         control: list[float | None] = [None] * len(hits)
         content: list[float | None] = [None] * len(hits)
         pos: PositionResult | None = None
@@ -349,8 +350,6 @@ class InfluenceLoop:
             control, pos = self._position(order, forward, sims[1])
             content = content_influence(infl, control)
         flags = list(result.flags)
-        if is_unanswerable(q):  # no alignment verdict (answer_columns): no misaligned flag either
-            flags = [f for f in flags if f != "misaligned"]
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]

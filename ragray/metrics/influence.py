@@ -67,6 +67,8 @@ class InfluenceResult:
     divergent: bool | None
     flags: tuple[str, ...]
     alignment: Alignment | None = None  # None when nothing has an influence above ε
+    #: the alignment measures carry a verdict (False: an unanswerable question's, shown not judged)
+    judged: bool = True
 
     @property
     def measured(self) -> bool:
@@ -77,7 +79,8 @@ class InfluenceResult:
         a = self.alignment
         return {"state": self.state, "spearman_rho": self.spearman_rho, "dominance": self.dominance,
                 "divergent": self.divergent, "flags": list(self.flags)} | {
-            name: getattr(a, name) if a is not None else None for name in ALIGNMENT_COLUMNS}
+            name: getattr(a, name) if a is not None else None for name in ALIGNMENT_COLUMNS} | (
+            {} if self.judged else {"misaligned": None})
 
 
 #: the tie-robust alignment columns of the questions table (:class:`~ragray.metrics.alignment.Alignment`)
@@ -135,7 +138,7 @@ def usage_gains(influence: Sequence[float], used: Sequence[bool | None], group: 
 def analyze_influence(
     retrieval_ranks: Sequence[int], influence: Sequence[float], config: InfluenceConfig, *,
     used: Sequence[bool | None] | None = None, group: Sequence[int | None] | None = None,
-    context_dependent: bool | None = None,
+    context_dependent: bool | None = None, judged: bool = True,
 ) -> InfluenceResult:
     """Phases 6–7 and the flags for one question. ``influence[i]`` belongs to ``retrieval_ranks[i]``.
 
@@ -143,7 +146,8 @@ def analyze_influence(
     the usage gains (:func:`usage_gains`): unused passages add nothing, grouped ones count once; a
     question whose answer depends on the passages but uses none clearly is ``diffuse``. An answer that
     does not depend on the passages (``context_dependent`` False) is ``context_ignored``: never aligned
-    or misaligned."""
+    or misaligned. ``judged`` False (an unanswerable question: no answer to align with) keeps the
+    alignment measures, shown, with no misaligned verdict and no misaligned flag."""
     infl = np.asarray(influence, dtype=np.float64)
     ranks = influence_ranks(infl)
     ok = ~np.isnan(infl)
@@ -157,15 +161,15 @@ def analyze_influence(
     if used is not None and not np.any(gains[ok] > config.epsilon):
         return InfluenceResult("diffuse", *base, None, None, None, ())
     align = alignment(gains, epsilon=config.epsilon, threshold=config.misalignment_threshold, p=config.rbo_p)
-    lead = ("misaligned",) if align is not None and align.misaligned else ()
+    lead = ("misaligned",) if judged and align is not None and align.misaligned else ()
     shared = ("shared_evidence",) if group is not None and any(g is not None for g in group) else ()
     if np.all(measured == measured[0]):
-        return InfluenceResult("constant_influence", *base, None, None, None, (*lead, *shared), align)
+        return InfluenceResult("constant_influence", *base, None, None, None, (*lead, *shared), align, judged)
     rho = float(spearmanr(np.asarray(retrieval_ranks, dtype=np.float64)[ok], ranks[ok]).statistic)
     dominance = float(measured.max() / measured.sum())
     flags = _flags(infl, gains, ranks, rho, dominance, config)
     return InfluenceResult("measured", *base, rho, dominance, rho < config.divergence_threshold,
-                           (*lead, *flags, *shared), align)
+                           (*lead, *flags, *shared), align, judged)
 
 
 def error_result(k: int) -> InfluenceResult:

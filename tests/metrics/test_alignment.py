@@ -107,3 +107,7 @@ def test_analyze_influence_keeps_the_seed_and_adds_the_verdict():
     assert ignored.alignment is None and ignored.columns()["misaligned"] is None
     strict = analyze_influence(range(1, 11), [0.0, 0.9] + [0.0] * 8, cfg.model_copy(update={"misalignment_threshold": 0.6}))
     assert "misaligned" not in strict.flags  # nDCG 0.63 >= 0.6: the threshold is the user's
+    # an unanswerable question: the same use is shown (nDCG), but judged nowhere, flag or column
+    unjudged = analyze_influence(range(1, 11), [0.0] * 8 + [0.9, 0.0], cfg, judged=False)
+    assert "misaligned" not in unjudged.flags and unjudged.columns()["misaligned"] is None
+    assert unjudged.columns()["usage_ndcg"] == pytest.approx(1 / math.log2(10))

@@ -206,23 +206,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides, values)
     out = args.out or default_run_dir("audit", config.name)
     result = api.audit_retrieval(config=config, out=out, progress=not args.no_progress).result
-    s, queries = result.summary, result.entries
-    print("=== RETRIEVAL INTEGRITY AUDIT ===")
-    for e in queries if len(queries) <= 10 else [e for e in queries if e.status != "PASS"][:20]:
-        print(f"query: {e.query}")
-        for key in ("score", "coverage", "precision", "recall", "noise_ratio", "status"):
-            print(f"{key}: {'-' if getattr(e, key) is None else getattr(e, key)}")
-        if e.explanation:
-            print(f"explanation: {e.explanation}")
-        print()
-    if len(queries) > 10:
-        print(f"(showing the first {min(20, s.n_fail + s.n_unscored)} queries that did not pass; "
-              "all are in audit_report.json)")
-    print(f"ragray audit: {s.n_pass}/{s.n_scored} PASS (pass rate {_fmt(s.pass_rate)}), "
-          f"{s.n_unscored} unscored, {config.retrieval.retriever} top-{s.k} documents -> {result.out}")
-    print_pairs([("mean score", _fmt(s.mean_score, ".1f")), ("coverage %", _fmt(s.mean_coverage, ".1f")),
-                 ("noise %", _fmt(s.mean_noise_ratio, ".1f")), ("precision", _fmt(s.mean_precision, ".2f")),
-                 ("recall", _fmt(s.mean_recall, ".2f"))])
+    from ragray.report.audit_console import print_audit
+
+    print_audit(result.summary, result.entries, config.retrieval.retriever, result.out)
     return result.exit_code
 
 

@@ -65,7 +65,7 @@ def audit_entry(qid: str, query: str, hits: Sequence[Hit], relevant_ids: Sequenc
     audit = audit_documents(doc_ranking(hits)[:k], relevant_ids, pass_score)
     ranking = score_ranking(hits, relevant_ids, k)
     return AuditEntry.from_dict({
-        "query_id": qid, "query": query, **audit.report(), "pass_score": pass_score,
+        "query_id": qid, "query": query, **audit.report(), "pass_score": pass_score, "best_score": audit.best_score,
         "hit_at_k": ranking.hit_at_k if ranking else None, "mrr": ranking.mrr if ranking else None,
         "ndcg_at_10": ranking.ndcg_at_10 if ranking else None,
     })
@@ -76,6 +76,8 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, sco
     """``audit_report.json``'s summary: PASS/FAIL counts and the means over scored queries."""
     counts = Counter(e.status for e in entries)
     scored = [e for e in entries if e.status != UNSCORED]
+    failed = [e for e in entries if e.status == FAIL]
+    pass_score = config.audit.pass_score
     return AuditSummary(
         n_queries=len(entries),
         n_scored=len(scored),
@@ -93,8 +95,11 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, sco
         ndcg_at_10=_mean([e.ndcg_at_10 for e in scored]),
         failing=tuple(e.query_id for e in entries if e.status == FAIL),
         unscored=tuple(e.query_id for e in entries if e.status == UNSCORED),
+        n_fail_missed=sum(not e.found_all for e in failed),
+        n_fail_noise_only=sum(e.found_all for e in failed),
+        cannot_pass=tuple(e.query_id for e in scored if e.cannot_pass(pass_score)),
         k=config.audit.k,
-        pass_score=config.audit.pass_score,
+        pass_score=pass_score,
         retriever=config.retrieval.retriever,
         scope=scope or config.retrieval.scope,
         dataset=config.data.path,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragray.report import svg
+from ragray.report.audit_console import fail_words
 from ragray.report.lead import LEAD_CSS, headline, run_header
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.panel import PANEL_CSS, panel_section
@@ -32,6 +33,7 @@ from ragray.report.plots import detail_plots, recommended_plots
 from ragray.report.questions import QUESTIONS_CSS, VERDICT_SCRIPT, question_cards
 from ragray.report.rundata import RunData, read_run
 from ragray.report.trust import alignment_section, evidence_section, validity_section
+from ragray.rows.audit import AuditEntry
 from ragray.store.rundir import RunDir
 
 __all__ = ["FILTER_SCRIPT", "header", "question_detail", "render_report", "report_body", "run_report",
@@ -258,6 +260,9 @@ def _audit_sections(data: RunData) -> str:
         card("queries", s.get("n_queries"), key="n_queries"), card("pass rate", s.get("pass_rate"), key="pass_rate",
                                                                     note=f"score ≥ {s.get('pass_score')}"),
         card("passed", s.get("n_pass"), key="n_pass"), card("failed", s.get("n_fail"), key="n_fail"),
+        card("failed: missed gold", s.get("n_fail_missed"), key="n_fail_missed"),
+        card(f"cannot pass at top-{s.get('k')}", len(s.get("cannot_pass") or ()),
+             note=f"fewer gold documents than {s.get('k')}: the formula's best is below {s.get('pass_score')}"),
         card("mean score", s.get("mean_score"), key="mean_score", spec=".1f"),
         card("mean coverage %", s.get("mean_coverage"), key="mean_coverage", spec=".1f"),
         card("hit@k", s.get("hit_at_k"), key="hit_at_k"), card("MRR", s.get("mrr"), key="mrr"),
@@ -268,9 +273,10 @@ def _audit_sections(data: RunData) -> str:
     rows = [[esc(e["query_id"]), f'<div class=passage>{esc(e.get("query"))}</div>',
              badge(str(e.get("status")).lower(), str(e.get("status")).lower()), fmt(e.get("score"), ".0f"),
              fmt(e.get("coverage"), ".1f"), fmt(e.get("precision")), fmt(e.get("recall")),
-             esc(", ".join(e.get("missing") or []))] for e in entries]
+             esc(fail_words(AuditEntry.from_dict(e), s.get("k") or 0, s.get("pass_score") or 0) or "")]
+            for e in entries]
     return ("<h2>Summary</h2>" + head + "<h2>Plots</h2><div class=charts>" + chart + "</div><h2>Queries</h2>"
-            + table(["id", "query", "status", "score", "coverage %", "precision", "recall", "missing"], rows,
+            + table(["id", "query", "status", "score", "coverage %", "precision", "recall", "why it fails"], rows,
                     numeric=(3, 4, 5, 6)))
 
 

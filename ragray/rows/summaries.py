@@ -371,6 +371,13 @@ class AuditSummary(Summary):
     ndcg_at_10: Opt
     failing: tuple[str, ...]
     unscored: tuple[str, ...]
+    #: the FAILs that missed a gold document, and those that retrieved every one and fail on the
+    #: noise the formula charges for the other slots
+    n_fail_missed: int
+    n_fail_noise_only: int
+    #: scored queries that cannot PASS at this k whatever is retrieved (fewer gold documents than
+    #: k: the formula's best is below pass_score); while any is listed, the exit status is 1
+    cannot_pass: tuple[str, ...]
     k: int | None
     pass_score: int | None
     retriever: str | None

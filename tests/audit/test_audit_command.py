@@ -47,6 +47,11 @@ def test_pdf_folder_audit_end_to_end(pdf_folder, tmp_path, capsys):
     s = report["summary"]
     assert (s["n_queries"], s["n_scored"], s["n_pass"], s["n_fail"], s["n_unscored"]) == (3, 2, 1, 1, 1)
     assert s["pass_rate"] == 0.5 and s["failing"] == ["q2"] and s["unscored"] == ["q3"]
+    # q2 found its only gold document: it fails on the formula's noise term and cannot pass at k = 3
+    assert (s["n_fail_missed"], s["n_fail_noise_only"], s["cannot_pass"]) == (0, 1, ["q2"])
+    assert (q["q2"]["best_score"], q["q1"]["best_score"]) == (50, 60)
+    assert "why: every gold document is in the top 3" in text and "cannot PASS at top-3" in text
+    assert "cannot pass at top-3" in (out / "report.html").read_text()
     assert code == 1  # a failing query fails the gate
     assert "=== RETRIEVAL INTEGRITY AUDIT ===" in text and "status: PASS" in text and "1/2 PASS" in text
     rows = pq.read_table(out / "audit.parquet").to_pylist()

@@ -57,3 +57,31 @@ def test_duplicates_count_once_and_pass_score_is_configurable():
     r = audit_documents(["a", "a", "b"], ["a", "a"])
     assert r.retrieved == ("a", "b") and r.truth == ("a",) and r.score == 55
     assert audit_documents(["a", "b"], ["a"], pass_score=50).status == PASS
+
+
+@pytest.mark.parametrize(
+    ("n_truth", "n_retrieved", "best"),
+    [
+        (1, 3, 50),  # one gold document in the top 3: 70 - 20, below the pass mark whatever is retrieved
+        (2, 3, 60),  # the seed's example: 70 - 10
+        (1, 1, 70),
+        (3, 3, 70),
+        (5, 3, 42),  # more gold than slots: coverage 3/5 of 70, no noise
+        (1, 10, 43),  # 70 - 27
+        (9, 10, 67),
+    ],
+)
+def test_best_score_is_the_formulas_ceiling(n_truth, n_retrieved, best):
+    from ragray.audit.integrity import best_score
+
+    assert best_score(n_truth, n_retrieved) == best
+    # the ceiling is the score of the best retrieval: every gold document that fits, then noise
+    gold = [f"g{i}" for i in range(n_truth)]
+    ideal = (gold + [f"x{i}" for i in range(n_retrieved)])[:n_retrieved]
+    assert audit_documents(ideal, gold).score == best == audit_documents(ideal, gold).best_score
+
+
+def test_best_score_is_none_without_truth_or_retrieval():
+    assert audit_documents(["a"], []).best_score is None
+    assert audit_documents([], ["a"]).best_score is None
+    assert audit_documents(["x", "y", "z"], ["a"]).best_score == 50  # missed, and could not pass anyway

@@ -156,45 +156,27 @@ def _print_influence_summary(s: RunSummary, records: Any = ()) -> None:
               _mode_text(s))
 
 
-def _p(value: object) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
 def _cmd_interpret(args: argparse.Namespace) -> int:
     from ragray import api
 
-    config, out = _resumable_run(args, "interpret")
+    from ragray.report.interpret_console import print_interpret
     from ragray.report.run_console import sources_words
+
+    config, out = _resumable_run(args, "interpret")
 
     result = api.interpret(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
     s = result.summary
     print(f"ragray interpret: {s.n_questions} questions ({result.n_resumed} resumed, {s.n_failed} failed), "
           f"{s.model}, {s.level} level{' (hierarchical)' if s.hierarchical else ''}, "
           f"explainer {s.explainer}, {s.mode} mode, R={s.random_repeats}, {sources_words(s)} -> {result.out}")
-    rows = []
-    for label, k in s.per_k.items():
-        c = {name: v["count"] for name, v in k["cases"].items()}
-        mv = k["most_vs_random"]
-        rows.append([label, c["A"], c["B"], c["C"], c["inconclusive"], _fmt(k["sim_most_mean"]),
-                     _fmt((k["random_mean"] or {}).get("mean")), _fmt(k["sim_least_mean"]),
-                     _p(mv["paired"]["wilcoxon"]["p_value"]), _p(mv["mcnemar"]["p_value"])])
-    print_table(["K", "A", "B", "C", "inc.", "sim most", "random", "least", "Wilcoxon p", "McNemar p"], rows,
-                numeric=range(1, 10))
-    ctl, cost = s.controls, s.cost
-    print(f"  controls: parametric {_fmt(ctl.parametric_rate)}, position-sensitive "
-          f"{_fmt(ctl.position_sensitive_rate)}, sim without question {_fmt(ctl.del_q_sim_mean)}")
-    for pair, v in s.agreement.items():
-        print(f"  agreement {pair}: Spearman {_fmt(v['mean_spearman'])}, top-1 {_fmt(v['top1_agreement'])}")
-    print(f"  cost per question: {_fmt(cost.calls_generated_per_question, '.1f')} model calls "
-          f"({_fmt(cost.calls_requested_per_question, '.1f')} arm calls), "
-          f"{_fmt(cost.score_passes_per_question, '.1f')} scoring passes, "
-          f"{_fmt(cost.seconds_per_question, '.1f')} s")
+    print_interpret(s)
     _print_where(s)
     return 0
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     from ragray import api
+    from ragray.report.audit_console import print_audit
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
@@ -206,8 +188,6 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides, values)
     out = args.out or default_run_dir("audit", config.name)
     result = api.audit_retrieval(config=config, out=out, progress=not args.no_progress).result
-    from ragray.report.audit_console import print_audit
-
     print_audit(result.summary, result.entries, config.retrieval.retriever, result.out)
     return result.exit_code
 

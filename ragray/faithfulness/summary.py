@@ -7,7 +7,8 @@ mean similarity as the pair of its sim_most / sim_least. McNemar compares change
 Wilcoxon signed-rank and the paired t-test compare the similarities; effect sizes are the mean
 difference (random − arm, positive when the arm hurts more), its CI, Cohen's d_z and the
 rank-biserial correlation. Questions that failed or whose case could not be computed at a K are
-left out of that K's tests (they are counted).
+left out of that K's tests (they are counted). ``verdict``: the K's answer to "are the
+explanations faithful?" from those tests (:mod:`ragray.faithfulness.verdict`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ragray.config import ExperimentConfig
+from ragray.config import ExperimentConfig, FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE
 from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
 from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
+from ragray.faithfulness.verdict import KVerdict, circular, k_verdict
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.rows.summaries import ControlsSummary, DeletionCurveSummary, FaithfulnessCost, FaithfulnessSummary
 
@@ -33,7 +35,24 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _per_k(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _tests(tested: list[dict[str, Any]]) -> dict[str, Any]:
+    """DEL_MOST and DEL_LEAST against each question's random-arm mean, paired across questions."""
+    rand = [r["random_mean"] for r in tested]
+    return {f"{arm}_vs_random": {
+        "paired": paired_tests(rand, [r[f"sim_{arm}"] for r in tested]),
+        "mcnemar": mcnemar_exact([r[f"changed_{arm}"] for r in tested], [r["changed_random"] for r in tested]),
+    } for arm in ("most", "least")}
+
+
+def _verdict(tested: list[dict[str, Any]], fc: FaithfulnessConfig) -> KVerdict:
+    """The K's verdict on its tested questions, less those where the test is circular."""
+    kept = [r for r in tested if not circular(fc.explainer, fc.mode, r["k"])]
+    worse = sum(r["sim_most"] is not None and r["random_mean"] > r["sim_most"] for r in kept)
+    return k_verdict({"n_tested": len(kept), **_tests(kept)}, worse, fc.decision.alpha,
+                     n_circular=len(tested) - len(kept), explainer=fc.explainer)
+
+
+def _per_k(rows: list[dict[str, Any]], fc: FaithfulnessConfig) -> dict[str, Any]:
     counts = Counter(r["case"] for r in rows)
     tested = [r for r in rows if r.get("random_mean") is not None]
     rand = [r["random_mean"] for r in tested]
@@ -45,11 +64,8 @@ def _per_k(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "sim_most_mean": _mean([r["sim_most"] for r in tested]),
         "sim_least_mean": _mean([r["sim_least"] for r in tested]),
     }
-    for arm in ("most", "least"):
-        out[f"{arm}_vs_random"] = {
-            "paired": paired_tests(rand, [r[f"sim_{arm}"] for r in tested]),
-            "mcnemar": mcnemar_exact([r[f"changed_{arm}"] for r in tested], [r["changed_random"] for r in tested]),
-        }
+    out.update(_tests(tested))
+    out["verdict"] = _verdict(tested, fc)
     return out
 
 
@@ -60,7 +76,7 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
     questions = [r.question.as_dict() for r in records]
     ok = [q for q in questions if q["error"] is None]
     cases = [c.as_dict() for r in records for c in r.cases]
-    per_k = {label: _per_k([c for c in cases if c["k_label"] == label])
+    per_k = {label: _per_k([c for c in cases if c["k_label"] == label], fc)
              for label in fc.k_values if label != CUMULATIVE}
     agreement = {}
     for i, a in enumerate(ATTRIBUTION_ORDER):

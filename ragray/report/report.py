@@ -26,6 +26,8 @@ from typing import Any
 
 from ragray.report import svg
 from ragray.report.audit_console import fail_words
+from ragray.report.interpret_console import LEGEND, verdict_label
+from ragray.report.interpret_console import headline as headline_words
 from ragray.report.lead import LEAD_CSS, headline, run_header
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.panel import PANEL_CSS, panel_section
@@ -214,7 +216,7 @@ def _interpret_sections(data: RunData) -> str:
                                 f'{c[case]["count"]} ({fmt(c[case]["share"], ".0%")})</span>'
                                 for case in ("A", "B", "C", "inconclusive")]
                     + [fmt(per_k[k].get("sim_most_mean")), fmt((per_k[k].get("random_mean") or {}).get("mean")),
-                       fmt(per_k[k].get("sim_least_mean"))])
+                       fmt(per_k[k].get("sim_least_mean")), esc(verdict_label(per_k[k].get("verdict")))])
     curves = data.table("curves")
     lines = []
     for order in sorted({c["order"] for c in curves}):
@@ -242,9 +244,12 @@ def _interpret_sections(data: RunData) -> str:
                       " ".join(badge(f"{k}: {v}", f"case-{v}") for k, v in got.items()),
                       fmt(q.get("parametric")), fmt(q.get("position_sensitive")), fmt(q.get("auc_most")),
                       fmt(q.get("auc_least")), f'<div class=answer>{esc(q.get("baseline_answer"))}</div>'])
-    return ("<h2>Summary</h2>" + head
-            + table(["K", "A", "B", "C", "inconclusive", "sim most", "random mean", "sim least"], rows,
+    lead = headline_words(per_k)
+    return ((f'<div class=headline><p>{esc(lead)}</p></div>' if lead else "")
+            + "<h2>Summary</h2>" + head
+            + table(["K", "A", "B", "C", "inconclusive", "sim most", "random mean", "sim least", "verdict"], rows,
                     numeric=(5, 6, 7))
+            + f"<p>{esc(LEGEND.strip())}</p>"
             + "<h2>Plots</h2><div class=charts>" + "".join(charts) + "</div>"
             + "<h2>Questions</h2>" + table(["id", "question", "cases", "parametric", "position sensitive",
                                              "AUC most", "AUC least", "baseline answer"], qrows, numeric=(5, 6)))
@@ -308,7 +313,7 @@ def render_report(data: RunData) -> str:
     title = f"ragray {data.kind} report: {data.name}"
     if data.kind == "run":
         return page(title, run_report(data), script=VERDICT_SCRIPT, style=LEAD_CSS + QUESTIONS_CSS + PANEL_CSS)
-    return page(title, header(data, title) + report_body(data), script=FILTER_SCRIPT)
+    return page(title, header(data, title) + report_body(data), script=FILTER_SCRIPT, style=LEAD_CSS)
 
 
 def write_report(run: RunDir | str | Path) -> Path | None:

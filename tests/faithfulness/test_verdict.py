@@ -1,0 +1,122 @@
+"""The across-questions verdict of `ragray interpret`: known-truth runs with the scripted
+generator (answers that need one known passage, answers that ignore the context) and the
+decision rule on hand-made test results."""
+
+import json
+
+import pytest
+
+from ragray.adapters.cli import main
+from ragray.faithfulness.verdict import circular, k_verdict, min_questions
+from ragray.generation.scripted import ScriptedGenerator
+from ragray.pipeline import run_interpret
+from ragray.report.interpret_console import headline, interpret_rows
+from tests.faithfulness.test_interpret import FAST, cfg, record
+
+
+def used(i):  # the answer is in passage i % 10: a faithful explanation ranks it first
+    return record(f"used{i}", f"Which ferry sails to Kell on day {i}?",
+                  {i % 10: f"The ferry to Kell is the Tern{i}. ANSWER=tern{i} It sails at noon."})
+
+
+def ignored(i):  # the model ignores the context: no explanation can beat random removals
+    return record(f"ignored{i}", f"Who founded garden number {i}?", {})
+
+
+def interpret(tmp_path, rows, name, *extra):
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return run_interpret(cfg(path, "faithfulness.random_repeats=20", *extra), tmp_path / name, progress=False,
+                         generator=ScriptedGenerator())
+
+
+def test_answers_that_need_one_passage_are_faithful_with_enough_questions(tmp_path):
+    res = interpret(tmp_path, [used(i) for i in range(7)], "used")
+    s = res.summary
+    # top-1 with the loo explainer is no test: its first unit is the removal that changed the answer most
+    assert s.per_k["top-1"]["verdict"]["state"] == "by_construction"
+    assert s.per_k["top-1"]["verdict"]["n_circular"] == 7 and s.per_k["top-1"]["cases"]["A"]["count"] == 7
+    v = s.per_k["top-3"]["verdict"]
+    assert (v["state"], v["n_tested"], v["n_most_worse"], v["min_questions"]) == ("faithful", 7, 7, 6)
+    assert v["p_value"] < 0.05 and s.per_k["top-20%"]["verdict"]["state"] == "faithful"
+    assert headline(s.per_k).startswith("explanations at top-3: faithful: removing the units the explainer ranks "
+                                        "first changes the answer more than removing random ones")
+    assert "case A (faithful) in 7 of 7 questions (100%" in headline(s.per_k)
+    assert [row[-1] for row in interpret_rows(s.per_k)] == ["not tested (by construction)", "faithful", "faithful"]
+    html = (res.out / "report.html").read_text()
+    assert "explanations at top-3: faithful" in html and "<td>faithful</td>" in html
+
+
+def test_the_logprob_explainer_is_tested_at_top_1_in_generate_mode(tmp_path):
+    s = interpret(tmp_path, [used(i) for i in range(7)], "lp", "faithfulness.explainer=logprob").summary
+    v = s.per_k["top-1"]["verdict"]
+    assert (v["state"], v["n_tested"], v["n_circular"]) == ("faithful", 7, 0)
+    assert headline(s.per_k).startswith("explanations at top-1: faithful")
+    # in logprob mode the arm's similarity is a function of the drop it ranks by: circular again
+    s = interpret(tmp_path, [used(i) for i in range(7)], "lpm", "faithfulness.explainer=logprob",
+                  "faithfulness.mode=logprob").summary
+    assert s.per_k["top-1"]["verdict"]["state"] == "by_construction"
+
+
+def test_four_questions_are_undecided_whatever_they_show(tmp_path):
+    s = interpret(tmp_path, [used(i) for i in range(4)], "few").summary
+    v = s.per_k["top-3"]["verdict"]
+    # every question is case A, but a signed-rank test of 4 pairs cannot go below p = 0.125
+    assert s.per_k["top-3"]["cases"]["A"]["count"] == 4
+    assert (v["state"], v["n_tested"], v["n_most_worse"]) == ("undecided", 4, 4)
+    assert headline(s.per_k).startswith("explanations at top-3: UNDECIDED — 4 questions tested, and a test across "
+                                        "questions needs at least 6 to decide at p < 0.05")
+    assert interpret_rows(s.per_k)[1][-1] == "UNDECIDED (6 needed)"
+
+
+def test_a_model_that_ignores_the_context_is_not_shown_faithful(tmp_path):
+    s = interpret(tmp_path, [ignored(i) for i in range(7)], "ignored").summary
+    v = s.per_k["top-3"]["verdict"]
+    assert (v["state"], v["n_tested"], v["n_most_worse"], v["p_value"]) == ("not_shown", 7, 0, None)
+    assert headline(s.per_k).startswith("explanations at top-3: not shown faithful")
+
+
+def test_the_cli_prints_the_answer_first(tmp_path, capsys):
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(used(i)) + "\n" for i in range(6)), encoding="utf-8")
+    assert main(["interpret", "--dataset", str(path), "--backend", "scripted", "--repeats", "20", "--k", "top-3",
+                 "--out", str(tmp_path / "cli"), "--no-progress", *[a for kv in FAST[:3] for a in ("--set", kv)]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ragray interpret: 6 questions")
+    assert lines[1].startswith("explanations at top-3: faithful")
+    assert any("verdict" in line for line in lines[2:5]) and any(line.startswith("  A faithful") for line in lines)
+
+
+def _side(p, diff):
+    return {"paired": {"wilcoxon": {"p_value": p}, "mean_difference": {"mean": diff}}}
+
+
+@pytest.mark.parametrize(
+    ("most", "least", "n", "state"),
+    [
+        (_side(0.01, 0.3), _side(0.8, 0.01), 10, "faithful"),
+        (_side(0.01, 0.3), _side(0.01, -0.2), 10, "faithful"),  # the bottom units hurt less than random: fine
+        (_side(0.01, 0.3), _side(0.02, 0.2), 10, "mixed"),  # the bottom units hurt too
+        (_side(0.01, -0.3), _side(0.5, 0.0), 10, "inverted"),
+        (_side(0.30, 0.1), _side(0.5, 0.0), 10, "not_shown"),
+        (_side(None, 0.0), _side(None, 0.0), 10, "not_shown"),  # every difference zero
+        (_side(0.001, 0.3), _side(0.8, 0.0), 5, "undecided"),  # an approximate p below alpha at n = 5 is not trusted
+    ],
+)
+def test_the_decision_rule(most, least, n, state):
+    per_k = {"n_tested": n, "most_vs_random": most, "least_vs_random": least}
+    assert k_verdict(per_k, n, 0.05)["state"] == state
+
+
+def test_circular_pairs():
+    assert circular("loo", "generate", 1) and circular("loo", "logprob", 1) and circular("logprob", "logprob", 1)
+    assert not circular("logprob", "generate", 1) and not circular("surrogate", "generate", 1)
+    assert not circular("loo", "generate", 2)
+
+
+def test_min_questions_is_where_the_exact_signed_rank_test_can_decide():
+    assert [min_questions(a) for a in (0.05, 0.01, 0.1, 0.0625)] == [6, 8, 5, 6]
+    # exact two-sided minimum p = 2 / 2^n: below alpha at min_questions, not one question earlier
+    for a in (0.05, 0.01, 0.1, 0.0625):
+        n = min_questions(a)
+        assert 2 / 2**n < a <= 2 / 2 ** (n - 1)

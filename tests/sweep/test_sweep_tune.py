@@ -123,6 +123,12 @@ def test_leaderboard_follows_the_documented_score(ray_session, spec, tmp_path):
         assert r["score"] == pytest.approx(score_trial(per_q, weights)["score"])
     # among the equally scored top_k=2/3 trials, top_k=2 is cheaper (fewer passages -> tokens)
     assert rows[0]["label"].startswith("retrieval.top_k=2")
+    # three questions decide nothing: the order is the measured one, and the sweep says so
+    decision = json.loads((result.out / "summary.json").read_text())["decision"]
+    assert (decision["state"], decision["n_questions"], decision["min_questions"]) == ("undecided", 3, 6)
+    assert result.decision == decision and all(r["beaten"] is None for r in rows[1:])
+    assert [r["vs_best"] for r in rows[-2:]] == [pytest.approx(-rows[0]["overall"] + r["overall"]) for r in rows[-2:]]
+    assert "not decided: 3 questions in common" in (result.out / "leaderboard.md").read_text()
     for name in ("leaderboard.parquet", "leaderboard.csv", "leaderboard.md", "leaderboard.html", "best_config.yaml"):
         assert (result.out / name).is_file(), name
     assert len(pq.read_table(result.out / "leaderboard.parquet")) == 6

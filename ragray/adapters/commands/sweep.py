@@ -8,17 +8,21 @@ from typing import Any
 
 from ragray.console import print_table
 from ragray.adapters.execution.placement import placement_lines
+from ragray.adapters.sweep.compare import decision_line
 from ragray.adapters.sweep.runner import SweepResult, run_sweep
 
 __all__ = ["print_leaderboard", "sweep_command"]
 
 _COLUMNS = [("rank", "#"), ("score", "score"), ("confidence", "conf"), ("f1", "F1"), ("mrr", "MRR"),
-            ("mean_rho", "rho"), ("wasted_context", "wasted"), ("latency_s", "s/q"), ("label", "configuration")]
+            ("mean_rho", "rho"), ("wasted_context", "wasted"), ("latency_s", "s/q"), ("vs_best", "vs #1"),
+            ("beaten", "behind #1"), ("label", "configuration")]
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "within noise"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
@@ -55,6 +59,8 @@ def sweep_command(spec: str | Path, out: str | Path | None, *, address: str | No
     stopped = f", {n_stopped} stopped early" if n_stopped else ""
     print(f"ragray sweep: {n_done}/{len(result.rows)} trials done{stopped} -> {result.out}")
     print_leaderboard(result)
+    if line := decision_line(result.decision):
+        print(line)
     _print_placement(result.out)
     for r in result.rows:
         if (r.get("attempts") or 0) > 1:

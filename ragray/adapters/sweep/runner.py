@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ from ragray.adapters.execution.placement import cluster_view, current_placement,
 from ragray.adapters.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir, prepare_run_dir
 from ragray.adapters.sweep.leaderboard import COLUMNS, write_leaderboard
-from ragray.adapters.sweep.score import rank_trials, score_trial
+from ragray.adapters.sweep.compare import compare_to_best, decision_line
+from ragray.adapters.sweep.score import composite, rank_trials, score_trial
 from ragray.adapters.sweep.spec import SweepSpec, Trial, load_spec
 
 __all__ = ["SweepResult", "run_sweep"]
@@ -56,6 +57,8 @@ class SweepResult:
     out: Path
     rows: list[dict[str, Any]]  # leaderboard order
     files: dict[str, Path]
+    #: is the winner ahead of the others beyond noise (:func:`~ragray.adapters.sweep.compare.compare_to_best`)
+    decision: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -235,6 +238,16 @@ def _rows(trials: list[Trial], out: Path, tune_results: dict[str, Any], spec: Sw
     return rank_trials(rows)
 
 
+def _composites(out: Path, rows: list[dict[str, Any]], weights: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Ranked trial id -> question id -> the per-question composite behind its ``overall``."""
+    found = {}
+    for r in rows:
+        if r.get("rank"):
+            qs = json.loads((out / "trials" / r["trial_id"] / "trial.json").read_text())["questions"]
+            found[r["trial_id"]] = {q["question_id"]: c for q in qs if (c := composite(q, weights)) is not None}
+    return found
+
+
 def _finished(out: Path, trial_id: str) -> int:
     """Questions in a trial's run log."""
     log = out / "trials" / trial_id / "progress.jsonl"
@@ -366,14 +379,17 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         grid = tuner.fit()
         results = {_point(r.config, points): r for r in grid if r.config}
         rows = _rows(trials, out, results, spec)
+        decision = compare_to_best(rows, _composites(out, rows, spec.score_metrics()))
         winner = rows[0]["trial_id"] if rows and rows[0].get("rank") == 1 else None
         best = next((t for t in trials if t.id == winner), None)
         files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
                                   {"objective": spec.objective, "weights": spec.score_metrics()},
-                                  best.config.to_yaml() if best else None)
+                                  best.config.to_yaml() if best else None, decision_line(decision))
         summary = {"name": spec.name, "n_trials": len(rows), "n_done": sum(r["status"] == "done" for r in rows),
                    "n_stopped": sum(r["status"] == "stopped" for r in rows),
                    "n_failed": sum(r["status"] == "failed" for r in rows), "best": rows[0] if best else None,
+                   # is the winner ahead beyond noise? (ragray.adapters.sweep.compare)
+                   "decision": decision,
                    "questions_run": sum(int(r.get("n_questions") or 0) for r in rows),
                    # trials started more than once (a lost worker, or --resume): where each attempt ran
                    "retried": [{"trial_id": r["trial_id"], "label": r["label"], "status": r["status"],
@@ -390,4 +406,4 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         record.summary = summary
         _save_best_preset(spec, best)
-    return SweepResult(out, rows, files)
+    return SweepResult(out, rows, files, decision)

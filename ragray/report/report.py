@@ -71,9 +71,13 @@ def header(data: RunData, title: str) -> str:
     cfg = data.config
     gen, ret = cfg.get("generation") or {}, cfg.get("retrieval") or {}
     sim = badge("simulated", "simulated") if data.simulated else ""
-    bits = [f"{data.kind}", f"model {gen.get('model', '–')} via {gen.get('backend', '–')}",
-            (data.summary or {}).get("passages_from") or f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}",
-            f"dataset {data.dataset}"]
+    s = data.summary or {}
+    retrieved = s.get("passages_from") or f"{ret.get('retriever', '–')} top-{ret.get('top_k', '–')}"
+    model = f"model {gen.get('model', '–')} via {gen.get('backend', '–')}"
+    if data.kind == "audit":  # documents, not passages; a model only for the optional LLM steps
+        retrieved = f"{s.get('retriever') or ret.get('retriever', '–')} top-{s.get('k', '–')} documents"
+        model = model + " (aspects and explanations)" if (cfg.get("audit") or {}).get("llm") else "no model"
+    bits = [f"{data.kind}", model, retrieved, f"dataset {data.dataset}"]
     return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
             f"<div class=\"sub muted\">{esc(str(data.path or 'in memory'))}</div>")
 
@@ -273,7 +277,8 @@ def _audit_sections(data: RunData) -> str:
         card("hit@k", s.get("hit_at_k"), key="hit_at_k"), card("MRR", s.get("mrr"), key="mrr"),
     ])
     scores = [e["score"] for e in entries if e.get("score") is not None]
-    chart = svg.histogram(scores, title="Audit score per query", xlabel="score", lo=0, hi=100, bins=10,
+    # the formula's range: -30 (nothing relevant retrieved) to 70 (everything, no noise)
+    chart = svg.histogram(scores, title="Audit score per query", xlabel="score", lo=-30, hi=70, bins=10,
                           marker=s.get("pass_score"), marker_label="pass")
     rows = [[esc(e["query_id"]), f'<div class=passage>{esc(e.get("query"))}</div>',
              badge(str(e.get("status")).lower(), str(e.get("status")).lower()), fmt(e.get("score"), ".0f"),

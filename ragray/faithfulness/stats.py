@@ -14,6 +14,8 @@ says why (no values, fewer than 2 pairs, all differences zero, zero variance ...
 - :func:`paired_tests`: paired comparison of two per-question arrays (mean difference with CI,
   Cohen's d_z, Wilcoxon signed-rank with matched-pairs rank-biserial, paired t-test).
 - :func:`share_ci`: Wilson score interval for a proportion.
+- :func:`holm`: Holm's step-down adjustment of several p-values.
+- :func:`min_questions`: the fewest pairs an exact two-sided paired test needs to reach p < α.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ __all__ = [
     "mcnemar_exact",
     "paired_tests",
     "share_ci",
+    "holm",
+    "min_questions",
 ]
 
 
@@ -264,3 +268,20 @@ def share_ci(count: int, n: int, confidence: float = 0.95) -> ShareCI:
     low = 0.0 if count == 0 else max(0.0, center - half)
     high = 1.0 if count == n else min(1.0, center + half)
     return ShareCI(share=p, low=low, high=high, reason=None)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for step, i in enumerate(order):
+        running = max(running, min(1.0, (m - step) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def min_questions(alpha: float) -> int:
+    """The fewest pairs for which an exact two-sided paired test can give p < α: the signed-rank
+    test's and McNemar's smallest p-value is 2 / 2ⁿ (every pair, or every discordant pair, one way)."""
+    return max(2, math.floor(1 - math.log2(alpha)) + 1)

@@ -31,11 +31,12 @@ The verdict runs its own paired test on the questions it keeps, so its ``p_value
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-__all__ = ["STATES", "KVerdict", "circular", "min_questions", "k_verdict", "verdict_words"]
+from ragray.faithfulness.stats import min_questions
+
+__all__ = ["STATES", "KVerdict", "circular", "k_verdict", "verdict_words"]
 
 State = Literal["faithful", "mixed", "inverted", "not_shown", "undecided", "by_construction"]
 STATES: tuple[State, ...] = ("faithful", "mixed", "inverted", "not_shown", "undecided", "by_construction")
@@ -57,11 +58,6 @@ def circular(explainer: str, mode: str, k: int | None) -> bool:
     """Whether DEL_MOST vs random at this K re-measures what the explainer ranked by (K = 1 with
     the ``loo`` explainer, or the ``logprob`` explainer in logprob mode)."""
     return k == 1 and (explainer == "loo" or (explainer == "logprob" and mode == "logprob"))
-
-
-def min_questions(alpha: float) -> int:
-    """The fewest pairs for which the exact two-sided signed-rank p-value (≥ 2 / 2ⁿ) can be < α."""
-    return max(2, math.floor(1 - math.log2(alpha)) + 1)
 
 
 def _significant(side: Mapping[str, Any], alpha: float) -> int:

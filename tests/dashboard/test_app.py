@@ -38,6 +38,8 @@ def test_a_sweep_links_its_trials_and_two_trials_compare(runs):
     compare = c.get("/compare", params={"a": links["aligned-trial"], "b": links["inverted-trial"]}).text
     assert re.search(r'data-metric="flag_counts.inverted".*?data-side=a data-value="0".*?data-side=b data-value="4"',
                      compare, re.S)
+    # four questions in common: a paired test cannot decide, and the page says so
+    assert re.search(r'data-paired="misaligned" data-state="undecided"><td>misaligned</td><td class=num>\d</td>', compare)
     api = c.get("/api/runs").json()
     assert {r["kind"] for r in api} == {"run", "sweep"} and all(r["openable"] for r in api)
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ragray.adapters.cli import main
-from ragray.faithfulness.verdict import circular, k_verdict, min_questions
+from ragray.faithfulness.stats import min_questions
+from ragray.faithfulness.verdict import circular, k_verdict
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.pipeline import run_interpret
 from ragray.report.interpret_console import headline, interpret_rows

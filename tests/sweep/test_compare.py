@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from ragray.adapters.sweep.compare import compare_to_best, decision_line, holm
+from ragray.adapters.sweep.compare import compare_to_best, decision_line
+from ragray.faithfulness.stats import holm
 from ragray.adapters.sweep.leaderboard import markdown
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ragray.adapters.dashboard.catalog import Entry
 from ragray.adapters.dashboard.upload import REQUIRED
+from ragray.metrics.paired_change import paired_changes
 from ragray.report import svg
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.report import FILTER_SCRIPT, header, report_body
@@ -176,6 +177,22 @@ def _metrics(s: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return rows
 
 
+def _paired_section(da: RunData, db: RunData) -> str:
+    """Did the verdicts change, question by question, beyond noise (:mod:`ragray.metrics.paired_change`)?"""
+    changes = paired_changes(da.table("questions"), db.table("questions"))
+    rows = [f'<tr data-paired="{esc(c.column)}" data-state="{esc(c.state)}"><td>{esc(c.metric)}</td>'
+            f"<td class=num>{c.n}</td><td class=num>{fmt(c.a)}</td><td class=num>{fmt(c.b)}</td>"
+            f'<td class=num>{fmt(c.delta, "+.3f") if c.delta is not None else "–"}</td>'
+            f"<td class=num>{fmt(c.p_value, '.3g')}</td><td>{esc(c.test)}</td>"
+            f"<td>{badge(c.state, c.state.replace(' ', '-'))}</td></tr>"
+            for c in changes]
+    return ("<h2>Did it change beyond noise?</h2><p class=sub>question by question, on the questions both runs "
+            "measured; p two-sided, Holm-corrected over these metrics; undecided below the 6 questions an exact "
+            "paired test needs</p>"
+            + table(["per question", "questions", "A", "B", "B − A", "p", "test", "verdict"], rows,
+                    attrs=' id="paired"', numeric=(1, 2, 3, 4, 5)))
+
+
 def compare_page(a: tuple[Entry, RunData], b: tuple[Entry, RunData], url: Url) -> str:
     (ea, da), (eb, db) = a, b
     ma, mb = _metrics(da.summary), {k: v for _, k, v in _metrics(db.summary)}
@@ -206,7 +223,8 @@ def compare_page(a: tuple[Entry, RunData], b: tuple[Entry, RunData], url: Url) -
               svg.histogram(rho(db), title=f"ρ: {db.name}", xlabel="ρ", lo=-1, hi=1)]
     body = (_nav(url) + f'<h1>Compare</h1><div class=sub>A: <a href="{url("run", ea.id)}">{esc(da.name)}</a> '
             f'({esc(da.kind)}) · B: <a href="{url("run", eb.id)}">{esc(db.name)}</a> ({esc(db.kind)})</div>'
-            + table(["metric", "A", "B", "B − A"], rows, attrs=' id="compare"')
+            + _paired_section(da, db)
+            + "<h2>Summaries</h2>" + table(["metric", "A", "B", "B − A"], rows, attrs=' id="compare"')
             + f'<div class=charts>{"".join(charts)}</div>'
             + f"<h2>Questions in both ({len(both)})</h2>"
             + (f'<p class=sub>flags that differ: {esc(", ".join(f"{f} {n}" for f, n in changed.items()) or "none")}</p>')

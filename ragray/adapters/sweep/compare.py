@@ -37,24 +37,12 @@ from typing import Any
 
 from scipy.stats import norm
 
-from ragray.faithfulness.stats import PairedTests, paired_tests
-from ragray.faithfulness.verdict import min_questions
+from ragray.faithfulness.stats import PairedTests, holm, min_questions, paired_tests
 
-__all__ = ["ALPHA", "compare_to_best", "decision_line", "holm"]
+__all__ = ["ALPHA", "compare_to_best", "decision_line"]
 
 ALPHA = 0.05
 _Z_POWER = 0.8416212335729143  # 80% power
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the input order."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * m, 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (m - step) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def _z(alpha: float) -> float:

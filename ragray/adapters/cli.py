@@ -194,6 +194,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _cmd_score(args: argparse.Namespace) -> int:
     from ragray.pipeline import run_score
+    from ragray.report.run_console import score_headline
     from ragray.config import load_config
     from ragray.store.rundir import default_run_dir
 
@@ -203,8 +204,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
     s = result.summary
     print(f"ragray score: {s.n} records ({s.n_with_gold} with gold answers, "
           f"{s.skipped_rows} skipped) -> {result.out}")
+    if s.n_with_gold:
+        print(score_headline(s))
     rows = [
         ("exact match / token F1", f"{_fmt(s.em)} / {_fmt(s.f1)}"),
+        ("gold answer in a context (words)", f"{s.n_gold_in_context} of {s.n_with_gold}" if s.n_with_gold else "-"),
         ("recall@k (cosine >= tau)", _fmt(s.recall_at_k_cosine)),
         ("Sim(answer, gold)", _fmt(s.sim_answer_gold)),
         ("grounding Sim(answer, context)", _fmt(s.grounding)),

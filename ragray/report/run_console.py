@@ -16,7 +16,7 @@ from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
 __all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "question_lines", "short_of_top_k_line",
-           "sources_words", "used_groups", "verdict_words", "print_run"]
+           "sources_words", "used_groups", "verdict_words", "print_run", "score_headline"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
 MAX_QUESTIONS = 20
@@ -221,6 +221,19 @@ def correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary | None = 
         return "answered correctly: no gold answers to judge by"
     rest = len(questions) - len(judged) - len(unanswerable)
     return "; ".join(parts) + (f"; {rest} not judged (no gold answer or no answer)" if rest else "")
+
+
+def score_headline(s: Any) -> str:
+    """``ragray score``'s first line: how many answers are right, and for the wrong ones whether the
+    contexts held a gold answer (the generator missed it) or not (retrieval did)."""
+    in_ctx, not_in_ctx = s.n_wrong_gold_in_context or 0, s.n_wrong_gold_not_in_context or 0
+    correct, wrong = s.n_correct or 0, in_ctx + not_in_ctx
+    n = correct + wrong
+    line = f"answered correctly: {correct} of {n} with gold answers (the answer contains a gold answer)"
+    if wrong:
+        line += (f"; of the {wrong} wrong, {in_ctx} had a gold answer in their contexts (the generator missed it) "
+                 f"and {not_in_ctx} did not (retrieval missed it)")
+    return line
 
 
 def _plain_states(states: Mapping[str, int]) -> str:

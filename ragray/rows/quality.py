@@ -35,3 +35,7 @@ class ScoreRow(Row):
     prompt_tokens: Annotated[int | None, INT64] = None
     completion_tokens: Annotated[int | None, INT64] = None
     cost_usd: float | None = None
+    answer_correct: Annotated[bool | None, doc(
+        "the answer contains a gold answer as whole words (ragray run's rule; None without one)")] = None
+    context_has_gold: Annotated[bool | None, doc(
+        "a context contains a gold answer as whole words: the answer was there to be found")] = None

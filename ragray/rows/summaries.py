@@ -418,6 +418,13 @@ class ScoreFacts(Summary):
 
     label_noise_ratio: Opt = None
     n_with_gold_ids: int | None = None
+    #: records whose answer contains a gold answer (of ``n_with_gold``), and the wrong ones split by
+    #: whether a context held a gold answer (the generator missed it) or none did (retrieval did)
+    n_correct: int | None = None
+    #: records whose contexts contain a gold answer (the string rule beside recall_at_k_cosine)
+    n_gold_in_context: int | None = None
+    n_wrong_gold_in_context: int | None = None
+    n_wrong_gold_not_in_context: int | None = None
     records: str | None = None
     skipped_rows: int | None = None
     skipped: tuple[SkippedRow, ...] = ()

@@ -45,6 +45,16 @@ def test_score_records(tmp_path):
     assert s.n == 3 and s.n_with_gold == 2 and s.hallucination_rate == 0.5
     assert s.cost_usd_total == pytest.approx(0.055) and s.label_noise_ratio == 0.5
     assert check_summary_file(s, res.out / "summary.json")["n"] == 3
+    # a right answer; a wrong one whose passages hold the gold answer (the generator missed it)
+    assert (a["answer_correct"], a["context_has_gold"]) == (True, True)
+    assert (b["answer_correct"], b["context_has_gold"]) == (False, True)
+    assert c["answer_correct"] is None and c["context_has_gold"] is None
+    assert (s.n_correct, s.n_gold_in_context, s.n_wrong_gold_in_context, s.n_wrong_gold_not_in_context) == (1, 2, 1, 0)
+    from ragray.report.run_console import score_headline
+
+    assert score_headline(s) == ("answered correctly: 1 of 2 with gold answers (the answer contains a gold answer); "
+                                 "of the 1 wrong, 1 had a gold answer in their contexts (the generator missed it) "
+                                 "and 0 did not (retrieval missed it)")
 
 
 def test_csv_records_and_cli(tmp_path, capsys):
@@ -54,6 +64,7 @@ def test_csv_records_and_cli(tmp_path, capsys):
     assert main(["score", "--records", str(path), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "ragray score: 1 records" in out and "exact match / token F1" in out and "1.000 / 1.000" in out
+    assert "answered correctly: 1 of 1 with gold answers" in out and "gold answer in a context (words)  1 of 1" in out
 
 
 @pytest.mark.parametrize(

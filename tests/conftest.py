@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,11 @@ def start_ray():
         for key, value in {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
                            "RAY_USAGE_STATS_ENABLED": "0"}.items():
             os.environ.setdefault(key, value)
+        # the workers' own data folder: a module's Ray starts before any test's RAGRAY_HOME is set,
+        # and trials and actors record runs there (never the tester's ~/.local/share/ragray)
+        home = tempfile.mkdtemp(prefix="ragray-home-")
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=200 * 2**20, _temp_dir=temp_dir, **({"num_gpus": num_gpus} if num_gpus else {}))
+                 object_store_memory=200 * 2**20, _temp_dir=temp_dir, runtime_env={"env_vars": {"RAGRAY_HOME": home}},
+                 **({"num_gpus": num_gpus} if num_gpus else {}))
 
     return start

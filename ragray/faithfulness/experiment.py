@@ -52,6 +52,7 @@ from ragray.faithfulness.arms import (
 from ragray.attribution.base import MEASURES, Evidence, Observed
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
 from ragray.faithfulness.cases import decide_case
+from ragray.faithfulness.verdict import circular
 from ragray.faithfulness.importance import (
     buckets,
     normalize,
@@ -359,6 +360,9 @@ class FaithfulnessExperiment:
                 continue
             res = decide_case(most, least, rand, population, fc.decision)
             row = {**base, **res.as_row()}
+            if circular(fc.explainer, fc.mode, k):  # the case says how the answer depends on single units
+                row["reason"] += (f"; by construction for the {fc.explainer} explainer at K = 1 (its first unit is "
+                                  "the single removal that changed the answer most): not a test of the explanation")
             t = fc.threshold_t
             row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,
                        random_changed_share=sum(s < t for s in rand) / len(rand))

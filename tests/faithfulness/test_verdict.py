@@ -4,6 +4,8 @@ decision rule on hand-made test results."""
 
 import json
 
+import pyarrow.parquet as pq
+
 import pytest
 
 from ragray.adapters.cli import main
@@ -37,6 +39,9 @@ def test_answers_that_need_one_passage_are_faithful_with_enough_questions(tmp_pa
     # top-1 with the loo explainer is no test: its first unit is the removal that changed the answer most
     assert s.per_k["top-1"]["verdict"]["state"] == "by_construction"
     assert s.per_k["top-1"]["verdict"]["n_circular"] == 7 and s.per_k["top-1"]["cases"]["A"]["count"] == 7
+    reasons = {(c["question_id"], c["k_label"]): c["reason"] for c in pq.read_table(res.out / "cases.parquet").to_pylist()}
+    assert "by construction for the loo explainer at K = 1" in reasons[("used0", "top-1")]
+    assert "by construction" not in reasons[("used0", "top-3")]
     v = s.per_k["top-3"]["verdict"]
     assert (v["state"], v["n_tested"], v["n_most_worse"], v["min_questions"]) == ("faithful", 7, 7, 6)
     assert v["p_value"] < 0.05 and s.per_k["top-20%"]["verdict"]["state"] == "faithful"

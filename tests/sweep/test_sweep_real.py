@@ -53,6 +53,9 @@ def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path
         assert r["score"] == pytest.approx(score_trial(trial["questions"], weights)["score"])
     keys = [(-round(r["score"], 9), r["tokens_per_question"], r["latency_s"]) for r in rows]
     assert keys == sorted(keys)
+    # three questions: the real sweep says its order is not decided, in the leaderboard too
+    assert (result.decision["state"], result.decision["n_questions"]) == ("undecided", 3)
+    assert "not decided: 3 questions in common" in (result.out / "leaderboard.md").read_text()
     print("\n" + (result.out / "leaderboard.md").read_text())
 
     # the exported best config, re-run by the CLI, reproduces the trial's per-question metrics

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ragray.faithfulness.stats import holm
 from ragray.metrics.answers import contains_gold as answered
 from ragray.metrics.validity import Measure, bootstrap_ci, question_scores
 
@@ -44,17 +45,6 @@ CONTROLS = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_
 MIN_VERDICT_QUESTIONS = 10
 SUBSETS = ("all", "answered", "answered_context_dependent")
 PRIMARY = "answered_context_dependent"
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm–Bonferroni adjusted p-values (same order as given)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    out, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        out[i] = running
-    return out
 
 
 def _gold_values(rows: list[Mapping[str, Any]], name: str) -> tuple[float, float] | None:

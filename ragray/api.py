@@ -126,6 +126,25 @@ class Run:
         return (f"Run(kind={self.kind!r}, questions={n}, tables=[{', '.join(sorted(self.tables))}], "
                 f"path={str(self.path) if self.path else None!r})")
 
+    def _answer(self) -> str | None:
+        """What an interpret, audit or score run answers first, as its console prints it."""
+        s = self.summary
+        if self.kind == "interpret" and s.get("per_k"):
+            from ragray.report.interpret_console import headline
+
+            return headline(s["per_k"])
+        if self.kind == "audit" and s.get("summary"):
+            a = s["summary"]
+            return (f"{a['n_pass']}/{a['n_scored']} PASS; of {a['n_fail']} FAIL, {a.get('n_fail_missed')} missed a gold "
+                    f"document; {len(a.get('cannot_pass') or ())} queries cannot PASS at top-{a['k']} whatever is "
+                    "retrieved (fewer gold documents than k)")
+        if self.kind == "score" and s.get("n_with_gold"):
+            from ragray.report.run_console import score_headline
+            from ragray.rows.summaries import ScoreSummary
+
+            return score_headline(ScoreSummary.from_dict(s))
+        return None
+
     def _repr_html_(self) -> str:
         from ragray.report.page import esc
 
@@ -139,6 +158,8 @@ class Run:
                          f"{a['misalignment_threshold']:g})")
         if panel:
             lines.append(f"validity against gold passages: <b>{esc(panel['verdict'])}</b> — {esc(panel['sentence'])}")
+        if answer := self._answer():
+            lines.append(esc(answer))
         lines.append(f"tables: {', '.join(sorted(self.tables))}; <code>.report()</code> shows the report")
         return "<div>" + "<br>".join(lines) + "</div>"
 

@@ -219,6 +219,9 @@ def test_audit_and_score_follow_the_same_pattern(in_empty_folder):
                           settings={"metrics.embedding": False})
     assert os.listdir(in_empty_folder) == [] and scored.kind == "score"
     assert scored.tables["scores"]["em"].tolist() == [1.0]
+    # the notebook card leads with what each answers, as the console does
+    assert "answered correctly: 1 of 1 with gold answers" in scored._repr_html_()
+    assert "cannot PASS at top-3 whatever is retrieved" in audited._repr_html_()
 
 
 def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, monkeypatch):

@@ -51,6 +51,9 @@ def test_answers_that_need_one_passage_are_faithful_with_enough_questions(tmp_pa
     assert [row[-1] for row in interpret_rows(s.per_k)] == ["not tested (by construction)", "faithful", "faithful"]
     html = (res.out / "report.html").read_text()
     assert "explanations at top-3: faithful" in html and "<td>faithful</td>" in html
+    import ragray
+
+    assert "explanations at top-3: faithful" in ragray.load_run(res.out)._repr_html_()  # the notebook card
 
 
 def test_the_logprob_explainer_is_tested_at_top_1_in_generate_mode(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ragray.audit.why import fail_words
 from ragray.generation import Generator
 from ragray.generation.base import ChatPrompt, Message
 from ragray.rows.audit import AuditEntry
@@ -38,6 +39,9 @@ def explanation_prompt(question: str, entry: AuditEntry) -> ChatPrompt:
         f"Missing expected documents: {', '.join(entry.missing or ()) or 'none'}\n"
         f"Retrieved documents not expected: {', '.join(entry.noise or ()) or 'none'}"
     )
+    why = fail_words(entry, len(entry.retrieved or ()), entry.pass_score) if entry.pass_score is not None else None
+    if why:  # the formula's ceiling, so a noise-only FAIL is not explained as bad retrieval
+        facts += f"\nWhy it fails: {why}"
     return (Message("system", _EXPLAIN_SYSTEM), Message("user", facts))
 
 

@@ -11,41 +11,18 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ragray.audit.integrity import FAIL, PASS, UNSCORED
+from ragray.audit.why import fail_words, gold_words
 from ragray.console import print_pairs
 from ragray.rows.audit import AuditEntry
 from ragray.rows.summaries import AuditSummary
 
-__all__ = ["MAX_SHOWN", "audit_lines", "fail_words", "print_audit"]
+__all__ = ["MAX_SHOWN", "audit_lines", "print_audit"]
 
 #: queries printed in full: all of them up to this many, else the first ones that did not pass
 MAX_SHOWN = 10
 MAX_SHOWN_FAILING = 20
 #: the seed's fields, in its order
 FIELDS = ("score", "coverage", "precision", "recall", "noise_ratio", "status")
-
-
-def _gold(n: int) -> str:
-    return f"{n} gold document{'s' if n != 1 else ''}"
-
-
-def _ids(ids: Sequence[str], most: int = 3) -> str:
-    shown = ", ".join(ids[:most])
-    return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-def fail_words(e: AuditEntry, k: int, pass_score: int) -> str | None:
-    """Why a FAIL fails, in words (None for a PASS or an unscored query)."""
-    if e.status != FAIL:
-        return None
-    n_gold = len(e.relevant or ()) + len(e.missing or ())
-    ceiling = (f"with {_gold(n_gold)}, top-{k} scores at most {e.best_score} (< {pass_score})"
-               if e.cannot_pass(pass_score) else None)
-    if e.found_all:
-        n_noise = len(e.noise or ())
-        return (f"every gold document is in the top {k}; the formula charges the other {n_noise} as noise"
-                + (f": {ceiling}" if ceiling else ""))
-    words = f"missed {_ids(e.missing or ())} ({len(e.missing or ())} of {_gold(n_gold)})"
-    return words + (f"; even found, {ceiling}" if ceiling else "")
 
 
 def _shown(entries: Sequence[AuditEntry]) -> list[AuditEntry]:
@@ -62,11 +39,11 @@ def _ceiling_line(s: AuditSummary, entries: Sequence[AuditEntry]) -> str | None:
     stuck = set(s.cannot_pass)
     by_gold = Counter(len(e.relevant or ()) + len(e.missing or ()) for e in entries if e.query_id in stuck)
     best = {len(e.relevant or ()) + len(e.missing or ()): e.best_score for e in entries if e.query_id in stuck}
-    groups = "; ".join(f"{n} with {_gold(g)} score at most {best[g]}" for g, n in sorted(by_gold.items()))
+    groups = "; ".join(f"{n} with {gold_words(g)} score at most {best[g]}" for g, n in sorted(by_gold.items()))
     fewest = min(by_gold)
     return (f"  {len(stuck)} of {s.n_scored} queries cannot PASS at top-{s.k} whatever is retrieved ({groups}; "
             f"PASS needs {s.pass_score}), so this audit exits 1 at top-{s.k}; at --top-docs {fewest} a query "
-            f"with {_gold(fewest)} passes when {'it comes' if fewest == 1 else 'they come'} first")
+            f"with {gold_words(fewest)} passes when {'it comes' if fewest == 1 else 'they come'} first")
 
 
 def audit_lines(s: AuditSummary, entries: Sequence[AuditEntry], retriever: str, out: object = None) -> list[str]:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragray.audit.why import fail_words
 from ragray.report import svg
-from ragray.report.audit_console import fail_words
 from ragray.report.interpret_console import LEGEND, verdict_label
 from ragray.report.interpret_console import headline as headline_words
 from ragray.report.lead import LEAD_CSS, headline, run_header

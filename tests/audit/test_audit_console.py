@@ -4,7 +4,9 @@ formula charges when a query has fewer gold documents than k (then it cannot PAS
 from types import SimpleNamespace
 
 from ragray.pipeline.audit import audit_entry, summarize_audit
-from ragray.report.audit_console import MAX_SHOWN, audit_lines, fail_words
+from ragray.audit.explain import explanation_prompt
+from ragray.audit.why import fail_words
+from ragray.report.audit_console import MAX_SHOWN, audit_lines
 from ragray.types import Hit, Passage
 
 
@@ -38,6 +40,10 @@ def test_each_fail_says_why():
     assert fail_words(by_id["one-gold-missed"], 3, 60) == (
         "missed a (1 of 1 gold document); even found, with 1 gold document, top-3 scores at most 50 (< 60)")
     assert [e.best_score for e in ENTRIES] == [60, 50, 60, 50, None]
+    # the optional LLM explanation is told the same, so it does not blame retrieval for the formula
+    facts = explanation_prompt("q2", by_id["one-gold-found"])[1].content
+    assert "Why it fails: every gold document is in the top 3; the formula charges the other 2 as noise" in facts
+    assert "Why it fails" not in explanation_prompt("q1", by_id["two-gold-pass"])[1].content
 
 
 def test_summary_counts_fails_by_cause_and_names_the_queries_that_cannot_pass():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -365,7 +366,8 @@ class FaithfulnessExperiment:
                                   "the single removal that changed the answer most): not a test of the explanation")
             t = fc.threshold_t
             row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,
-                       random_changed_share=sum(s < t for s in rand) / len(rand))
+                       random_changed_share=sum(s < t for s in rand) / len(rand),
+                       random_median=statistics.median(rand))
             out.append(row)
         return out
 

@@ -16,6 +16,7 @@ says why (no values, fewer than 2 pairs, all differences zero, zero variance ...
 - :func:`share_ci`: Wilson score interval for a proportion.
 - :func:`holm`: Holm's step-down adjustment of several p-values.
 - :func:`min_questions`: the fewest pairs an exact two-sided paired test needs to reach p < α.
+- :func:`sign_test`: exact two-sided sign test of paired differences (zeros dropped).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "share_ci",
     "holm",
     "min_questions",
+    "sign_test",
 ]
 
 
@@ -285,3 +287,9 @@ def min_questions(alpha: float) -> int:
     """The fewest pairs for which an exact two-sided paired test can give p < α: the signed-rank
     test's and McNemar's smallest p-value is 2 / 2ⁿ (every pair, or every discordant pair, one way)."""
     return max(2, math.floor(1 - math.log2(alpha)) + 1)
+
+
+def sign_test(diffs: Sequence[float]) -> McNemar:
+    """Exact two-sided sign test of ``diffs`` (zeros dropped): McNemar's binomial test with
+    "positive" and "negative" as the two outcomes (``b10`` positives, ``b01`` negatives)."""
+    return mcnemar_exact([d > 0 for d in diffs], [d < 0 for d in diffs])

@@ -22,7 +22,7 @@ from ragray.config import ExperimentConfig, FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE
 from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
-from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci
+from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, sign_test
 from ragray.faithfulness.verdict import KVerdict, circular, k_verdict
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.rows.summaries import ControlsSummary, DeletionCurveSummary, FaithfulnessCost, FaithfulnessSummary
@@ -45,11 +45,12 @@ def _tests(tested: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _verdict(tested: list[dict[str, Any]], fc: FaithfulnessConfig) -> KVerdict:
-    """The K's verdict on its tested questions, less those where the test is circular."""
-    kept = [r for r in tested if not circular(fc.explainer, fc.mode, r["k"])]
-    worse = sum(r["sim_most"] is not None and r["random_mean"] > r["sim_most"] for r in kept)
-    return k_verdict({"n_tested": len(kept), **_tests(kept)}, worse, fc.decision.alpha,
-                     n_circular=len(tested) - len(kept), explainer=fc.explainer)
+    """The K's verdict on its tested questions, less those where the test is circular (and case
+    rows written before ``random_median`` existed)."""
+    kept = [r for r in tested if not circular(fc.explainer, fc.mode, r["k"]) and r.get("random_median") is not None]
+    n_circular = sum(circular(fc.explainer, fc.mode, r["k"]) for r in tested)
+    most, least = (sign_test([r["random_median"] - r[f"sim_{arm}"] for r in kept]) for arm in ("most", "least"))
+    return k_verdict(len(kept), most, least, fc.decision.alpha, n_circular=n_circular, explainer=fc.explainer)
 
 
 def _per_k(rows: list[dict[str, Any]], fc: FaithfulnessConfig) -> dict[str, Any]:

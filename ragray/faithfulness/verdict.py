@@ -1,19 +1,27 @@
 """The across-questions verdict of ``ragray interpret`` at one K: are the explanations faithful?
 
 Each question's case compares its DEL_MOST and DEL_LEAST similarities with its own random draws
-(:mod:`ragray.faithfulness.cases`). The verdict asks the same across questions, with the paired
-two-sided Wilcoxon signed-rank test of the random-arm mean against the arm's similarity (one pair
-per tested question, :mod:`ragray.faithfulness.summary`), at the level ``decision.alpha``:
+(:mod:`ragray.faithfulness.cases`). The verdict asks the same across questions with an exact
+two-sided **sign test** of the random draws' *median* minus the arm's similarity, one sign per
+tested question, at the level ``decision.alpha``. Not the mean: DEL_MOST is one subset, and
+where the random draws are skewed (most removals change nothing, a few remove the evidence) one
+uninformative subset sits above their mean far more often than below it. Measured on a
+known-truth set (the answer copied into two passages, so the loo explainer ranks every unit 0 and
+its "top" units are a tie-broken random pick): the paired Wilcoxon test against the mean called
+that explainer *inverted* at top-3 (0 of 7 below the mean, p 0.031); the sign test against the
+median finds no difference (ties at the median drop out). Under the null that DEL_MOST is just
+another random subset, it is below the median with probability at most ½ and above it with at
+most ½, so the sign test holds its level whatever the shape of the draws.
 
 - ``undecided``: fewer tested questions than the test needs to reach p < α at all — the exact
   two-sided signed-rank p-value is at least 2 / 2ⁿ, so α = 0.05 needs n ≥ 6 (:func:`min_questions`).
   Never a verdict: the counts are shown, not judged;
-- ``faithful``: removing the explainer's top units lowers the similarity more than random
-  removals (p < α, positive mean difference) and removing its bottom units does not (not
-  significantly more than random) — case A across questions;
+- ``faithful``: removing the explainer's top units lowers the similarity below the random
+  median (p < α, more questions below than above) and removing its bottom units does not —
+  case A across questions;
 - ``mixed``: both the top and the bottom units hurt more than random removals: the ranking does
   not separate what matters from what does not;
-- ``inverted``: removing the top units hurts *less* than random removals (p < α);
+- ``inverted``: removing the top units hurts *less* than the random median (p < α);
 - ``not_shown``: enough questions, and no significant difference between the top units and
   random ones (or no difference at all: every question's answer moved the same). This is the
   absence of a demonstrated effect, not proof of unfaithfulness;
@@ -25,8 +33,8 @@ per tested question, :mod:`ragray.faithfulness.summary`), at the level ``decisio
   function of the log-prob drop it ranks by). Such questions are left out of the verdict's test
   (:func:`circular`); when every question is, the K is ``by_construction``.
 
-The verdict runs its own paired test on the questions it keeps, so its ``p_value`` and
-``n_tested`` can differ from the K's table columns when some questions are circular.
+The verdict's ``p_value`` is this sign test's, on the questions it keeps: it differs from the K's
+Wilcoxon and McNemar columns (the SPEC's statistics, against the random mean).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-from ragray.faithfulness.stats import min_questions
+from ragray.faithfulness.stats import McNemar, min_questions
 
 __all__ = ["STATES", "KVerdict", "circular", "k_verdict", "verdict_words"]
 
@@ -47,9 +55,9 @@ class KVerdict(TypedDict):
     n_tested: int
     min_questions: int  # tested questions the test needs to be able to decide at alpha
     alpha: float
-    #: questions where removing the top units lowered the similarity more than the random mean did
+    #: questions where removing the top units lowered the similarity below the random median
     n_most_worse: int
-    p_value: float | None  # the paired Wilcoxon p of DEL_MOST against the random-arm mean
+    p_value: float  # the sign test of DEL_MOST against the random median
     n_circular: int  # questions left out: their test holds by construction (:func:`circular`)
     explainer: str
 
@@ -60,36 +68,32 @@ def circular(explainer: str, mode: str, k: int | None) -> bool:
     return k == 1 and (explainer == "loo" or (explainer == "logprob" and mode == "logprob"))
 
 
-def _significant(side: Mapping[str, Any], alpha: float) -> int:
-    """+1 when the arm hurts significantly more than random, −1 significantly less, else 0."""
-    p = side["paired"]["wilcoxon"]["p_value"]
-    diff = side["paired"]["mean_difference"]["mean"]
-    if p is None or diff is None or p >= alpha or diff == 0:
+def _direction(test: McNemar, alpha: float) -> int:
+    """+1 when the arm is significantly below the random median (hurts more), −1 above, else 0."""
+    if test["p_value"] >= alpha or test["b10"] == test["b01"]:
         return 0
-    return 1 if diff > 0 else -1
+    return 1 if test["b10"] > test["b01"] else -1
 
 
-def k_verdict(tests: Mapping[str, Any], n_most_worse: int, alpha: float, *, n_circular: int = 0,
+def k_verdict(n_tested: int, most: McNemar, least: McNemar, alpha: float, *, n_circular: int = 0,
               explainer: str = "") -> KVerdict:
-    """The verdict of one K from the paired tests of the questions it keeps (``n_tested``,
-    ``most_vs_random``, ``least_vs_random`` as in a ``per_k`` entry), the count of them where
-    DEL_MOST hurt more than the random mean, and the count left out as circular."""
-    n, need = tests["n_tested"], min_questions(alpha)
-    most, least = _significant(tests["most_vs_random"], alpha), _significant(tests["least_vs_random"], alpha)
+    """The verdict of one K from the sign tests (:func:`~ragray.faithfulness.stats.sign_test` of
+    random median − arm similarity) of DEL_MOST and DEL_LEAST over the ``n_tested`` questions it
+    keeps, and the count left out as circular."""
+    need = min_questions(alpha)
     state: State
-    if n == 0 and n_circular:
+    if n_tested == 0 and n_circular:
         state = "by_construction"
-    elif n < need:
+    elif n_tested < need:
         state = "undecided"
-    elif most > 0:
-        state = "mixed" if least > 0 else "faithful"
-    elif most < 0:
+    elif (m := _direction(most, alpha)) > 0:
+        state = "mixed" if _direction(least, alpha) > 0 else "faithful"
+    elif m < 0:
         state = "inverted"
     else:
         state = "not_shown"
-    return KVerdict(state=state, n_tested=n, min_questions=need, alpha=alpha, n_most_worse=n_most_worse,
-                    p_value=tests["most_vs_random"]["paired"]["wilcoxon"]["p_value"], n_circular=n_circular,
-                    explainer=explainer)
+    return KVerdict(state=state, n_tested=n_tested, min_questions=need, alpha=alpha, n_most_worse=most["b10"],
+                    p_value=most["p_value"], n_circular=n_circular, explainer=explainer)
 
 
 _WORDS = {
@@ -107,10 +111,10 @@ _WORDS = {
 def verdict_words(label: str, v: Mapping[str, Any]) -> str:
     """One K's verdict in a sentence: the state, then the evidence (or what deciding needs)."""
     n, worse = v["n_tested"], v["n_most_worse"]
-    p = "-" if v["p_value"] is None else f"{v['p_value']:.3g}"
+    p = f"{v['p_value']:.3g}"
     left_out = (f"; {v['n_circular']} question{'s' if v['n_circular'] != 1 else ''} left out, where removing one "
                 "unit is what the explainer measured" if v.get("n_circular") else "")
-    evidence = f"more than random in {worse} of {n} questions, Wilcoxon p {p}{left_out}"
+    evidence = f"below the random removals' median in {worse} of {n} questions, sign test p {p}{left_out}"
     if v["state"] == "by_construction":
         return (f"explanations at {label}: not tested — the {v['explainer']} explainer's first unit is the single "
                 "removal that changed the answer most, so removing it beats random single removals by "
@@ -118,5 +122,5 @@ def verdict_words(label: str, v: Mapping[str, Any]) -> str:
     if v["state"] == "undecided":
         return (f"explanations at {label}: UNDECIDED — {n} question{'s' if n != 1 else ''} tested, and a test "
                 f"across questions needs at least {v['min_questions']} to decide at p < {v['alpha']:g} "
-                f"(removing the top units changed the answer {evidence})")
+                f"(removing the top units: {evidence})")
     return f"explanations at {label}: {_WORDS[v['state']]} ({evidence})"

@@ -181,6 +181,7 @@ class CaseRow(Row):
     changed_least: bool | None = None
     changed_random: bool | None = None
     random_changed_share: _F = None
+    random_median: Annotated[float | None, doc("median similarity of the random draws (the verdict's sign test)")] = None
 
 
 @dataclass(frozen=True)

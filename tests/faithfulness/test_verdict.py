@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.adapters.cli import main
-from ragray.faithfulness.stats import min_questions
+from ragray.faithfulness.stats import min_questions, sign_test
 from ragray.faithfulness.verdict import circular, k_verdict
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.pipeline import run_interpret
@@ -81,7 +81,7 @@ def test_four_questions_are_undecided_whatever_they_show(tmp_path):
 def test_a_model_that_ignores_the_context_is_not_shown_faithful(tmp_path):
     s = interpret(tmp_path, [ignored(i) for i in range(7)], "ignored").summary
     v = s.per_k["top-3"]["verdict"]
-    assert (v["state"], v["n_tested"], v["n_most_worse"], v["p_value"]) == ("not_shown", 7, 0, None)
+    assert (v["state"], v["n_tested"], v["n_most_worse"], v["p_value"]) == ("not_shown", 7, 0, 1.0)
     assert headline(s.per_k).startswith("explanations at top-3: not shown faithful")
 
 
@@ -96,25 +96,43 @@ def test_the_cli_prints_the_answer_first(tmp_path, capsys):
     assert any("verdict" in line for line in lines[2:5]) and any(line.startswith("  A faithful") for line in lines)
 
 
-def _side(p, diff):
-    return {"paired": {"wilcoxon": {"p_value": p}, "mean_difference": {"mean": diff}}}
+def signs(below, above):  # the sign test of random median - sim: "below" = hurts more than random
+    return sign_test([0.1] * below + [-0.1] * above)
 
 
 @pytest.mark.parametrize(
     ("most", "least", "n", "state"),
     [
-        (_side(0.01, 0.3), _side(0.8, 0.01), 10, "faithful"),
-        (_side(0.01, 0.3), _side(0.01, -0.2), 10, "faithful"),  # the bottom units hurt less than random: fine
-        (_side(0.01, 0.3), _side(0.02, 0.2), 10, "mixed"),  # the bottom units hurt too
-        (_side(0.01, -0.3), _side(0.5, 0.0), 10, "inverted"),
-        (_side(0.30, 0.1), _side(0.5, 0.0), 10, "not_shown"),
-        (_side(None, 0.0), _side(None, 0.0), 10, "not_shown"),  # every difference zero
-        (_side(0.001, 0.3), _side(0.8, 0.0), 5, "undecided"),  # an approximate p below alpha at n = 5 is not trusted
+        (signs(9, 0), signs(0, 0), 10, "faithful"),
+        (signs(9, 0), signs(0, 9), 10, "faithful"),  # the bottom units hurt less than random: fine
+        (signs(9, 0), signs(9, 0), 10, "mixed"),  # the bottom units hurt too
+        (signs(0, 9), signs(0, 0), 10, "inverted"),
+        (signs(6, 4), signs(0, 0), 10, "not_shown"),
+        (signs(0, 0), signs(0, 0), 10, "not_shown"),  # every question at the median
+        (signs(5, 0), signs(0, 0), 5, "undecided"),  # 5 of 5 one way: p 0.0625, and never below 0.05 at n = 5
     ],
 )
 def test_the_decision_rule(most, least, n, state):
-    per_k = {"n_tested": n, "most_vs_random": most, "least_vs_random": least}
-    assert k_verdict(per_k, n, 0.05)["state"] == state
+    assert k_verdict(n, most, least, 0.05)["state"] == state
+
+
+def test_evidence_copied_into_two_passages_is_not_called_inverted(tmp_path):
+    """The answer sits in two passages: removing either alone changes nothing, so loo ranks every
+    unit 0 and its "top" units are a tie-broken random pick. Most random removals keep a copy and
+    a few remove both, so one pick sits above the draws' mean far more often than below it: a test
+    against the mean called loo inverted here (0 of 7 below it, p 0.031). Against the median it is
+    not shown, and the surrogate explainer, which sees the pair, is faithful."""
+    def dup(i):
+        return record(f"dup{i}", f"Which ferry sails to Kell on day {i}?",
+                      {i % 10: f"The ferry to Kell is the Tern{i}. ANSWER=tern{i}",
+                       (i + 5) % 10: f"Ferry: Tern{i}. ANSWER=tern{i}"})
+
+    loo = interpret(tmp_path, [dup(i) for i in range(7)], "dup-loo").summary
+    assert {c["count"] for c in [loo.per_k["top-3"]["cases"]["B"]]} == {7}  # every question: uninformative
+    assert loo.per_k["top-3"]["verdict"]["state"] == "not_shown"
+    assert loo.per_k["top-3"]["most_vs_random"]["paired"]["mean_difference"]["mean"] < 0  # the mean's artifact
+    sur = interpret(tmp_path, [dup(i) for i in range(7)], "dup-sur", "faithfulness.explainer=surrogate").summary
+    assert sur.per_k["top-3"]["verdict"]["state"] == "faithful"
 
 
 def test_circular_pairs():

@@ -134,10 +134,12 @@ class Run:
 
             return headline(s["per_k"])
         if self.kind == "audit" and s.get("summary"):
-            a = s["summary"]
-            return (f"{a['n_pass']}/{a['n_scored']} PASS; of {a['n_fail']} FAIL, {a.get('n_fail_missed')} missed a gold "
-                    f"document; {len(a.get('cannot_pass') or ())} queries cannot PASS at top-{a['k']} whatever is "
-                    "retrieved (fewer gold documents than k)")
+            from ragray.report.audit_console import causes_line
+            from ragray.rows.summaries import AuditSummary
+
+            a = AuditSummary.from_dict(s["summary"])
+            return (f"{a.n_pass}/{a.n_scored} PASS; " + (causes_line(a) if a.n_fail else "no FAIL")
+                    + f"; {len(a.cannot_pass)} queries cannot PASS at top-{a.k} whatever is retrieved")
         if self.kind == "score" and s.get("n_with_gold"):
             from ragray.report.run_console import score_headline
             from ragray.rows.summaries import ScoreSummary

@@ -16,7 +16,7 @@ from ragray.console import print_pairs
 from ragray.rows.audit import AuditEntry
 from ragray.rows.summaries import AuditSummary
 
-__all__ = ["MAX_SHOWN", "audit_lines", "print_audit"]
+__all__ = ["MAX_SHOWN", "audit_lines", "causes_line", "print_audit"]
 
 #: queries printed in full: all of them up to this many, else the first ones that did not pass
 MAX_SHOWN = 10
@@ -31,6 +31,12 @@ def _shown(entries: Sequence[AuditEntry]) -> list[AuditEntry]:
     missed = [e for e in entries if e.status == FAIL and not e.found_all]
     noise_only = [e for e in entries if e.status == FAIL and e.found_all]
     return (missed + noise_only + [e for e in entries if e.status == UNSCORED])[:MAX_SHOWN_FAILING]
+
+
+def causes_line(s: AuditSummary) -> str:
+    """The FAILs split by cause: a missed gold document, or only the formula's noise term."""
+    return (f"of {s.n_fail} FAIL: {s.n_fail_missed} missed a gold document; {s.n_fail_noise_only} retrieved every "
+            "gold document and fail on the noise the formula charges for the other slots")
 
 
 def _ceiling_line(s: AuditSummary, entries: Sequence[AuditEntry]) -> str | None:
@@ -68,8 +74,7 @@ def audit_lines(s: AuditSummary, entries: Sequence[AuditEntry], retriever: str, 
                  f"{'-' if s.pass_rate is None else format(s.pass_rate, '.3f')}), {s.n_unscored} unscored, "
                  f"{retriever} top-{s.k} documents" + ("" if out is None else f" -> {out}"))
     if s.n_fail:
-        lines.append(f"  of {s.n_fail} FAIL: {s.n_fail_missed} missed a gold document; {s.n_fail_noise_only} "
-                     "retrieved every gold document and fail on the noise the formula charges for the other slots")
+        lines.append(f"  {causes_line(s)}")
     if line := _ceiling_line(s, entries):
         lines.append(line)
     return lines

@@ -44,6 +44,9 @@ def test_hotpotqa_three_questions_smollm2_reproducible(shared_data, tmp_path):
         assert in_unit(q["closed_book_sim"]) and in_unit(q["del_q_sim"])
     s = json.loads((a.out / "summary.json").read_text())
     assert s["model"].startswith("smollm2") and s["per_k"]["top-1"]["n_questions"] == 3
+    # top-1 with the default loo explainer is no test of it, and the real run says so
+    assert s["per_k"]["top-1"]["verdict"]["state"] == "by_construction"
+    assert all("by construction" in c["reason"] for c in cases)
     mc = s["per_k"]["top-1"]["most_vs_random"]["mcnemar"]
     assert mc["p_value"] is None or 0 <= mc["p_value"] <= 1
     assert set(s["agreement"]) == {"loo_vs_logprob", "loo_vs_surrogate", "logprob_vs_surrogate"}

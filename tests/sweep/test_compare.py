@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from ragray.adapters.sweep.compare import compare_to_best, decision_line
+from ragray.adapters.sweep.compare import behind_words, compare_to_best, decision_line
 from ragray.faithfulness.stats import holm
 from ragray.adapters.sweep.leaderboard import markdown
 
@@ -31,6 +31,7 @@ def test_a_clearly_worse_trial_is_behind_and_a_tied_one_is_within_noise():
     assert board[1]["beaten"] is False and board[1]["vs_best_low"] < 0 < board[1]["vs_best_high"]
     assert board[1]["questions_to_decide"] > 40  # a tiny observed gap needs many more questions
     assert "beaten" not in board[0]
+    assert [behind_words(r) for r in board] == [None, "within noise", "yes"]
     line = decision_line(d)
     assert line.startswith("best: best — ahead of 1 of 2 configurations beyond noise, within noise of 1 (40 questions")
     assert "closest: tied" in line and "telling them apart would need about" in line
@@ -49,6 +50,7 @@ def test_three_questions_decide_nothing_however_large_the_gap():
     # every question 1.0 against 0.0, but a signed-rank test of 3 pairs cannot go below p = 0.25
     assert (d["state"], d["n_questions"], d["min_questions"]) == ("undecided", 3, 6)
     assert board[1]["beaten"] is None and board[1]["questions_to_decide"] == 6
+    assert behind_words(board[1]) == "undecided"
     assert "not decided: 3 questions in common, and a paired test needs at least 6" in decision_line(d)
 
 
@@ -62,8 +64,10 @@ def test_only_common_questions_are_paired_and_single_trials_have_nothing_to_comp
 
 def test_a_runner_up_higher_per_question_is_named():
     # the winner by score (overall x confidence) scores lower per question than the runner-up
-    d = compare_to_best(rows("a", "b"), {"t0": scores([0.5] * 12), "t1": scores([0.8 + 0.01 * i for i in range(12)])})
+    board = rows("a", "b")
+    d = compare_to_best(board, {"t0": scores([0.5] * 12), "t1": scores([0.8 + 0.01 * i for i in range(12)])})
     assert d["higher_per_question"] == ["b"] and d["state"] == "partly"
+    assert (behind_words(board[0]), behind_words(board[1])) == (None, "no: higher per question")
     assert "b scores higher per question beyond noise" in decision_line(d)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ragray.console import print_table
 from ragray.adapters.execution.placement import placement_lines
-from ragray.adapters.sweep.compare import decision_line
+from ragray.adapters.sweep.compare import behind_words, decision_line
 from ragray.adapters.sweep.runner import SweepResult, run_sweep
 
 __all__ = ["print_leaderboard", "sweep_command"]
@@ -21,15 +21,14 @@ _COLUMNS = [("rank", "#"), ("score", "score"), ("confidence", "conf"), ("f1", "F
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "within noise"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def print_leaderboard(result: SweepResult, limit: int = 20) -> None:
     """The top ``limit`` rows as a table (failed trials with their error below it)."""
-    print_table([h for _, h in _COLUMNS], [[_cell(r.get(key)) for key, _ in _COLUMNS] for r in result.rows[:limit]],
-                numeric=range(len(_COLUMNS) - 1))
+    print_table([h for _, h in _COLUMNS],
+                [[_cell(behind_words(r) if key == "beaten" else r.get(key)) for key, _ in _COLUMNS]
+                 for r in result.rows[:limit]], numeric=range(len(_COLUMNS) - 1))
     for r in result.rows:
         if r["status"] == "stopped":
             print(f"stopped early by the scheduler after {r.get('n_questions')} questions: {r['label']}")

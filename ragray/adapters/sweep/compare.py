@@ -39,7 +39,7 @@ from scipy.stats import norm
 
 from ragray.faithfulness.stats import PairedTests, holm, min_questions, paired_tests
 
-__all__ = ["ALPHA", "compare_to_best", "decision_line"]
+__all__ = ["ALPHA", "behind_words", "compare_to_best", "decision_line"]
 
 ALPHA = 0.05
 _Z_POWER = 0.8416212335729143  # 80% power
@@ -107,6 +107,16 @@ def compare_to_best(rows: Sequence[dict[str, Any]], composites: Mapping[str, Map
             "higher_per_question": [r["label"] for r in higher],
             "closest": None if closest is None else {k: closest[k] for k in (
                 "label", "vs_best", "vs_best_low", "vs_best_high", "p_vs_best", "questions_to_decide")}}
+
+
+def behind_words(row: Mapping[str, Any], alpha: float = ALPHA) -> str | None:
+    """A row's standing against the winner, in words (None for the winner or an unranked row)."""
+    if row.get("beaten") is None:
+        return "undecided" if "vs_best" in row and row.get("rank") else None
+    if row["beaten"]:
+        return "yes"
+    higher = row["p_vs_best"] < alpha and (row["vs_best"] or 0) > 0
+    return "no: higher per question" if higher else "within noise"
 
 
 def _signed(x: float | None) -> str:

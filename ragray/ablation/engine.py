@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ragray.ablation.span import Span, answer_span
 from ragray.generation.base import ChatPrompt, Generation, Generator
 from ragray.metrics.similarity import Similarity
 from ragray.registry import Registry
@@ -157,12 +158,13 @@ class Scorer(ABC):
 
     @abstractmethod
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[Extra] = ()) -> Measured:
+                extra: Sequence[Extra] = (), golds: Sequence[str] = ()) -> Measured:
         """Measure every order's prompts (first of each: its baseline); a failed first baseline
         stops the question (its generation is returned, nothing measured). ``extra``: more
         ``(context, answer)`` pairs whose log-probability the caller will ask the book for (answer
         None: the first order's scored answer), scored in the same backend call where the scorer
-        scores (one engine round for all of a question's scoring; the generate scorer ignores them)."""
+        scores (one engine round for all of a question's scoring; the generate scorer ignores them).
+        ``golds``: the question's gold answers (for the ``through_gold`` span)."""
 
     def planned_calls(self, orders: Sequence[Sequence[ChatPrompt]], extra: Sequence[Extra] = ()) -> int:
         """The backend calls :meth:`measure` and then the caller's asks for ``extra`` will cost, each
@@ -188,12 +190,12 @@ class GenerateScorer(Scorer):
     name = "generate"
     generates_arms = True
 
-    def __init__(self, similarity: Similarity, span: Callable[[str], str] = str) -> None:
+    def __init__(self, similarity: Similarity, span: Span | None = None) -> None:
         del span  # answers are compared whole
         self.similarity = similarity
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[Extra] = ()) -> Measured:
+                extra: Sequence[Extra] = (), golds: Sequence[str] = ()) -> Measured:
         flat = book.generate([p for o in orders for p in o])
         gens, at = [], 0
         for o in orders:
@@ -222,9 +224,9 @@ class LogprobScorer(Scorer):
     name = "logprob"
     generates_arms = False
 
-    def __init__(self, similarity: Similarity | None = None, span: Callable[[str], str] = str) -> None:
+    def __init__(self, similarity: Similarity | None = None, span: Span | None = None) -> None:
         del similarity  # log-prob mode compares no answers
-        self.span = span
+        self.span = span or answer_span("full")
 
     def _measure_order(self, book: CallBook, prompts: Sequence[ChatPrompt], answer: str
                        ) -> tuple[list[float], list[float], list[float] | None]:
@@ -233,11 +235,11 @@ class LogprobScorer(Scorer):
         return [kept_share(lp, lps[0]) for lp in lps], lps, None
 
     def measure(self, book: CallBook, orders: Sequence[Sequence[ChatPrompt]],
-                extra: Sequence[Extra] = ()) -> Measured:
+                extra: Sequence[Extra] = (), golds: Sequence[str] = ()) -> Measured:
         baselines = book.generate([o[0] for o in orders])
         if not baselines[0].ok:
             return Measured([[baselines[0]]], _nan(orders[:1]))
-        answers = [self.span(b.text) for b in baselines]
+        answers = [self.span(b.text, golds) for b in baselines]
         if not self.splits_orders:  # all orders' prompts and the extra contexts in ONE backend call
             ok = [(o, a) for o, a, b in zip(orders, answers, baselines) if b.ok]
             book.logprobs([p for o, _ in ok for p in o] + [p for p, _ in extra],

@@ -207,7 +207,7 @@ class InfluenceLoop:
         book = CallBook(self.generator)
         book.request(sum(map(len, prompts)))
         try:
-            m = self.scorer.measure(book, prompts, extra)
+            m = self.scorer.measure(book, prompts, extra, golds=qh.question.answers)
         except BackendError as exc:
             log.warning("question %s failed: %s", qh.question.id, exc)
             return _Calls([], [[float("nan")] * len(arms) for arms in orders], False, str(exc), book.cost,

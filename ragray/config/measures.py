@@ -56,10 +56,11 @@ class InfluenceConfig(Section):
         "the closed book (null: no such floor); the three were chosen on the tune split of "
         "benchmarks/bench_shared_evidence.py",
     )
-    answer_span: Literal["full", "first_sentence", "first_line"] = Field(
-        "full",
-        description="the part of the baseline answer that is scored (log-prob, jsd, surrogate): full | "
-        "first_sentence | first_line (recorded per question as scored_answer)",
+    answer_span: Literal["full", "first_sentence", "first_line", "first_clause", "through_gold"] = Field(
+        "through_gold",
+        description="the part of the baseline answer that is scored (log-prob, jsd, surrogate): through_gold "
+        "(up to the end of the first gold answer it contains, else all of it) | full | first_sentence | "
+        "first_line | first_clause (recorded per question as scored_answer)",
     )
     closed_book: bool = Field(
         True, description="score the answer with no passages too (log-prob modes): logprob_none and "

@@ -13,6 +13,8 @@ punctuation and the articles a/an/the removed, whitespace collapsed):
   primary "answered correctly" — a sentence such as "It was first lit in 1871." is right for the
   gold "1871" while its EM is 0 and its F1 low. A one-word gold of yes/no sets (PubMedQA) is found
   anywhere in the answer, so "yes, there is no ..." counts for both "yes" and "no": read it with EM.
+  Passage markers ("[11]", "[2, 3]": a numbered prompt's citations, or a passage header the model
+  echoes) are removed first, so "The Kell Maritime Museum\n\n[11] …" is not right for the gold "11".
 
 Embedding (the evolutionary seed; E an encoder, cos(u, v) = u·v / (‖u‖ ‖v‖) clipped to
 [-1, 1], 0 for a zero vector):
@@ -112,13 +114,17 @@ def token_f1(answer: str, golds: Sequence[str]) -> float | None:
     return max(_squad_f1(answer, g) for g in golds)
 
 
+#: a passage marker: "[3]", "[2, 3]", "[1-4]" (not part of the answer's content)
+_MARKER = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
+
+
 def contains_gold(answer: str | None, golds: Sequence[str] | None) -> bool | None:
     """The answer is correct by gold containment (see the module docstring); None without a gold
     answer (an empty or punctuation-only gold does not count)."""
     golds = [g for g in golds or () if normalize_answer(g)]
     if not golds:
         return None
-    text = f" {normalize_answer(answer or '')} "
+    text = f" {normalize_answer(_MARKER.sub(' ', answer or ''))} "
     return any(re.search(rf"(?<!\S){re.escape(normalize_answer(g))}(?!\S)", text) for g in golds)
 
 

@@ -14,6 +14,7 @@ from ragray.ablation.span import answer_span
 from ragray.attribution.subsets import draw_subsets, top_k_removed
 from ragray.config import load_config
 from ragray.errors import ConfigError
+from ragray.generation.base import Generation
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.metrics.attribution_checks import lds
 from ragray.pipeline import run_influence
@@ -64,7 +65,7 @@ def test_raw_signal_closed_book_and_context_dependence(dataset, tmp_path):
     qs, ps = by_id(t["questions"], "question_id"), by_id(t["passages"])
     assert qs["q1"]["logprob_all"] == 0.0 and qs["q1"]["logprob_none"] == -10.0
     assert qs["q1"]["context_dependent"] is True and qs["q1"]["scored_answer"] == "tern"
-    assert qs["q1"]["answer_span"] == "full" and qs["q1"]["scored_tokens"] == 1
+    assert qs["q1"]["answer_span"] == "through_gold" and qs["q1"]["scored_tokens"] == 1
     assert ps["q1-p0"]["logprob_drop"] == 10.0 and ps["q1-p0"]["logprob_drop_per_token"] == 10.0
     assert ps["q1-p1"]["logprob_drop"] == 0.0
     # the model answers "unknown" with or without the passages: nothing is used
@@ -139,7 +140,20 @@ def test_answer_spans():
     assert first("Version 3.5 shipped. Then more.") == "Version 3.5 shipped."
     assert first("e.g. this one") == "e.g. this one"
     assert answer_span("first_line")("a\nb") == "a" and answer_span("full")(" x ") == " x "
-    with pytest.raises(ValueError, match="valid: full, first_sentence, first_line"):
+    clause = answer_span("first_clause")
+    assert clause("The tower is 31 metres tall, painted plain white, and shows a red flash") == "The tower is 31 metres tall"
+    assert clause("about 3,100 species; from tree ferns") == "about 3,100 species"  # a number's comma stays
+    assert clause("The answer is: 240\n\nThe passage is:") == "The answer is: 240"
+    assert clause("It opened in 1899. It closed.") == "It opened in 1899." and clause(", x") == ", x"
+    gold = answer_span("through_gold")
+    tower = "The tower is 31 metres tall, painted plain white"
+    assert gold(tower, ["31", "31 metres"]) == "The tower is 31 metres"  # the longest gold where one starts
+    assert gold("held on the first Saturday of September, and", ["the first Saturday of September"]) \
+        == "held on the first Saturday of September"  # articles and case as in contains_gold
+    assert gold("It is 1.2 kilometres long, and", ["1.2 km", "1.2 kilometres"]) == "It is 1.2 kilometres"
+    assert gold(tower, ["18 metres"]) == tower and gold(tower, []) == tower  # wrong, or no gold: all of it
+    assert gold("The Kell Maritime Museum\n\n[11] The", ["11"]) == "The Kell Maritime Museum\n\n[11] The"
+    with pytest.raises(ValueError, match="valid: full, first_sentence, first_line, first_clause, through_gold"):
         answer_span("middle")
 
 
@@ -220,3 +234,58 @@ def test_the_arms_change_the_fit_where_the_answer_is_not_additive(dataset, tmp_p
                        f"influence.surrogate_fit={fit}")["passages"])
         weights[fit] = [ps[f"q2-p{i}"]["surrogate_weight"] for i in range(3)]
     assert weights["masks"] != pytest.approx(weights["masks_and_arms"], abs=1e-3)
+
+
+class _ClauseModel(ScriptedGenerator):
+    """Known truth for the scored span: the answer is ``HEAD=<w>`` of one passage, then ", " and
+    ``TAIL=<w>`` of another (what a small model invents after answering). log p(answer | prompt)
+    loses 4 nats when the head's passage is missing and 12 when the tail's is: the tail is longer."""
+
+    @staticmethod
+    def _marks(prompt):
+        text = prompt[-1].content
+        return [m for m in ("31 metres", "painted white") if f"MARK={m.split()[0]}" in text]
+
+    def generate(self, prompts):
+        return [Generation(("The tower is 31 metres tall, painted white and red" if self._marks(p) else "unknown"),
+                           10, 9, 0.0) for p in prompts]
+
+    def logprobs(self, prompts, answers):
+        out = []
+        for p, a in zip(prompts, answers):
+            marks = self._marks(p)
+            lp = 0.0 if "31 metres" in marks else -4.0
+            if a.endswith("red"):  # the tail is scored too
+                lp += 0.0 if "painted white" in marks else -12.0
+            out.append(lp)
+        return out
+
+
+def test_the_default_span_scores_the_part_that_answers_not_the_invented_tail(tmp_path):
+    """The retriever ranks the gold passage (the answer's "31 metres") first and the passage the
+    invented tail copies from third. Scoring the whole answer credits the tail's passage most and
+    calls the right answer MISALIGNED; the default span (through the gold answer) credits the gold
+    passage alone."""
+    rows = [{"id": "t", "question": "How tall is the tower?", "answers": ["31 metres"],
+             "passages": [{"id": "gold", "title": "", "text": "How tall is the tower? The tower MARK=31 metres."},
+                          {"id": "other", "title": "", "text": "The tower of the harbour."},
+                          {"id": "tail", "title": "", "text": "Myrrin Light is MARK=painted white and red."},
+                          {"id": "x", "title": "", "text": "Gulls nest on cliffs."}],
+             "gold_passage_ids": ["gold"]}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    def verdict(*extra):
+        cfg = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
+                                 "metrics.embedding=false", *extra])
+        res = run_influence(cfg, tmp_path / ("r" + "".join(extra)), generator=_ClauseModel(), progress=False)
+        q = pq.read_table(res.out / "questions.parquet").to_pylist()[0]
+        ps = by_id(pq.read_table(res.out / "passages.parquet").to_pylist())
+        return q, ps
+
+    q, ps = verdict()
+    assert q["answer_span"] == "through_gold" and q["scored_answer"] == "The tower is 31 metres"
+    assert q["answer_correct"] is True and q["misaligned"] is False
+    assert ps["gold"]["used"] and not ps["tail"]["used"]
+    q, ps = verdict("influence.answer_span=full")
+    assert q["misaligned"] is True and ps["tail"]["credit"] > ps["gold"]["credit"]

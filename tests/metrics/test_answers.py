@@ -299,5 +299,8 @@ def test_correct_by_gold_containment():
     assert contains_gold("The Skerrow Point Lighthouse was first lit in 1871.", golds) is True
     assert contains_gold("It was lit in 18710 lamps.", golds) is False  # whole words only
     assert contains_gold("The Tern.", ["the tern"]) is True  # articles and punctuation normalized
+    # a passage marker is not the answer: the model echoed passage 11's header
+    assert contains_gold("The Kell Maritime Museum\n\n[11] The Kell Maritime Museum", ["11", "eleven"]) is False
+    assert contains_gold("It has 11 rooms [2, 3].", ["11"]) is True and contains_gold("See [1-4].", ["4"]) is False
     assert contains_gold("anything", []) is None and contains_gold("anything", ["", "."]) is None
     assert contains_gold(None, ["x"]) is False

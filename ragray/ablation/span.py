@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 from ragray.metrics.answers import contains_gold
 
-__all__ = ["ANSWER_SPANS", "answer_span"]
+__all__ = ["ANSWER_SPANS", "Span", "answer_span"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“(])|\n")
 _CLAUSE_END = re.compile(_SENTENCE_END.pattern + r"|[,;](?=\s)")

@@ -10,6 +10,8 @@ tail decide which passage looks used. Each span runs ``ragray run`` at defaults 
   are known. Per span: how often the passage with the most credit is gold, how many "used" marks
   are gold, how many right answers whose gold passage the retriever ranked first are called
   MISALIGNED (a false alarm: the answer's evidence was ranked first);
+- **HotpotQA** (the first 60 dev questions, each with its own 10 paragraphs, BM25's order): the
+  same counts as the demo on the right answers, a held-out check of the demo's figures;
 - **source tracing** (:mod:`ragray.data.conflicts`, the cases of ``bench_tracing``): a gold passage,
   a copy whose answer is replaced by another question's answer of the same kind, three distractors,
   in BM25's order (the default); the answer's content says which of the two it took. Per span: how often the
@@ -139,9 +141,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
     meta = tracing_cases(args.runs)
-    result: dict[str, Any] = {"spans": args.spans, "demo": {}, "tracing": {s: {} for s in SPLITS}}
+    hotpot = args.runs / "hotpotqa_60.jsonl"
+    with open(SHARED_DATA / "hotpotqa_distractor_dev.jsonl", encoding="utf-8") as f:
+        hotpot.write_text("".join(line for _, line in zip(range(60), f)))
+    result: dict[str, Any] = {"spans": args.spans, "demo": {}, "hotpotqa": {}, "tracing": {s: {} for s in SPLITS}}
     for span in args.spans:
         result["demo"][span] = demo_truth(run("demo", span, args.runs / f"demo_{span}", ["--limit", "36"]))
+        result["hotpotqa"][span] = demo_truth(run(str(hotpot), span, args.runs / f"hotpotqa_{span}", []))
         for split in SPLITS:
             data = str(args.runs / f"tracing_{split}.jsonl")
             result["tracing"][split][span] = tracing_truth(

@@ -74,6 +74,13 @@ def _tables(run_dir: Path) -> tuple[Any, Any]:
     return pd.read_parquet(run_dir / "questions.parquet"), pd.read_parquet(run_dir / "passages.parquet")
 
 
+def _top_share(pp: Any, truth: Any) -> float:
+    """The share of the passages tied at the top credit that are ``truth`` (ties share the hit, as
+    in the validity panel's recovery@1: an all-tied question is not a hit for free)."""
+    top = pp.credit == pp.credit.max()
+    return float(truth[top].mean())
+
+
 def _states(q: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in q.state.value_counts().items()}
 
@@ -88,7 +95,7 @@ def demo_truth(run_dir: Path) -> dict[str, Any]:
         if not pp.is_gold.any():
             continue
         n += 1
-        top += bool(pp[pp.credit == pp.credit.max()].is_gold.any())
+        top += _top_share(pp, pp.is_gold)
         used_gold += int((pp.used & pp.is_gold).sum())
         used += int(pp.used.sum())
         if pp[pp.retrieval_rank == 1].is_gold.any():
@@ -116,7 +123,7 @@ def tracing_truth(run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
         truth = m["original_id"] if taken == "original" else m["copy_id"]
         pp = p[p.question_id == r.question_id]
         n += 1
-        hits[r.question_id] = bool((pp[pp.credit == pp.credit.max()].passage_id == truth).any())
+        hits[r.question_id] = _top_share(pp, pp.passage_id == truth) == 1.0
         top += hits[r.question_id]
     return {"questions": len(q), "states": _states(q), "traced": traced, "traced_measured": n,
             "top_credit_is_source": top, "hits": hits}

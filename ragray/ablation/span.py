@@ -67,11 +67,10 @@ def _gold_pattern(gold: str) -> re.Pattern[str] | None:
 
 def _through_gold(answer: str, golds: Sequence[str] = ()) -> str:
     text = answer.strip()
-    if not golds or not contains_gold(text, golds):
-        return text
-    found = [m for m in (p.search(text) for p in map(_gold_pattern, golds) if p is not None) if m]
+    found = [m for m in (p.search(text) for p in map(_gold_pattern, golds) if p is not None) if m] \
+        if golds and contains_gold(text, golds) else []
     if not found:
-        return text
+        return answer  # exactly what ``full`` scores
     # the gold answer that starts first, the longest there ("31 metres" rather than "31")
     return text[: min(found, key=lambda m: (m.start(), -m.end())).end()]
 

@@ -152,6 +152,7 @@ def test_answer_spans():
         == "held on the first Saturday of September"  # articles and case as in contains_gold
     assert gold("It is 1.2 kilometres long, and", ["1.2 km", "1.2 kilometres"]) == "It is 1.2 kilometres"
     assert gold(tower, ["18 metres"]) == tower and gold(tower, []) == tower  # wrong, or no gold: all of it
+    assert gold(" wrong \n", ["x"]) == " wrong \n"  # exactly what full scores, whitespace included
     assert gold("The Kell Maritime Museum\n\n[11] The", ["11"]) == "The Kell Maritime Museum\n\n[11] The"
     with pytest.raises(ValueError, match="valid: full, first_sentence, first_line, first_clause, through_gold"):
         answer_span("middle")

@@ -12,8 +12,17 @@
 # GPU_BENCH_PLAN="shape:questions:deadline_s ..." overrides the plan (default "1b:24:150 8b:24:280");
 # GPU_BENCH_ARGS adds bench_gpu.py arguments (e.g. "--naive-seconds 45"), GPU_BENCH_IN_FLIGHT its --in-flight;
 # `run` also works on a CPU machine with ragray installed (e.g. GPU_BENCH_PLAN="tiny:4:120").
+#
+# A before/after comparison on ONE machine (timings of two machines, or two calls, differ by up to
+# ~20%: compare within one call only):
+#   here:   GPU_BENCH_BASE=<rev> bash benchmarks/gpu_bench.sh pack   # also .gpu/base: <rev>'s ragray/ and benchmarks/
+#   there:  bash benchmarks/gpu_bench.sh ab   # carry=[".gpu/bench", ".gpu/base"]; bench_gpu's headline phase
+#           (a 2-question warm-up, then the measured run) at <rev> and here, alternated, each in its own
+#           process: $OUT/base_<i>.json, $OUT/head_<i>.json. GPU_BENCH_AB="shape:questions:pairs:first"
+#           (default "8b:24:3:base"; first = base or head: which side runs first in each pair);
+#           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops).
 set -uo pipefail
-mode=${1:?pack or run}
+mode=${1:?pack, run or ab}
 here=.gpu/bench
 if [ "$mode" = pack ]; then  # in the repo root, with ragray's venv active
   set -e
@@ -30,11 +39,16 @@ if [ "$mode" = pack ]; then  # in the repo root, with ragray's venv active
     [ -f "$tok/$f" ] && cp "$tok/$f" "$here/tokenizer/"
   done
   git rev-parse --short HEAD >"$here/commit"
+  if [ -n "${GPU_BENCH_BASE:-}" ]; then  # the tree to compare with (~2 MB: its results stay behind)
+    rm -rf .gpu/base && mkdir -p .gpu/base
+    git archive "$GPU_BENCH_BASE" ragray benchmarks | tar x -C .gpu/base --exclude benchmarks/results
+    git rev-parse --short "$GPU_BENCH_BASE" >.gpu/base/commit
+  fi
   (cd "$here" && tar cf whl.tar whl && rm -rf whl)
   du -sh "$here"
   exit 0
 fi
-[ "$mode" = run ] || { echo "unknown mode $mode (pack or run)"; exit 2; }
+[ "$mode" = run ] || [ "$mode" = ab ] || { echo "unknown mode $mode (pack, run or ab)"; exit 2; }
 [ -d "$here" ] || { echo "$here is missing: run 'bash benchmarks/gpu_bench.sh pack' here first and carry it"; exit 2; }
 t0=$(date +%s)
 out=${OUT:-/tmp/gpu-bench-out}
@@ -52,6 +66,23 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 RAGRAY_COMMIT=$(cat "$here/commit")
 export RAY_USAGE_STATS_ENABLED=0
 echo "setup $(( $(date +%s) - t0 )) s"
+if [ "$mode" = ab ]; then
+  [ -d .gpu/base ] || { echo ".gpu/base is missing: GPU_BENCH_BASE=<rev> bash benchmarks/gpu_bench.sh pack, and carry it"; exit 2; }
+  IFS=: read -r shape questions pairs first <<<"${GPU_BENCH_AB:-8b:24:3:base}"
+  repo=$PWD; site_path=""; [ "$PYTHONPATH" != "$PWD" ] && site_path="$site:"
+  order="base head"; [ "$first" = head ] && order="head base"
+  for i in $(seq 1 "$pairs"); do
+    for side in $order; do
+      tree=$PWD; [ "$side" = base ] && tree=$PWD/.gpu/base
+      (cd "$tree" && RAGRAY_COMMIT=$(cat "$repo/.gpu/$([ "$side" = base ] && echo base || echo bench)/commit") PYTHONPATH="${site_path:-}$tree" timeout 150 python3 -m benchmarks.bench_gpu --shape "$shape" \
+         --questions "$questions" --deadline 100 --tokenizer "$repo/$here/tokenizer" \
+         --skip naive,bound,variants,default_measure ${GPU_BENCH_ARGS:-} --out "$out/${side}_$i.json" 2>&1 \
+         | grep -E "^ragray|^profile|FAILED" | cut -c1-200)
+      echo "$side $i done at $(( $(date +%s) - t0 )) s"
+    done
+  done
+  exit 0
+fi
 for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
   IFS=: read -r shape questions deadline <<<"$item"
   # shell deadline a minute past the script's own: a hung phase must not cost the rest of the call

@@ -60,7 +60,7 @@ RESULT = REPO / "benchmarks" / "results" / "shared_evidence.json"
 SEED = 43
 #: candidate settings of the used bar, compared on the tune split
 GRID = [(z, m, f) for z in (2.0, 3.0, 4.0) for m in (0.5, 1.0, 2.0) for f in (None, 0.05, 0.1, 0.2)]
-#: the whole answer scored, as the recorded results were (the default span became first_clause later)
+#: the whole answer scored, as the recorded results were (the default span became through_gold later)
 SETTINGS = {"generation.dtype": "float32", "influence.answer_span": "full"}
 
 

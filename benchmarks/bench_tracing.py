@@ -84,7 +84,7 @@ def base_config(path: Path, extra: list[str], runs: Path | None = None) -> Any:
     # fp32 answers within one benchmark (configs/evidence_frozen.yaml says why); the call cache is
     # one per CPU, so an answer decoded here is the answer stage 2 ablates here
     cache = [f"cache.dir={runs / ('cache-' + _cpu_tag())}"] if runs is not None else []
-    # the whole answer scored, as every exported case was (the default span became first_clause later)
+    # the whole answer scored, as every exported case was (the default span became through_gold later)
     return load_config(None, [f"data.path={path}", "retrieval.retriever=given", f"retrieval.top_k={K}",
                               "execution.executor=local", "generation.dtype=float32",
                               "influence.answer_span=full", *cache, *extra])

@@ -59,23 +59,24 @@ if ! python3 -c "import pydantic, sqlalchemy, rouge_score" 2>/dev/null; then
   rm -rf /tmp/ragray-whl "$site" && mkdir -p /tmp/ragray-whl "$site"
   tar xf "$here/whl.tar" -C /tmp/ragray-whl
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/ragray-whl/whl/*.whl 2>&1 | tail -2
-  export PYTHONPATH="$site:$PWD"
+  needs="$site:"  # ragray's needs the image lacks, ahead of whichever tree runs
 else
-  export PYTHONPATH="$PWD"
+  needs=""
 fi
+export PYTHONPATH="$needs$PWD"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 RAGRAY_COMMIT=$(cat "$here/commit")
 export RAY_USAGE_STATS_ENABLED=0
 echo "setup $(( $(date +%s) - t0 )) s"
 if [ "$mode" = ab ]; then
   [ -d .gpu/base ] || { echo ".gpu/base is missing: GPU_BENCH_BASE=<rev> bash benchmarks/gpu_bench.sh pack, and carry it"; exit 2; }
   IFS=: read -r shape questions pairs first <<<"${GPU_BENCH_AB:-8b:24:3:base}"
-  repo=$PWD; site_path=""; [ "$PYTHONPATH" != "$PWD" ] && site_path="$site:"
   order="base head"; [ "$first" = head ] && order="head base"
   for i in $(seq 1 "$pairs"); do
     for side in $order; do
-      tree=$PWD; [ "$side" = base ] && tree=$PWD/.gpu/base
-      (cd "$tree" && RAGRAY_COMMIT=$(cat "$repo/.gpu/$([ "$side" = base ] && echo base || echo bench)/commit") PYTHONPATH="${site_path:-}$tree" timeout 150 python3 -m benchmarks.bench_gpu --shape "$shape" \
-         --questions "$questions" --deadline 100 --tokenizer "$repo/$here/tokenizer" \
+      if [ "$side" = base ]; then tree=$PWD/.gpu/base; commit=$(cat .gpu/base/commit)
+      else tree=$PWD; commit=$(cat "$here/commit"); fi
+      (cd "$tree" && RAGRAY_COMMIT=$commit PYTHONPATH="$needs$tree" timeout 150 python3 -m benchmarks.bench_gpu \
+         --shape "$shape" --questions "$questions" --deadline 100 --tokenizer "$OLDPWD/$here/tokenizer" \
          --skip naive,bound,variants,default_measure ${GPU_BENCH_ARGS:-} --out "$out/${side}_$i.json" 2>&1 \
          | grep -E "^ragray|^profile|FAILED" | cut -c1-200)
       echo "$side $i done at $(( $(date +%s) - t0 )) s"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ragray.metrics.answers import contains_gold
+from ragray.metrics.answers import blank_markers, contains_gold
 
 __all__ = ["ANSWER_SPANS", "Span", "answer_span"]
 
@@ -67,10 +67,13 @@ def _gold_pattern(gold: str) -> re.Pattern[str] | None:
 
 def _through_gold(answer: str, golds: Sequence[str] = ()) -> str:
     text = answer.strip()
-    found = [m for m in (p.search(text) for p in map(_gold_pattern, golds) if p is not None) if m] \
-        if golds and contains_gold(text, golds) else []
-    if not found:
+    if not golds or not contains_gold(text, golds):
         return answer  # exactly what ``full`` scores
+    # where the gold answers occur, passage markers blanked as ``contains_gold`` ignores them
+    searched = blank_markers(text)
+    found = [m for m in (p.search(searched) for p in map(_gold_pattern, golds) if p is not None) if m]
+    if not found:
+        return answer
     # the gold answer that starts first, the longest there ("31 metres" rather than "31")
     return text[: min(found, key=lambda m: (m.start(), -m.end())).end()]
 

@@ -118,13 +118,18 @@ def token_f1(answer: str, golds: Sequence[str]) -> float | None:
 _MARKER = re.compile(r"\[\s*\d+(?:\s*[,;\-–]\s*\d+)*\s*\]")
 
 
+def blank_markers(answer: str) -> str:
+    """``answer`` with its passage markers blanked to spaces of the same length (positions kept)."""
+    return _MARKER.sub(lambda m: " " * len(m.group()), answer)
+
+
 def contains_gold(answer: str | None, golds: Sequence[str] | None) -> bool | None:
     """The answer is correct by gold containment (see the module docstring); None without a gold
     answer (an empty or punctuation-only gold does not count)."""
     golds = [g for g in golds or () if normalize_answer(g)]
     if not golds:
         return None
-    text = f" {normalize_answer(_MARKER.sub(' ', answer or ''))} "
+    text = f" {normalize_answer(blank_markers(answer or ''))} "
     return any(re.search(rf"(?<!\S){re.escape(normalize_answer(g))}(?!\S)", text) for g in golds)
 
 

@@ -154,6 +154,7 @@ def test_answer_spans():
     assert gold(tower, ["18 metres"]) == tower and gold(tower, []) == tower  # wrong, or no gold: all of it
     assert gold(" wrong \n", ["x"]) == " wrong \n"  # exactly what full scores, whitespace included
     assert gold("The Kell Maritime Museum\n\n[11] The", ["11"]) == "The Kell Maritime Museum\n\n[11] The"
+    assert gold("[11] It has 11 rooms, and", ["11"]) == "[11] It has 11"  # the answer's 11, not the marker's
     with pytest.raises(ValueError, match="valid: full, first_sentence, first_line, first_clause, through_gold"):
         answer_span("middle")
 

@@ -8,23 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from tests._cache_root import own_cache_root, tester_cache_root
+
 # Tests never touch the network: make HF libraries fail fast instead of trying the hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # generation.dtype auto stays float32 on every CPU: reference-equality tests compare fp32 numbers
 os.environ.setdefault("RAGRAY_CPU_BF16", "0")
+tester_cache_root()  # the tester's cache, resolved before any test sets $RAGRAY_CACHE
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
 def _own_call_cache(tmp_path_factory, monkeypatch):
-    """Each test its own persistent call cache (``cache.calls``, and ``cache.embeddings``): a call one test paid for is never
-    served to another, so tests that count calls or time them see what they ran (a config's own
-    ``cache.dir`` still decides for itself)."""
-    root = tmp_path_factory.mktemp("call-cache")
-    monkeypatch.setattr("ragray.cache.calls.cache_root", lambda: root)
-    monkeypatch.setattr("ragray.cache.embeddings.cache_root", lambda: root)  # and its answer-metric embeddings
+    """Each test its own persistent call cache (``cache.calls``) and answer-metric embeddings, in
+    this process and in every process it starts (``$RAGRAY_CACHE``, :mod:`tests._cache_root`): a call
+    one test (or a CI step, or the tester) paid for is never served to another, so tests that count
+    calls or time them see what they ran, and a subprocess running the packaged model runs it (a
+    config's own ``cache.dir`` still decides for itself). Converted models, indexes and retrievals
+    stay shared."""
+    monkeypatch.setenv("RAGRAY_CACHE", str(own_cache_root(tmp_path_factory.mktemp("cache"))))
 
 
 @pytest.fixture(autouse=True)
@@ -101,10 +105,11 @@ def start_ray():
                            "RAY_USAGE_STATS_ENABLED": "0"}.items():
             os.environ.setdefault(key, value)
         # the workers' own data folder: a module's Ray starts before any test's RAGRAY_HOME is set,
-        # and trials and actors record runs there (never the tester's ~/.local/share/ragray)
-        home = tempfile.mkdtemp(prefix="ragray-home-")
+        # and trials and actors record runs there (never the tester's ~/.local/share/ragray); and their
+        # own call cache (tests._cache_root), shared by the module's tests but no one else
+        own = {"RAGRAY_HOME": tempfile.mkdtemp(prefix="ragray-home-"), "RAGRAY_CACHE": str(own_cache_root())}
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=200 * 2**20, _temp_dir=temp_dir, runtime_env={"env_vars": {"RAGRAY_HOME": home}},
+                 object_store_memory=200 * 2**20, _temp_dir=temp_dir, runtime_env={"env_vars": own},
                  **({"num_gpus": num_gpus} if num_gpus else {}))
 
     return start

@@ -85,18 +85,8 @@ def test_the_notebook_runs_end_to_end(tmp_path, monkeypatch):
     pytest.importorskip("ipykernel", reason="pip install 'ragray[notebook]'")
     pytest.importorskip("langchain_core", reason="pip install 'ragray[notebook]'")
     pytest.importorskip("llama_index.core", reason="pip install 'ragray[notebook]'")
-    from ragray.paths import cache_root
-
     # the kernel imports this checkout's ragray, whatever the environment has installed
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    # its own call cache, like every test (conftest), but the converted packaged model is shared:
-    # converting the GGUF again would only add a minute
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    models = cache_root() / "models"
-    if models.is_dir():
-        (cache / "models").symlink_to(models, target_is_directory=True)
-    monkeypatch.setenv("RAGRAY_CACHE", str(cache))
     work = tmp_path / "work"
     work.mkdir()
 

@@ -9,6 +9,7 @@ demo set at defaults.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import venv
@@ -42,4 +43,7 @@ def test_ragray_generate_alone_installs_and_runs_the_main_job(tmp_path):
     first = main_job.stdout.splitlines()[0]
     assert first.startswith("ragray run: 2 questions (0 resumed), smollm2 via transformers"), main_job.stdout
     assert "passages the answer used" in main_job.stdout and "verdict" in main_job.stdout
-    assert list((tmp_path / "runs").iterdir()), "the run directory under runs/"
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    cache = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["cache"]
+    # the model ran here: no answer came from a call cache another run filled (conftest's $RAGRAY_CACHE)
+    assert cache["calls_hit"] == 0 and cache["calls_miss"] > 0, cache

@@ -2,9 +2,11 @@
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ def store(tmp_path):
 
 
 def test_default_root_honours_xdg_cache_home(monkeypatch, tmp_path):
+    assert default_cache_root() == Path(os.environ["RAGRAY_CACHE"])  # the variable first (conftest sets one)
+    monkeypatch.delenv("RAGRAY_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_cache_root() == tmp_path / "ragray"
     monkeypatch.delenv("XDG_CACHE_HOME")

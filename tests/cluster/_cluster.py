@@ -25,6 +25,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests._cache_root import own_cache_root
+
 
 RAY_CLI = shutil.which("ray")
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +128,7 @@ def start_head(num_cpus: float = 2, prefix: str = "rgjob-", multi_node: bool = F
     the host's own address, which the nodes use between them (still one machine)."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env |= RAY_ENV if multi_node else {**RAY_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env["RAGRAY_CACHE"] = str(own_cache_root())  # the cluster's own call cache (a module's cluster starts before any test's)
     gcs, dash, client = free_ports(3)
     temp_dir = _temp_dir(prefix)
     log = temp_dir / "head.log"

@@ -27,6 +27,8 @@ def test_run_executor_ray_at_pure_defaults(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["n_measured"] == 1 and "smollm2" in summary["model"].lower()
+    # the actor ran the model: no answer came from a call cache another run filled (conftest's $RAGRAY_CACHE)
+    assert summary["cache"]["calls_hit"] == 0 and summary["cache"]["calls_miss"] > 0, summary["cache"]
     # no GPUs here: one actor, no GPU, the machine's cores; it ran the model on the CPU
     assert summary["resources"]["count"] == 1 and summary["resources"]["gpus"] == 0.0
     assert summary["resources"]["cpus"] == len(os.sched_getaffinity(0))

@@ -139,7 +139,7 @@ class RunFooter(Summary):
     skipped_rows: int | None = omitted_when_none(default=None)
     #: questions a ``--resume`` kept
     resumed_questions: int | None = omitted_when_none(default=None)
-    #: this process's retrieval-cache hits and misses
+    #: the run's cache hits and misses: retrieval stages, and model calls (on Ray, the actors' too)
     cache: Mapping[str, int] | None = omitted_when_none(default=None)
     #: the simulated design (scenario, seed, k, width, questions_per_scenario); absent for a real model
     simulated: Mapping[str, Any] | bool | None = omitted_when_none(default=None)

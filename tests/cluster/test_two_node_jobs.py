@@ -113,7 +113,10 @@ def test_run_job_loads_the_packaged_models_on_both_nodes(two_nodes, tmp_path):
     logs = logs_of(two_nodes, job_id, done)
     assert "ragray run: 2 questions (0 resumed)" in logs
     questions = rows(out / "questions.parquet")
-    assert SMOLLM2 in json.loads((out / "summary.json").read_text())["model"].lower()
+    summary = json.loads((out / "summary.json").read_text())
+    assert SMOLLM2 in summary["model"].lower()
+    # the actors ran the model: nothing came from a call cache another run filled (the cluster's own cache)
+    assert summary["cache"]["calls_hit"] == 0 and summary["cache"]["calls_miss"] > 0, summary["cache"]
     assert all(q["baseline_answer"] and q["state"] for q in questions)
     # the questions ran in the generator actors (one CPU each: at most one per node)
     progress = [json.loads(x) for x in (out / "progress.jsonl").read_text().splitlines() if x.strip()]
@@ -132,7 +135,9 @@ def test_interpret_job_with_the_packaged_models(two_nodes, tmp_path):
                                       "--executor", "ray", "--k", "top-1", "--repeats", "2"], timeout=800)
     logs = logs_of(two_nodes, job_id, done)
     assert "Ray actors: 1, 1 CPU and 0 GPU each" in logs
-    assert json.loads((out / "summary.json").read_text())["resources"] == {"count": 1, "cpus": 1.0, "gpus": 0.0}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resources"] == {"count": 1, "cpus": 1.0, "gpus": 0.0}
+    assert summary["cache"]["calls_miss"] > 0, summary["cache"]  # the model ran (the run job's answers may be reused)
     cases = rows(out / "cases.parquet")
     assert len({c["question_id"] for c in cases}) == 1 and {c["case"] for c in cases} <= {"A", "B", "C", None}
     assert rows(out / "arms.parquet")

@@ -116,6 +116,8 @@ def test_real_model_on_ray_equals_local(ray_session, tmp_path):
     remote = run_influence(load_config(None, [*base, "execution.executor=ray", "execution.num_cpus=1"]),
                            tmp_path / "ray", progress=False)
     assert remote.summary.model == local.summary.model == "smollm2"
+    # the actor ran the model: nothing came from a call cache another test filled (conftest's $RAGRAY_CACHE)
+    assert remote.summary.cache["calls_hit"] == 0 and remote.summary.cache["calls_miss"] > 0, remote.summary.cache
     for name in ("questions", "passages", "calls"):
         # the same answers and verdicts; the raw log-prob columns to float noise: the actor runs
         # torch on its one CPU, this process on two, and the reduction order follows the thread

@@ -5,7 +5,11 @@ A padded pass (:mod:`ragray.generation.transformers.batched`) runs ``B`` prompts
 one layer's attention of such a pass (8B shape: 32 query heads, 8 KV heads, head dim 128, bf16):
 
 - ``repeat_kv_masked``: transformers' SDPA path with a mask (K/V repeated to every query head);
-- ``gqa_masked``: SDPA with ``enable_gqa`` and the mask;
+- ``gqa_masked``: SDPA with ``enable_gqa`` and the mask (PyTorch runs it on the math kernel: the
+  whole score matrix in memory, in float32);
+- ``folded_masked``: the ``groups`` query heads of each KV head folded into ``groups x S`` query rows
+  of one plain masked call (the mask repeated per group), so each K/V head is read once and never
+  copied (what the backend does for decoding steps of up to 16 queries);
 - ``causal_no_prefix``: SDPA causal over the rests alone, no prefix: a floor, not the same work;
 - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention) over the packed rows,
   each row's keys its prefix then its own tokens, causal aligned bottom-right; checked against
@@ -42,6 +46,20 @@ def _time(fn: Any, cuda: bool, repeat: int = 10) -> float:
     if cuda:
         torch.cuda.synchronize()
     return (time.perf_counter() - began) / repeat * 1000
+
+
+def _peak_mb(fn: Any, cuda: bool) -> float | None:
+    """The device memory one call takes beyond what was allocated before it (MB; None on CPU)."""
+    import torch
+
+    if not cuda:
+        return None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
 
 
 def varlen_call() -> Any:
@@ -95,12 +113,24 @@ def main(argv: list[str] | None = None) -> int:
     def gqa_masked() -> Any:
         return sdpa(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
 
+    def folded_masked() -> Any:
+        folded = q.reshape(rows, kv_heads, groups * width, dim)
+        wide = mask.expand(rows, groups, width, mask.shape[-1]).reshape(rows, 1, groups * width, -1)
+        return sdpa(folded, k, v, attn_mask=wide, scale=scale).view(rows, heads, width, dim)
+
     def causal_no_prefix() -> Any:
         return sdpa(q, k[:, :, prefix:], v[:, :, prefix:], is_causal=True, scale=scale, enable_gqa=True)
 
     reference = repeat_kv_masked()
-    ms = {"repeat_kv_masked": _time(repeat_kv_masked, cuda), "gqa_masked": _time(gqa_masked, cuda),
-          "causal_no_prefix": _time(causal_no_prefix, cuda)}
+    ms, peak_mb, diff = {}, {}, {}
+    for name, fn in (("repeat_kv_masked", repeat_kv_masked), ("gqa_masked", gqa_masked),
+                     ("folded_masked", folded_masked), ("causal_no_prefix", causal_no_prefix)):
+        if name != "causal_no_prefix":  # the real queries' outputs against transformers' path
+            diff[name] = max(float((fn()[b, :, width - n :].float() - reference[b, :, width - n :].float()).abs().max())
+                             for b, n in enumerate(news))
+        peak_mb[name] = _peak_mb(fn, cuda)
+        ms[name] = _time(fn, cuda)
+    out["max_abs_diff"], out["peak_extra_mb"] = diff, peak_mb
     call = varlen_call()
     if call is None:
         out["varlen"] = "absent in this torch"

@@ -20,7 +20,8 @@
 #           (a 2-question warm-up, then the measured run) at <rev> and here, alternated, each in its own
 #           process: $OUT/base_<i>.json, $OUT/head_<i>.json. GPU_BENCH_AB="shape:questions:pairs:first"
 #           (default "8b:24:3:base"; first = base or head: which side runs first in each pair);
-#           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops).
+#           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops);
+#           then bench_attention_gpu once ($OUT/attention.json: one scoring pass's attention, kernel by kernel).
 set -uo pipefail
 mode=${1:?pack, run or ab}
 here=.gpu/bench
@@ -82,6 +83,8 @@ if [ "$mode" = ab ]; then
       echo "$side $i done at $(( $(date +%s) - t0 )) s"
     done
   done
+  # one scoring pass's attention, kernel by kernel (masked with K/V repeated, GQA math, folded heads)
+  timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | grep -A12 '"max_abs_diff"'
   exit 0
 fi
 for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do

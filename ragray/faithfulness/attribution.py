@@ -13,9 +13,12 @@ the influence run and the faithfulness experiments alike):
 
 from __future__ import annotations
 
-__all__ = ["ATTRIBUTION_ORDER", "MEASURE_OF"]
+__all__ = ["ATTRIBUTION_ORDER", "FITTED_ON_RANDOM_ARM", "MEASURE_OF"]
 
 #: the methods in the order the experiment runs and reports them
 ATTRIBUTION_ORDER = ("loo", "logprob", "surrogate")
 #: ``faithfulness.attributions`` name -> the measure in ``MEASURES``
 MEASURE_OF = {"loo": "loo", "logprob": "logprob_drop", "surrogate": "surrogate"}
+#: the attributions fitted on the random-deletion arm (no call of their own); as the explainer, the
+#: ranking a K is tested with is fitted on the other K's random draws only
+FITTED_ON_RANDOM_ARM = frozenset({"surrogate"})

@@ -51,7 +51,7 @@ from ragray.faithfulness.arms import (
     resolve_k,
 )
 from ragray.attribution.base import MEASURES, Evidence, Observed
-from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
+from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, FITTED_ON_RANDOM_ARM, MEASURE_OF
 from ragray.faithfulness.cases import decide_case
 from ragray.faithfulness.verdict import circular
 from ragray.faithfulness.importance import (
@@ -107,6 +107,10 @@ class _Stage:
     raw: dict[str, list[float]]  # before normalization (1 − sim, nats, surrogate weights)
     explainer: str
     ablations: list[Ablation]
+    #: K label -> the ranking its DEL_MOST / DEL_LEAST use when it is not ``order``: an explainer
+    #: fitted on the random arm, fitted again without that K's draws (None: no other K's draws to
+    #: fit on, so the K's test is by construction)
+    by_k: dict[str, list[int] | None] = field(default_factory=dict)
 
 
 def _move(n_passages: int, j: int, where: str) -> tuple[int, ...]:
@@ -247,8 +251,9 @@ class FaithfulnessExperiment:
         state.start(ctx)
         similarity = state.similarity(ctx, phase, fc.similarity)
         full = frozenset(range(n))
-        changed = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), purpose)
-                        for arms, purpose in ((loo if generated else [], "drop"), (randoms, "random")) for a in arms)
+        drops = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), "drop") for a in (loo if generated else []))
+        drawn = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), "random") for a in randoms)
+        changed = drops + drawn
         raw: dict[str, list[float]] = {}
         for name, method in methods.items():
             try:
@@ -267,7 +272,28 @@ class FaithfulnessExperiment:
             state.explainer_calls += method.calls(n) if name == explainer else 0
         importance = {m: normalize(v) for m, v in raw.items()}
         order = rank_units(importance[explainer], question_rng(self.seed, state.qid, 7919, depth))
-        return _Stage(depth, ctx, order, importance, raw, explainer, phase)
+        by_k: dict[str, list[int] | None] = {}
+        if final and explainer in FITTED_ON_RANDOM_ARM and explainer in raw:
+            by_k = self._held_out_orders(state.qid, depth, n, methods[explainer], drops,
+                                         [(a.k_label, o) for a, o in zip(randoms, drawn)])
+        return _Stage(depth, ctx, order, importance, raw, explainer, phase, by_k)
+
+    def _held_out_orders(self, qid: str, depth: int, n: int, method: Any, drops: tuple[Observed, ...],
+                         drawn: list[tuple[str | None, Observed]]) -> dict[str, list[int] | None]:
+        """Per K, the ranking of an explainer fitted on the random arm, fitted on the other K's
+        random draws only. Fitted on all of them, it would know which of this K's own draws changed
+        the answer, and where the K's draws are every K-subset (top-1, top-20% of 10 units at 50
+        repeats) its top K units *are* one of them: DEL_MOST would beat the random median by
+        construction, as the loo explainer's does at K = 1 (a known-truth run whose answer changes
+        at random with the units removed, no unit mattering more than another, got "faithful" at
+        top-20% in 14 of 16 questions that way). None where no other K's draws are left."""
+        out: dict[str, list[int] | None] = {}
+        for label in dict.fromkeys(label for label, _ in drawn):
+            others = tuple(o for other, o in drawn if other != label)
+            weights = method.scores(Evidence(n, (), drops + others)) if others else [math.nan] * n
+            out[label] = (None if all(math.isnan(w) for w in weights)
+                          else rank_units(normalize(weights), question_rng(self.seed, qid, 7919, depth)))
+        return out
 
     def _unit_rows(self, qid: str, stage: _Stage) -> list[dict[str, Any]]:
         fc = self.config
@@ -305,8 +331,10 @@ class FaithfulnessExperiment:
                 continue
             k = resolve_k(label, n)
             if k is not None:
-                phase.append(Ablation(DEL_MOST, tuple(sorted(order[:k])), label, k))
-                phase.append(Ablation(DEL_LEAST, tuple(sorted(order[n - k :])), label, k))
+                ranked = stage.by_k.get(label) or order
+                phase.append(Ablation(DEL_MOST, tuple(sorted(ranked[:k])), label, k))
+                phase.append(Ablation(DEL_LEAST, tuple(sorted(ranked[n - k :])), label, k))
+        state.fitted_on_own_draws = {label for label, ranked in stage.by_k.items() if ranked is None}
         # the position control needs an influential passage: none when every importance is 0
         top = order[0]
         top_passage = ctx.units[top].passage if stage.importance[stage.explainer][top] > 0 else None
@@ -361,9 +389,16 @@ class FaithfulnessExperiment:
                 continue
             res = decide_case(most, least, rand, population, fc.decision)
             row = {**base, **res.as_row()}
+            row["by_construction"] = circular(fc.explainer, fc.mode, k) or label in state.fitted_on_own_draws
             if circular(fc.explainer, fc.mode, k):  # the case says how the answer depends on single units
                 row["reason"] += (f"; by construction for the {fc.explainer} explainer at K = 1 (its first unit is "
                                   "the single removal that changed the answer most): not a test of the explanation")
+            elif label in state.fitted_on_own_draws:
+                row["reason"] += (f"; by construction for the {fc.explainer} explainer at {label}: no other K's random "
+                                  "draws to fit it on, so it was fitted on these, and knows which of them changed the "
+                                  "answer: not a test of the explanation")
+            elif fc.explainer in FITTED_ON_RANDOM_ARM:
+                row["reason"] += f"; the {fc.explainer} ranking tested here was fitted on the other K's random draws"
             t = fc.threshold_t
             row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,
                        random_changed_share=sum(s < t for s in rand) / len(rand),
@@ -417,6 +452,8 @@ class _State:
     sims: SimilarityBook | None = None
     explainer_calls: int = 0
     populations: dict[str, int] = field(default_factory=dict)
+    #: K labels whose explainer, fitted on the random arm, had only that K's own draws to fit on
+    fitted_on_own_draws: set[str] = field(default_factory=set)
 
     def start(self, ctx: Context) -> None:
         """After the first phase: the baseline must have succeeded."""

@@ -44,11 +44,19 @@ def _tests(tested: list[dict[str, Any]]) -> dict[str, Any]:
     } for arm in ("most", "least")}
 
 
+def _by_construction(row: dict[str, Any], fc: FaithfulnessConfig) -> bool:
+    """Whether a case's test re-measures what the explainer ranked by (rows written before the
+    ``by_construction`` column: the explainer and K say)."""
+    if row.get("by_construction") is not None:
+        return bool(row["by_construction"])
+    return circular(fc.explainer, fc.mode, row["k"])
+
+
 def _verdict(tested: list[dict[str, Any]], fc: FaithfulnessConfig) -> KVerdict:
     """The K's verdict on its tested questions, less those where the test is circular (and case
     rows written before ``random_median`` existed)."""
-    kept = [r for r in tested if not circular(fc.explainer, fc.mode, r["k"]) and r.get("random_median") is not None]
-    n_circular = sum(circular(fc.explainer, fc.mode, r["k"]) for r in tested)
+    kept = [r for r in tested if not _by_construction(r, fc) and r.get("random_median") is not None]
+    n_circular = sum(_by_construction(r, fc) for r in tested)
     most, least = (sign_test([r["random_median"] - r[f"sim_{arm}"] for r in kept]) for arm in ("most", "least"))
     return k_verdict(len(kept), most, least, fc.decision.alpha, n_circular=n_circular, explainer=fc.explainer)
 

@@ -30,8 +30,12 @@ most ½, so the sign test holds its level whatever the shape of the draws.
   that very call and the random arm is the other single removals, so DEL_MOST beats random
   whenever any removal changes anything (min ≤ mean), and DEL_LEAST never does (max ≥ mean). The
   same holds for the ``logprob`` explainer in ``--mode logprob`` (the arm's similarity is a
-  function of the log-prob drop it ranks by). Such questions are left out of the verdict's test
-  (:func:`circular`); when every question is, the K is ``by_construction``.
+  function of the log-prob drop it ranks by), and for the ``surrogate`` explainer (fitted on the
+  random-deletion arm) at a K whose own draws were all it had to fit on: its ranking is otherwise
+  fitted on the *other* K's draws for each K it is tested at (the experiment's
+  ``_held_out_orders``), since fitted on a K's own draws it knows which of them changed the
+  answer. Such questions are left out of the verdict's test (:func:`circular`, or the case row's
+  ``by_construction``); when every question is, the K is ``by_construction``.
 
 The verdict's ``p_value`` is this sign test's, on the questions it keeps: it differs from the K's
 Wilcoxon and McNemar columns (the SPEC's statistics, against the random mean).
@@ -42,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
+from ragray.faithfulness.attribution import FITTED_ON_RANDOM_ARM
 from ragray.faithfulness.stats import McNemar, min_questions
 
 __all__ = ["STATES", "KVerdict", "circular", "k_verdict", "verdict_words"]
@@ -112,9 +117,13 @@ def verdict_words(label: str, v: Mapping[str, Any]) -> str:
     """One K's verdict in a sentence: the state, then the evidence (or what deciding needs)."""
     n, worse = v["n_tested"], v["n_most_worse"]
     p = f"{v['p_value']:.3g}"
-    left_out = (f"; {v['n_circular']} question{'s' if v['n_circular'] != 1 else ''} left out, where removing one "
-                "unit is what the explainer measured" if v.get("n_circular") else "")
+    left_out = (f"; {v['n_circular']} question{'s' if v['n_circular'] != 1 else ''} left out, where the test "
+                "re-measures what the explainer ranked by" if v.get("n_circular") else "")
     evidence = f"below the random removals' median in {worse} of {n} questions, sign test p {p}{left_out}"
+    if v["state"] == "by_construction" and v.get("explainer") in FITTED_ON_RANDOM_ARM:
+        return (f"explanations at {label}: not tested — the {v['explainer']} explainer had only this K's random "
+                "removals to be fitted on, so it knows which of them changed the answer (list more k_values: "
+                "each K is then tested with a fit on the others)")
     if v["state"] == "by_construction":
         return (f"explanations at {label}: not tested — the {v['explainer']} explainer's first unit is the single "
                 "removal that changed the answer most, so removing it beats random single removals by "

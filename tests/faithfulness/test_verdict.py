@@ -2,7 +2,9 @@
 generator (answers that need one known passage, answers that ignore the context) and the
 decision rule on hand-made test results."""
 
+import hashlib
 import json
+import re
 
 import pyarrow.parquet as pq
 
@@ -121,7 +123,9 @@ def test_evidence_copied_into_two_passages_is_not_called_inverted(tmp_path):
     unit 0 and its "top" units are a tie-broken random pick. Most random removals keep a copy and
     a few remove both, so one pick sits above the draws' mean far more often than below it: a test
     against the mean called loo inverted here (0 of 7 below it, p 0.031). Against the median it is
-    not shown, and the surrogate explainer, which sees the pair, is faithful."""
+    not shown, and the surrogate explainer, which sees the pair, is faithful (at the default 50
+    draws per K: its ranking at each K is fitted on the other K's draws, and with 20 a K's fit has
+    too few draws that removed both copies)."""
     def dup(i):
         return record(f"dup{i}", f"Which ferry sails to Kell on day {i}?",
                       {i % 10: f"The ferry to Kell is the Tern{i}. ANSWER=tern{i}",
@@ -131,8 +135,48 @@ def test_evidence_copied_into_two_passages_is_not_called_inverted(tmp_path):
     assert {c["count"] for c in [loo.per_k["top-3"]["cases"]["B"]]} == {7}  # every question: uninformative
     assert loo.per_k["top-3"]["verdict"]["state"] == "not_shown"
     assert loo.per_k["top-3"]["most_vs_random"]["paired"]["mean_difference"]["mean"] < 0  # the mean's artifact
-    sur = interpret(tmp_path, [dup(i) for i in range(7)], "dup-sur", "faithfulness.explainer=surrogate").summary
-    assert sur.per_k["top-3"]["verdict"]["state"] == "faithful"
+    sur = interpret(tmp_path, [dup(i) for i in range(7)], "dup-sur", "faithfulness.explainer=surrogate",
+                    "faithfulness.random_repeats=50").summary
+    assert sur.per_k["top-3"]["verdict"]["state"] == sur.per_k["top-20%"]["verdict"]["state"] == "faithful"
+
+
+class NoiseGenerator(ScriptedGenerator):
+    """Answers that are a fixed pseudo-random function of which passages are left: each removal
+    changes the answer with chance 1/3, whatever was removed. No unit matters more than another,
+    so no explanation can be shown faithful at K > 1."""
+
+    def _answer(self, prompt):
+        units = sorted(set(re.findall(r"UNIT\w+", prompt[-1].content)))
+        draw = hashlib.sha256(" ".join(units).encode()).digest()[0]
+        return "tern" if len(units) == 10 or draw % 3 else f"gull{draw}"
+
+
+def noise(i):
+    return record(f"noise{i}", f"Which bird nests on stack {i}?",
+                  {j: f"A note on stack {j}: UNIT{i}x{j}." for j in range(10)})
+
+
+def test_the_surrogate_explainer_is_tested_on_random_draws_it_was_not_fitted_on(tmp_path):
+    """Fitted on every random draw, the surrogate knew which pairs' removal changed a random answer,
+    and at top-20% (2 of 10 units: all 45 pairs drawn at 50 repeats) its top pair was one of them:
+    "faithful" in 14 of 16 questions (p < 0.001) by construction. Fitted on the other K's draws for
+    each K, it is not shown faithful anywhere; a K with no other K's draws to fit on is not tested."""
+    rows = [noise(i) for i in range(16)]
+    path = tmp_path / "noise.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    res = run_interpret(cfg(path, "faithfulness.explainer=surrogate"), tmp_path / "noise", progress=False,
+                        generator=NoiseGenerator())
+    states = {label: k["verdict"]["state"] for label, k in res.summary.per_k.items() if "verdict" in k}
+    assert states == {"top-1": "not_shown", "top-3": "not_shown", "top-20%": "not_shown"}, states
+    cases = pq.read_table(res.out / "cases.parquet").to_pylist()
+    assert all("fitted on the other K's random draws" in c["reason"] and c["by_construction"] is False for c in cases)
+    # one K: nothing else to fit on, so no test (and the words say what to do)
+    one = run_interpret(cfg(path, "faithfulness.explainer=surrogate", "faithfulness.k_values=[top-20%]"),
+                        tmp_path / "one", progress=False, generator=NoiseGenerator()).summary
+    v = one.per_k["top-20%"]["verdict"]
+    assert (v["state"], v["n_circular"], v["n_tested"]) == ("by_construction", 16, 0)
+    assert headline(one.per_k).startswith("explanations at top-20%: not tested — the surrogate explainer had only "
+                                          "this K's random removals to be fitted on")
 
 
 def test_circular_pairs():

@@ -8,7 +8,8 @@
 2. **Phase 1** (one generate call): the baseline (DEL_NONE), the controls that do not depend on
    the explanation (DEL_Q, closed book), leave-one-out per unit and every DEL_RANDOM draw.
    Log-prob importance scores the baseline answer under the same leave-one-out contexts; the
-   surrogate is fitted on the random draws. The explainer's ranking gives the buckets.
+   surrogate is fitted on the random draws (the ranking it is tested with at each K, on the other
+   K's draws only). The explainer's ranking gives the buckets.
 3. **Phase 2** (one generate call): DEL_MOST / DEL_LEAST per K, the cumulative curves, and the
    position controls (the most influential passage moved to the middle / end).
 4. Every answer is compared with the baseline by every measure; each K gets its case

@@ -16,14 +16,14 @@ import functools
 import tempfile
 from pathlib import Path
 
-__all__ = ["SHARED", "own_cache_root", "tester_cache_root"]
+__all__ = ["SHARED", "own_cache_root", "real_cache_root"]
 
 #: the folders a test's cache root links to the tester's cache (everything else under it is its own)
 SHARED = ("models", "datasets", "embeddings", "chunksets", "indexes", "retrievals")
 
 
 @functools.cache
-def tester_cache_root() -> Path:
+def real_cache_root() -> Path:
     """The cache root the tester's environment names (resolved once, before any test moves it)."""
     from ragray.paths import cache_root
 
@@ -36,7 +36,7 @@ def own_cache_root(path: Path | None = None) -> Path:
     root = Path(tempfile.mkdtemp(prefix="ragray-cache-")) if path is None else path
     root.mkdir(parents=True, exist_ok=True)
     for name in SHARED:
-        shared = tester_cache_root() / name
+        shared = real_cache_root() / name
         shared.mkdir(parents=True, exist_ok=True)
         link = root / name
         if not link.exists():

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests._cache_root import own_cache_root, tester_cache_root
+from tests._cache_root import own_cache_root, real_cache_root
 
 # Tests never touch the network: make HF libraries fail fast instead of trying the hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # generation.dtype auto stays float32 on every CPU: reference-equality tests compare fp32 numbers
 os.environ.setdefault("RAGRAY_CPU_BF16", "0")
-tester_cache_root()  # the tester's cache, resolved before any test sets $RAGRAY_CACHE
+real_cache_root()  # the tester's cache, resolved before any test sets $RAGRAY_CACHE
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests._cache_root import SHARED, tester_cache_root
+from tests._cache_root import SHARED, real_cache_root
 
 
 def test_a_process_a_test_starts_has_the_tests_own_call_cache_and_the_testers_models():
@@ -17,8 +17,8 @@ def test_a_process_a_test_starts_has_the_tests_own_call_cache_and_the_testers_mo
     calls, embeddings, models = (Path(line) for line in done.stdout.split())
     own = Path(os.environ["RAGRAY_CACHE"])
     assert calls.parent == own and embeddings.parent == own
-    assert own != tester_cache_root() and not calls.exists(), "a new, empty call cache"
-    assert models == (tester_cache_root() / "models").resolve(), "converted models shared with the tester's cache"
+    assert own != real_cache_root() and not calls.exists(), "a new, empty call cache"
+    assert models == (real_cache_root() / "models").resolve(), "converted models shared with the tester's cache"
     assert sorted(p.name for p in own.iterdir() if p.is_symlink()) == sorted(SHARED)
 
 

@@ -335,7 +335,6 @@ class FaithfulnessExperiment:
                 ranked = stage.by_k.get(label) or order
                 phase.append(Ablation(DEL_MOST, tuple(sorted(ranked[:k])), label, k))
                 phase.append(Ablation(DEL_LEAST, tuple(sorted(ranked[n - k :])), label, k))
-        state.fitted_on_own_draws = {label for label, ranked in stage.by_k.items() if ranked is None}
         # the position control needs an influential passage: none when every importance is 0
         top = order[0]
         top_passage = ctx.units[top].passage if stage.importance[stage.explainer][top] > 0 else None
@@ -363,7 +362,7 @@ class FaithfulnessExperiment:
         by_arm = {}
         for r in arm_rows:
             by_arm.setdefault((r["arm"], r["k_label"]), []).append(r)
-        cases = self._cases(state, by_arm, n)
+        cases = self._cases(state, by_arm, n, {label for label, ranked in stage.by_k.items() if ranked is None})
         curves, aucs = self._curves(state.qid, by_arm, n)
         self._controls_row(row, by_arm, None if top_passage is None else ctx.passages[top_passage].id)
         row["cases"] = [f"{c['k_label']}:{c['case']}" for c in cases]
@@ -371,7 +370,10 @@ class FaithfulnessExperiment:
         self._agreement_row(row, stage.importance)
         return FaithfulnessOutcome(row, [], arm_rows, cases, curves)
 
-    def _cases(self, state: _State, by_arm: dict[tuple[str, str | None], list[dict[str, Any]]], n: int) -> list[dict[str, Any]]:
+    def _cases(self, state: _State, by_arm: dict[tuple[str, str | None], list[dict[str, Any]]], n: int,
+               own_draws: set[str]) -> list[dict[str, Any]]:
+        """One case per K; ``own_draws``: the K labels whose explainer, fitted on the random arm, had
+        only that K's draws to be fitted on (their test is by construction)."""
         fc, out = self.config, []
         for label in fc.k_values:
             if label == CUMULATIVE:
@@ -390,11 +392,12 @@ class FaithfulnessExperiment:
                 continue
             res = decide_case(most, least, rand, population, fc.decision)
             row = {**base, **res.as_row()}
-            row["by_construction"] = circular(fc.explainer, fc.mode, k) or label in state.fitted_on_own_draws
-            if circular(fc.explainer, fc.mode, k):  # the case says how the answer depends on single units
+            single = circular(fc.explainer, fc.mode, k)
+            row["by_construction"] = single or label in own_draws
+            if single:  # the case says how the answer depends on single units
                 row["reason"] += (f"; by construction for the {fc.explainer} explainer at K = 1 (its first unit is "
                                   "the single removal that changed the answer most): not a test of the explanation")
-            elif label in state.fitted_on_own_draws:
+            elif label in own_draws:
                 row["reason"] += (f"; by construction for the {fc.explainer} explainer at {label}: no other K's random "
                                   "draws to fit it on, so it was fitted on these, and knows which of them changed the "
                                   "answer: not a test of the explanation")
@@ -453,8 +456,6 @@ class _State:
     sims: SimilarityBook | None = None
     explainer_calls: int = 0
     populations: dict[str, int] = field(default_factory=dict)
-    #: K labels whose explainer, fitted on the random arm, had only that K's own draws to fit on
-    fitted_on_own_draws: set[str] = field(default_factory=set)
 
     def start(self, ctx: Context) -> None:
         """After the first phase: the baseline must have succeeded."""

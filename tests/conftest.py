@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -91,7 +90,7 @@ def make_pdf():
 
 
 @pytest.fixture(scope="session")
-def start_ray():
+def start_ray(tmp_path_factory):
     """``start_ray(temp_dir)``: an in-process Ray of 2 CPUs for one test module (ENV.md settings).
 
     ``address="local"`` so a cluster some ``ray start`` recorded in /tmp/ray is never joined; a
@@ -107,7 +106,9 @@ def start_ray():
         # the workers' own data folder: a module's Ray starts before any test's RAGRAY_HOME is set,
         # and trials and actors record runs there (never the tester's ~/.local/share/ragray); and their
         # own call cache (tests._cache_root), shared by the module's tests but no one else
-        own = {"RAGRAY_HOME": tempfile.mkdtemp(prefix="ragray-home-"), "RAGRAY_CACHE": str(own_cache_root())}
+        # (under pytest's temporary folders, which it prunes, as the tests' own)
+        own = {"RAGRAY_HOME": str(tmp_path_factory.mktemp("ray-home")),
+               "RAGRAY_CACHE": str(own_cache_root(tmp_path_factory.mktemp("ray-cache")))}
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  object_store_memory=200 * 2**20, _temp_dir=temp_dir, runtime_env={"env_vars": own},
                  **({"num_gpus": num_gpus} if num_gpus else {}))

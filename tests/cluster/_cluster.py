@@ -128,7 +128,8 @@ def start_head(num_cpus: float = 2, prefix: str = "rgjob-", multi_node: bool = F
     the host's own address, which the nodes use between them (still one machine)."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env |= RAY_ENV if multi_node else {**RAY_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    env["RAGRAY_CACHE"] = str(own_cache_root())  # the cluster's own call cache (a module's cluster starts before any test's)
+    cache = own_cache_root()  # the cluster's own call cache (a module's cluster starts before any test's)
+    env["RAGRAY_CACHE"] = str(cache)
     gcs, dash, client = free_ports(3)
     temp_dir = _temp_dir(prefix)
     log = temp_dir / "head.log"
@@ -141,7 +142,7 @@ def start_head(num_cpus: float = 2, prefix: str = "rgjob-", multi_node: bool = F
              *([f"--system-config={json.dumps(system_config)}"] if system_config else [])],
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=temp_dir, start_new_session=True,
         )
-    cluster = Cluster(f"http://127.0.0.1:{dash}", f"127.0.0.1:{gcs}", temp_dir, env, [proc], [log], [temp_dir])
+    cluster = Cluster(f"http://127.0.0.1:{dash}", f"127.0.0.1:{gcs}", temp_dir, env, [proc], [log], [temp_dir, cache])
     # ready = the job API answers AND `ray start` has written its address (its last step)
     deadline = time.monotonic() + 180
     while not ((_get(f"{cluster.dashboard}/api/version") or {}).get("ray_version")

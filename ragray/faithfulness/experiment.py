@@ -284,7 +284,7 @@ class FaithfulnessExperiment:
         """Per K, the ranking of an explainer fitted on the random arm, fitted on the other K's
         random draws only. Fitted on all of them, it would know which of this K's own draws changed
         the answer, and where the K's draws are every K-subset (top-1, top-20% of 10 units at 50
-        repeats) its top K units *are* one of them: DEL_MOST would beat the random median by
+        repeats) its top K units *are* one of them: DEL_MOST would beat the random draws by
         construction, as the loo explainer's does at K = 1 (a known-truth run whose answer changes
         at random with the units removed, no unit mattering more than another, got "faithful" at
         top-20% in 14 of 16 questions that way). None where no other K's draws are left."""

@@ -17,6 +17,8 @@ says why (no values, fewer than 2 pairs, all differences zero, zero variance ...
 - :func:`holm`: Holm's step-down adjustment of several p-values.
 - :func:`min_questions`: the fewest pairs an exact two-sided paired test needs to reach p < α.
 - :func:`sign_test`: exact two-sided sign test of paired differences (zeros dropped).
+- :func:`stratified_rank_test`: is one arm's value, question by question, placed among that
+  question's own random draws as a random draw would be? (Monte Carlo, conditional on the draws.)
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ __all__ = [
     "holm",
     "min_questions",
     "sign_test",
+    "RankTest",
+    "stratified_rank_test",
 ]
 
 
@@ -293,3 +297,50 @@ def sign_test(diffs: Sequence[float]) -> McNemar:
     """Exact two-sided sign test of ``diffs`` (zeros dropped): McNemar's binomial test with
     "positive" and "negative" as the two outcomes (``b10`` positives, ``b01`` negatives)."""
     return mcnemar_exact([d > 0 for d in diffs], [d < 0 for d in diffs])
+
+
+class RankTest(TypedDict):
+    n: int  # groups (questions) tested
+    n_below: int  # groups whose value sits below the middle of their own draws (mid-rank share < ½)
+    n_above: int  # ... above it (> ½)
+    statistic: float  # the sum over groups of the value's mid-rank share among its draws
+    expected: float  # its mean under the null: n / 2
+    p_value: float  # two-sided, Monte Carlo (1 + hits) / (1 + draws)
+    reason: str | None
+
+
+def stratified_rank_test(groups: Sequence[tuple[float, Sequence[float]]], *, draws: int = 20_000,
+                         seed: int = 0) -> RankTest:
+    """Two-sided test that in every group ``(value, random_values)`` the value is exchangeable
+    with the group's random values (it is one more random draw), against "lower" or "higher".
+
+    Per group the value's mid-rank share u = (#draws below + ½ #draws equal) / R: 0 below every
+    draw, 1 above every one; the statistic is Σ u. Under the null the value is any of the group's
+    R + 1 pooled values with equal chance, so Σ u's null distribution is that of one pick per
+    group: drawn ``draws`` times (a fixed seed: the same data give the same p), p = (1 + picks at
+    least as far from n / 2 on the observed side) / (1 + draws), doubled, at most 1. Unlike a sign
+    test against each group's median, this holds its level where the draws tie at the median (a
+    similarity of 1.0 for most removals: nothing can be above it) or are skewed."""
+    import numpy as np
+
+    kept = [(float(v), np.asarray(r, dtype=float)) for v, r in groups if len(r) >= 1]
+    n = len(kept)
+    if n == 0:
+        return RankTest(n=0, n_below=0, n_above=0, statistic=0.0, expected=0.0, p_value=1.0, reason="no groups")
+    observed, pools = [], []
+    for value, rand in kept:
+        pooled = np.sort(np.append(rand, value))
+        below = np.searchsorted(pooled, pooled, side="left")
+        equal = np.searchsorted(pooled, pooled, side="right") - below - 1  # the other pooled values tied
+        pools.append((below + 0.5 * equal) / len(rand))
+        observed.append(float(((rand < value).sum() + 0.5 * (rand == value).sum()) / len(rand)))
+    t, expected = float(sum(observed)), n / 2
+    rng = np.random.default_rng(seed)
+    null = np.zeros(draws)
+    for pool in pools:
+        null += pool[rng.integers(0, len(pool), size=draws)]
+    eps = 1e-9 * n
+    low = (1 + int((null <= t + eps).sum())) / (1 + draws)
+    high = (1 + int((null >= t - eps).sum())) / (1 + draws)
+    return RankTest(n=n, n_below=sum(u < 0.5 for u in observed), n_above=sum(u > 0.5 for u in observed),
+                    statistic=t, expected=expected, p_value=min(1.0, 2 * min(low, high)), reason=None)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragray.config import ExperimentConfig, FaithfulnessConfig
-from ragray.faithfulness.arms import CUMULATIVE
+from ragray.faithfulness.arms import CUMULATIVE, DEL_RANDOM
 from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
-from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, sign_test
-from ragray.faithfulness.verdict import KVerdict, circular, k_verdict
+from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, stratified_rank_test
+from ragray.faithfulness.verdict import KTests, circular, family_verdicts
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.rows.summaries import ControlsSummary, DeletionCurveSummary, FaithfulnessCost, FaithfulnessSummary
 
@@ -52,13 +52,26 @@ def _by_construction(row: dict[str, Any], fc: FaithfulnessConfig) -> bool:
     return circular(fc.explainer, fc.mode, row["k"])
 
 
-def _verdict(tested: list[dict[str, Any]], fc: FaithfulnessConfig) -> KVerdict:
-    """The K's verdict on its tested questions, less those where the test is circular (and case
-    rows written before ``random_median`` existed)."""
-    kept = [r for r in tested if not _by_construction(r, fc) and r.get("random_median") is not None]
+def _rank_tests(rows: list[dict[str, Any]], draws: dict[tuple[str, str], list[float]], fc: FaithfulnessConfig
+                ) -> KTests:
+    """The K's verdict tests on its tested questions, less those where the test is circular (and
+    questions without random draws): DEL_MOST and DEL_LEAST each among its question's ``draws``."""
+    tested = [r for r in rows if r.get("random_mean") is not None]
+    kept = [r for r in tested if not _by_construction(r, fc) and draws.get((r["question_id"], r["k_label"]))]
     n_circular = sum(_by_construction(r, fc) for r in tested)
-    most, least = (sign_test([r["random_median"] - r[f"sim_{arm}"] for r in kept]) for arm in ("most", "least"))
-    return k_verdict(len(kept), most, least, fc.decision.alpha, n_circular=n_circular, explainer=fc.explainer)
+    most, least = (stratified_rank_test([(r[f"sim_{arm}"], draws[(r["question_id"], r["k_label"])]) for r in kept])
+                   for arm in ("most", "least"))
+    return len(kept), most, least, n_circular
+
+
+def _random_draws(records: Sequence[FaithfulnessRecord]) -> dict[tuple[str, str], list[float]]:
+    """Each question's random-removal similarities per K (failed draws left out, as its case does)."""
+    draws: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        for a in record.arms:
+            if a.arm == DEL_RANDOM and a.similarity is not None and not math.isnan(a.similarity):
+                draws.setdefault((a.question_id, a.k_label), []).append(a.similarity)
+    return draws
 
 
 def _per_k(rows: list[dict[str, Any]], fc: FaithfulnessConfig) -> dict[str, Any]:
@@ -74,7 +87,6 @@ def _per_k(rows: list[dict[str, Any]], fc: FaithfulnessConfig) -> dict[str, Any]
         "sim_least_mean": _mean([r["sim_least"] for r in tested]),
     }
     out.update(_tests(tested))
-    out["verdict"] = _verdict(tested, fc)
     return out
 
 
@@ -85,8 +97,14 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
     questions = [r.question.as_dict() for r in records]
     ok = [q for q in questions if q["error"] is None]
     cases = [c.as_dict() for r in records for c in r.cases]
-    per_k = {label: _per_k([c for c in cases if c["k_label"] == label], fc)
-             for label in fc.k_values if label != CUMULATIVE}
+    by_k = {label: [c for c in cases if c["k_label"] == label] for label in fc.k_values if label != CUMULATIVE}
+    per_k = {label: _per_k(rows, fc) for label, rows in by_k.items()}
+    # the K's verdicts as one family: a run's several K are several claims (Holm over them)
+    draws = _random_draws(records)
+    verdicts = family_verdicts({label: _rank_tests(rows, draws, fc) for label, rows in by_k.items()},
+                               fc.decision.alpha, explainer=fc.explainer)
+    for label, verdict in verdicts.items():
+        per_k[label]["verdict"] = verdict
     agreement = {}
     for i, a in enumerate(ATTRIBUTION_ORDER):
         for b in ATTRIBUTION_ORDER[i + 1 :]:

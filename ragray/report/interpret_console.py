@@ -21,7 +21,8 @@ STATE_LABELS = {"faithful": "faithful", "mixed": "mixed", "inverted": "inverted"
                 "by_construction": "not tested (by construction)"}
 LEGEND = ("  A faithful (the top units matter, the bottom ones do not) · B no better than random · "
           "C redundant evidence (the answer survives) · inc. inconclusive; each question is judged against its "
-          "own random removals, the verdict across questions (sign test, sim most vs the random median)")
+          "own random removals, the verdict across questions (sim most ranked among each question's random removals, "
+          "Holm over the K tested)")
 
 
 def _f(value: object, spec: str = ".3f") -> str:

@@ -181,7 +181,7 @@ class CaseRow(Row):
     changed_least: bool | None = None
     changed_random: bool | None = None
     random_changed_share: _F = None
-    random_median: Annotated[float | None, doc("median similarity of the random draws (the verdict's sign test)")] = None
+    random_median: Annotated[float | None, doc("median similarity of the random draws (the verdict's test until 2026-11-28)")] = None
     by_construction: Annotated[bool | None, doc("the test re-measures what the explainer ranked by (loo at K = 1; "
                                                 "an explainer fitted on this K's own random draws): left out of "
                                                 "the verdict")] = None

@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from ragray.faithfulness.stats import (
     one_sided_vs_constant,
     paired_tests,
     share_ci,
+    sign_test,
+    stratified_rank_test,
 )
 
 VALUES = [0.91, 0.42, 0.77, 0.63, 0.88, 0.35, 0.70]
@@ -225,3 +228,47 @@ def test_share_ci_degenerate_and_invalid():
     assert share_ci(0, 0) == {"share": None, "low": None, "high": None, "reason": "n is 0"}
     with pytest.raises(InputError, match="need 0 <= count <= n, got count=5, n=3"):
         share_ci(5, 3)
+
+
+def _exact_rank_p(groups):
+    """Two-sided p of the stratified rank test by enumerating every pick (one pooled value per group)."""
+    import itertools
+
+    pools, observed = [], 0.0
+    for value, rand in groups:
+        pooled = [*rand, value]
+        shares = [(sum(o < v for o in pooled[:j] + pooled[j + 1:]) + 0.5 * sum(o == v for o in pooled[:j] + pooled[j + 1:]))
+                  / len(rand) for j, v in enumerate(pooled)]
+        pools.append(shares)
+        observed += shares[-1]
+    sums = [sum(pick) for pick in itertools.product(*pools)]
+    low = sum(t <= observed + 1e-9 for t in sums) / len(sums)
+    high = sum(t >= observed - 1e-9 for t in sums) / len(sums)
+    return min(1.0, 2 * min(low, high))
+
+
+def test_the_rank_test_matches_enumeration_of_every_pick():
+    groups = [(0.2, [1.0, 1.0, 0.2, 0.0, 1.0]), (0.0, [1.0, 1.0, 1.0, 0.5]), (0.7, [0.7, 0.1, 1.0, 1.0, 0.9, 0.3]),
+              (0.0, [0.0, 1.0, 1.0])]
+    got = stratified_rank_test(groups, draws=200_000)
+    assert got["p_value"] == pytest.approx(_exact_rank_p(groups), abs=0.005)
+    assert (got["n"], got["n_below"], got["n_above"], got["expected"]) == (4, 4, 0, 2.0)
+    assert stratified_rank_test(groups) == stratified_rank_test(groups)  # a fixed seed: the same p
+
+
+def test_the_rank_test_holds_its_level_where_the_draws_tie_at_the_top():
+    """Known truth: the arm is one more random draw; 2 in 3 draws leave the answer as it was (similarity
+    1.0, the median), 1 in 3 change it (0.0). A sign test against the median counts every changed arm
+    as "below" and none "above", so it rejects far more often than alpha; the rank test does not."""
+    rng = np.random.default_rng(1)
+    n_sets, n_questions, alpha = 400, 12, 0.05
+    rank_rejects = sign_rejects = 0
+    for _ in range(n_sets):
+        groups = []
+        for _ in range(n_questions):
+            values = (rng.random(51) >= 1 / 3).astype(float)  # the arm and its 50 random draws, alike
+            groups.append((float(values[0]), list(values[1:])))
+        rank_rejects += stratified_rank_test(groups, draws=4000)["p_value"] < alpha
+        sign_rejects += sign_test([statistics.median(r) - v for v, r in groups])["p_value"] < alpha
+    assert rank_rejects / n_sets <= alpha + 0.02, rank_rejects  # at most alpha, give or take the sampling
+    assert sign_rejects / n_sets > 0.1, sign_rejects  # the rule before: a false alarm in 1 of ~6 sets here

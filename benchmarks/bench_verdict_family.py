@@ -81,6 +81,11 @@ def used_rows(n: int) -> list[dict[str, Any]]:
     return rows
 
 
+def false_alarm(states: dict[str, str]) -> bool:
+    """Whether a noise run's verdicts claim anything at K >= 2 (top-1 is reported, not counted)."""
+    return any(state in FALSE for label, state in states.items() if label != "top-1")
+
+
 def sign_rule(cases: list[dict[str, Any]], alpha: float) -> dict[str, str]:
     """Each K's state by the rule before: a sign test of (random median − similarity) per K at α."""
     need = min_questions(alpha)
@@ -136,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 judged = one_run(noise_rows(run, args.questions), explainer, NoiseGenerator(), Path(tmp))
             for rule, states in judged.items():
-                false = [label for label, s in states.items() if s in FALSE and label != "top-1"]
-                per_rule[rule]["runs_with_a_false_alarm"] += bool(false)
+                per_rule[rule]["runs_with_a_false_alarm"] += false_alarm(states)
                 per_rule[rule]["per_k"].update(f"{label}: {states[label]}" for label in states)
         result["noise"][explainer] = {rule: {
             "family_wise_false_alarms": {"count": v["runs_with_a_false_alarm"], "of": args.runs,

@@ -44,6 +44,11 @@ def _tests(tested: list[dict[str, Any]]) -> dict[str, Any]:
     } for arm in ("most", "least")}
 
 
+def _tested(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A K's case rows whose random arm ran (the others are inconclusive before any test)."""
+    return [r for r in rows if r.get("random_mean") is not None]
+
+
 def _by_construction(row: dict[str, Any], fc: FaithfulnessConfig) -> bool:
     """Whether a case's test re-measures what the explainer ranked by (rows written before the
     ``by_construction`` column: the explainer and K say)."""
@@ -56,7 +61,7 @@ def _rank_tests(rows: list[dict[str, Any]], draws: dict[tuple[str, str], list[fl
                 ) -> KTests:
     """The K's verdict tests on its tested questions, less those where the test is circular (and
     questions without random draws): DEL_MOST and DEL_LEAST each among its question's ``draws``."""
-    tested = [r for r in rows if r.get("random_mean") is not None]
+    tested = _tested(rows)
     kept = [r for r in tested if not _by_construction(r, fc) and draws.get((r["question_id"], r["k_label"]))]
     n_circular = sum(_by_construction(r, fc) for r in tested)
     most, least = (stratified_rank_test([(r[f"sim_{arm}"], draws[(r["question_id"], r["k_label"])]) for r in kept])
@@ -76,7 +81,7 @@ def _random_draws(records: Sequence[FaithfulnessRecord]) -> dict[tuple[str, str]
 
 def _per_k(rows: list[dict[str, Any]], fc: FaithfulnessConfig) -> dict[str, Any]:
     counts = Counter(r["case"] for r in rows)
-    tested = [r for r in rows if r.get("random_mean") is not None]
+    tested = _tested(rows)
     rand = [r["random_mean"] for r in tested]
     out: dict[str, Any] = {
         "n_questions": len(rows),

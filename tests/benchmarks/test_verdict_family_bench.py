@@ -15,11 +15,13 @@ def test_a_small_run_writes_both_rules_for_every_explainer(tmp_path):
     for explainer, rules in result["noise"].items():
         assert set(rules) == {"sign", "rank_holm"}
         assert rules["rank_holm"]["family_wise_false_alarms"]["of"] == 2
-    # false alarms count K >= 2 only: a run whose only non-"not shown" verdict is at top-1 is not one
-    for rules in result["noise"].values():
-        states = rules["rank_holm"]["states"]
-        false_at_k2 = sum(n for key, n in states.items() if not key.startswith("top-1")
-                          and key.split(": ")[1] in ("faithful", "mixed", "inverted"))
-        assert rules["rank_holm"]["family_wise_false_alarms"]["count"] <= false_at_k2
-    assert result["used"]["loo"]["rank_holm"] == result["used"]["loo"]["sign"] == {"top-1": "by_construction", "top-3": "faithful",
-                                                  "top-20%": "faithful"}
+    assert result["used"]["loo"]["rank_holm"] == result["used"]["loo"]["sign"] == {
+        "top-1": "by_construction", "top-3": "faithful", "top-20%": "faithful"}
+
+
+def test_a_false_alarm_is_a_claim_at_k_2_or_more():
+    """At top-1 an explainer may rightly read which single removal changes the answer (the scripted
+    log-prob does): only K >= 2 counts."""
+    assert not bench_verdict_family.false_alarm({"top-1": "faithful", "top-3": "not_shown", "top-20%": "undecided"})
+    for state in ("faithful", "mixed", "inverted"):
+        assert bench_verdict_family.false_alarm({"top-1": "by_construction", "top-3": "not_shown", "top-20%": state})

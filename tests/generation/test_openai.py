@@ -45,6 +45,7 @@ class Reply:
     body: Any = None  # None: a normal answer for the route; str: sent as-is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    gate: int = 0  # hold the reply until this many requests have been in flight at once (10 s cap)
 
 
 class FakeServer:
@@ -56,6 +57,7 @@ class FakeServer:
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,8 @@ class FakeServer:
             reply = replies.pop(0) if len(replies) > 1 else replies[0]
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.max_in_flight >= reply.gate, timeout=10.0)
         try:
             time.sleep(reply.delay_s)
             body = reply.body if reply.body is not None else self.answer(route, key, payload)
@@ -240,9 +244,11 @@ def test_bearer_key_from_the_configured_env_var(server, make_gen, monkeypatch):
 
 def test_requests_run_concurrently_and_keep_their_order(server, make_gen):
     keys = [f"q{i}" for i in range(6)]
-    for i, key in enumerate(keys):  # later prompts answer sooner
-        server.script[key] = [Reply(delay_s=0.3 - 0.05 * i)]
-    out = make_gen(server.url, concurrency=3).generate([ask(k) for k in keys])
+    for i, key in enumerate(keys):  # later prompts answer sooner; the first three meet at a gate,
+        # so a loaded machine cannot make three concurrent requests look sequential
+        server.script[key] = [Reply(delay_s=0.3 - 0.05 * i, gate=3 if i < 3 else 0)]
+    gen = make_gen(server.url, concurrency=3, timeout_s=15.0)  # outlasts the gate's 10 s cap
+    out = gen.generate([ask(k) for k in keys])
     assert [g.text for g in out] == [f"answer to {k}" for k in keys]
     assert server.max_in_flight == 3
     seeds = sorted(p["seed"] for _, _, p in server.requests)

@@ -12,7 +12,8 @@ from tests._cache_root import own_cache_root, real_cache_root
 # Tests never touch the network: make HF libraries fail fast instead of trying the hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
-# generation.dtype auto stays float32 on every CPU: reference-equality tests compare fp32 numbers
+# generation.dtype auto is float32 on every CPU, and a tester's RAGRAY_CPU_BF16=1 must not make it bf16:
+# reference-equality tests compare fp32 numbers
 os.environ.setdefault("RAGRAY_CPU_BF16", "0")
 real_cache_root()  # the tester's cache, resolved before any test sets $RAGRAY_CACHE
 

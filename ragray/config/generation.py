@@ -107,8 +107,8 @@ class GenerationConfig(Section):
     max_tokens: int = Field(32, ge=1)
     seed: int = 0
     dtype: Dtype = Field(
-        "auto", description="auto: bfloat16 on CUDA and on CPUs with native bf16 (AMX / AVX512-BF16), "
-        "float32 on other CPUs (where bf16 is emulated and slower)"
+        "auto", description="auto: bfloat16 on CUDA, float32 on every CPU (bf16 there with RAGRAY_CPU_BF16=1: "
+        "faster on CPUs with AMX or some with AVX512-BF16, but its verdicts can come from rounding)"
     )
     device: str = "auto"
     transformers: TransformersConfig = Field(default_factory=TransformersConfig)

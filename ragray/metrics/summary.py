@@ -140,8 +140,8 @@ def influence_label(mode: str, similarity: str) -> str:
 #: the figures: docs/running.md)
 LOW_PRECISION = ("bfloat16", "float16")
 PRECISION_WARNING = (
-    "{precision}: a verdict can come from rounding, not use (against float32 on 20 questions, 5 got other "
-    "used passages and 4 another verdict: docs/running.md); pin generation.dtype=float32 for verdicts"
+    "{precision}: a verdict can come from rounding, not use (against float32 on 20 questions, on two CPUs 5 and "
+    "6 got other used passages, 4 and 5 another verdict: docs/running.md); pin generation.dtype=float32 for verdicts"
 )
 
 

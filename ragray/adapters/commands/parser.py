@@ -127,8 +127,8 @@ def _add_common(p: argparse.ArgumentParser, *, top_k: bool = True) -> None:
 
 def _add_dtype(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=DTYPES,
-                   help="model weights and compute (generation.dtype; auto: bfloat16 on GPUs and on CPUs "
-                        "with native bf16, else float32)")
+                   help="model weights and compute (generation.dtype; auto: bfloat16 on GPUs, float32 on CPUs; "
+                        "bfloat16 on a CPU is faster on some, but its verdicts can come from rounding)")
 
 
 def _add_influence(p: argparse.ArgumentParser, note: str = "") -> None:

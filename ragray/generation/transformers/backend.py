@@ -29,7 +29,7 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
 from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.packaged import resolve_generator_model
-from ragray.generation.transformers.cpu_features import native_bf16
+from ragray.generation.transformers.cpu_features import auto_bf16_on_cpu
 from ragray.generation.transformers.cpu_engine import CpuEngine
 from ragray.generation.transformers.engine import Engine, ScoreJob
 from ragray.generation.transformers.gpu_engine import GpuEngine
@@ -47,9 +47,10 @@ loads = logging.getLogger("ragray.loads")
 
 
 def _torch_dtype(torch: Any, name: str, device: str) -> Any:
-    """``generation.dtype``; ``auto`` is bf16 on CUDA and on CPUs with native bf16, else fp32."""
+    """``generation.dtype``; ``auto`` is bf16 on CUDA and fp32 on a CPU (bf16 there only with
+    ``RAGRAY_CPU_BF16=1``: :mod:`~ragray.generation.transformers.cpu_features` says why)."""
     if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") or (device == "cpu" and native_bf16()) else torch.float32
+        return torch.bfloat16 if device.startswith("cuda") or (device == "cpu" and auto_bf16_on_cpu()) else torch.float32
     return getattr(torch, name)
 
 

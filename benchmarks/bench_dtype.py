@@ -10,8 +10,9 @@ default before issue 43, whose figures are in ``results/dtype.json``), once with
 compares the two runs: the same baseline answer, the same most influential passage, the same state
 and ``misaligned`` verdict, the same passages marked used (and how many passages' marks differ),
 the Spearman ρ between the two influence vectors and their largest single-passage difference; and it records
-seconds per question of each dtype, and whether this CPU has native bf16 (``native_bf16()``, what
-``generation.dtype: auto`` decides by). The run directories are kept under ``--runs``: an
+seconds per question of each dtype, and whether bf16 is faster on this CPU (``native_bf16()``;
+``generation.dtype: auto`` took bf16 where it was until these figures showed the verdicts it
+changed, and is fp32 on every CPU since). The run directories are kept under ``--runs``: an
 interrupted benchmark resumes where it stopped.
 """
 

@@ -81,8 +81,8 @@ def base_config(path: Path, extra: list[str], runs: Path | None = None) -> Any:
     from ragray.config import load_config
 
     # fp32 pinned: the sessions that run this get different CPUs, and dtype auto then took bf16 on
-    # some and fp32 on others (configs/evidence_frozen.yaml says why; auto is fp32 on every CPU since); the call cache is
-    # one per CPU, so an answer decoded here is the answer stage 2 ablates here
+    # some and fp32 on others (configs/evidence_frozen.yaml says why; auto is fp32 on every CPU
+    # since); the call cache is one per CPU, so an answer decoded here is the answer stage 2 ablates here
     cache = [f"cache.dir={runs / ('cache-' + _cpu_tag())}"] if runs is not None else []
     # the whole answer scored, as every exported case was (the default span became through_gold later)
     return load_config(None, [f"data.path={path}", "retrieval.retriever=given", f"retrieval.top_k={K}",

@@ -50,7 +50,8 @@ def _torch_dtype(torch: Any, name: str, device: str) -> Any:
     """``generation.dtype``; ``auto`` is bf16 on CUDA and fp32 on a CPU (bf16 there only with
     ``RAGRAY_CPU_BF16=1``: :mod:`~ragray.generation.transformers.cpu_features` says why)."""
     if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") or (device == "cpu" and auto_bf16_on_cpu()) else torch.float32
+        on_cuda, bf16_cpu = device.startswith("cuda"), device == "cpu" and auto_bf16_on_cpu()
+        return torch.bfloat16 if on_cuda or bf16_cpu else torch.float32
     return getattr(torch, name)
 
 

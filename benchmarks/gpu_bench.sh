@@ -21,7 +21,11 @@
 #           process: $OUT/base_<i>.json, $OUT/head_<i>.json. GPU_BENCH_AB="shape:questions:pairs:first"
 #           (default "8b:24:3:base"; first = base or head: which side runs first in each pair);
 #           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops);
-#           then bench_attention_gpu once ($OUT/attention.json: one scoring pass's attention, kernel by kernel).
+#           then bench_attention_gpu once ($OUT/attention.json: one scoring pass's attention, kernel by kernel;
+#           GPU_BENCH_ATTENTION=0 skips it). GPU_BENCH_CALLS=N adds N rounds of benchmarks/profile_calls.py
+#           per side, ABBA order ($OUT/calls_<side>_<i>.json: calls/s with the carried KV dropped before
+#           each run, each model call's kernels and matrix shapes; GPU_BENCH_CALLS_ARGS e.g. "--no-profile
+#           --repeats 4"); pairs may be 0.
 set -uo pipefail
 mode=${1:?pack, run or ab}
 here=.gpu/bench
@@ -83,8 +87,21 @@ if [ "$mode" = ab ]; then
       echo "$side $i done at $(( $(date +%s) - t0 )) s"
     done
   done
+  if [ -n "${GPU_BENCH_CALLS:-}" ]; then  # rounds of profile_calls.py, each side in its own process, ABBA order
+    for i in $(seq 1 "$GPU_BENCH_CALLS"); do
+    sides=$order; [ $(( i % 2 )) = 0 ] && sides=$(echo "$order" | awk '{print $2, $1}')
+    for side in $sides; do
+      if [ "$side" = base ]; then tree=$PWD/.gpu/base; commit=$(cat .gpu/base/commit)
+      else tree=$PWD; commit=$(cat "$here/commit"); fi
+      (cd "$tree" && RAGRAY_COMMIT=$commit PYTHONPATH="$needs$tree" timeout 150 python3 "$OLDPWD/benchmarks/profile_calls.py" \
+         --shape "$shape" --questions "$questions" --tokenizer "$OLDPWD/$here/tokenizer" --out "$out/calls_${side}_$i.json" \
+         ${GPU_BENCH_CALLS_ARGS:-} 2>&1 | grep -E "^(warm-up|measured|profiled|generate|score|logprobs)|Error" | cut -c1-200)
+      echo "calls $side $i done at $(( $(date +%s) - t0 )) s"
+    done
+    done
+  fi
   # one scoring pass's attention, kernel by kernel (masked with K/V repeated, GQA math, folded heads)
-  timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | grep -A12 '"max_abs_diff"'
+  [ "${GPU_BENCH_ATTENTION:-1}" = 0 ] || timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | grep -A12 '"max_abs_diff"'
   exit 0
 fi
 for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do

@@ -1,0 +1,135 @@
+"""Each engine call of one bench_gpu ragray run under its own torch profiler, for any tree: where a
+call's device time goes, by kernel and by operator input shape (which matrix shapes, which kernels).
+
+bench_gpu's ``--profile`` gives one profile of a whole run; this splits it per model call
+(``generate``, the scoring call) so two trees can be compared call by call. It imports ``ragray``
+and ``benchmarks.bench_gpu`` from ``PYTHONPATH``, so it runs against the tree ``gpu_bench.sh ab``
+puts there (the base tree too)::
+
+    (cd .gpu/base && PYTHONPATH=$PWD python3 ../../benchmarks/profile_calls.py --shape 8b --out /tmp/b.json)
+    python benchmarks/profile_calls.py --shape tiny --questions 4 --out /tmp/h.json   # CPU, this tree
+
+The process runs a 2-question warm-up, the measured run ``--repeats`` times (calls/s and each model
+call's seconds: the first as bench_gpu's headline, the others warm), then, unless ``--no-profile``,
+one run with each model call profiled. Before every run the KV a generate call carried over is
+dropped: the tree before issue 45 (75290db) reused it in the next run's generate call of the same
+questions, a head start that is not ragray's speed; with it gone both trees do the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# the operators whose device time is split by input shape (matrix products, attention)
+SHAPED_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_cudnn_attention",
+              "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_flash_attention",
+              "aten::_efficient_attention_forward", "aten::_flash_attention_forward")
+
+
+def call_profile(prof: Any, torch: Any, name: str, prompts: int, wall: float) -> dict[str, Any]:
+    """One call's profile: its wall time, kernel time, top kernels, and the shaped operators' device time."""
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels = [(e.key, e.device_time_total / 1e6, e.count) for e in prof.key_averages()
+               if getattr(e, "device_time_total", 0) and e.device_type == cuda]
+    shaped = [(e.key, str(e.input_shapes)[:160], getattr(e, "self_device_time_total", 0) / 1e6, e.count)
+              for e in prof.key_averages(group_by_input_shape=True) if e.key in SHAPED_OPS]
+    if not kernels:  # a CPU run: the operators' own CPU time stands in
+        shaped = [(e.key, str(e.input_shapes)[:160], e.self_cpu_time_total / 1e6, e.count)
+                  for e in prof.key_averages(group_by_input_shape=True) if e.key in SHAPED_OPS]
+    return {"call": name, "prompts": prompts, "wall_s": round(wall, 3),
+            "kernel_s": round(sum(s for _k, s, _c in kernels), 3),
+            "top_kernels": [(k[:110], round(s, 4), c) for k, s, c in sorted(kernels, key=lambda x: -x[1])[:15]],
+            "top_shapes": [(k, sh, round(s, 4), c) for k, sh, s, c in sorted(shaped, key=lambda x: -x[2])[:30]]}
+
+
+def drop_carried(gen: Any) -> None:
+    """Forget the KV the last generate call carried over, in either tree's layout."""
+    engine = getattr(gen, "_engine", None)
+    prefill = getattr(engine, "prefill", None) or getattr(gen, "_batched", None)
+    if prefill is not None and hasattr(prefill, "_carried"):
+        prefill._carried = []
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="tiny")
+    ap.add_argument("--questions", type=int, default=24)
+    ap.add_argument("--tokenizer", default=None)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repeats", type=int, default=2, help="measured runs after the warm-up")
+    ap.add_argument("--no-profile", action="store_true", help="skip the profiled run")
+    args = ap.parse_args(argv)
+    import ragray
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks import bench_gpu as bg
+    from ragray.config import GenerationConfig
+
+    try:
+        from ragray.generation.transformers.backend import TransformersGenerator
+    except ImportError:  # the tree before the backend became a package
+        from ragray.generation.transformers_backend import TransformersGenerator
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    out: dict[str, Any] = {"commit": __import__("os").environ.get("RAGRAY_COMMIT"), "shape": args.shape,
+                           "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "runs": []}
+    with tempfile.TemporaryDirectory(prefix="ragray-model-") as folder:
+        model, tok, _info = bg.build_model(args.shape, Path(folder), bg.tokenizer_dir(args.tokenizer), device)
+        gen = TransformersGenerator.from_model(model, tok, GenerationConfig(model=folder), path=folder, device=device)
+        scoring = "logprobs" if hasattr(type(gen), "logprobs") else "score"
+        profiled: list[dict[str, Any]] = []
+        state: dict[str, Any] = {"on": False, "seconds": {}}
+
+        def wrap(name: str, method: Any) -> Any:
+            def call(*a: Any, **k: Any) -> Any:
+                if not state["on"]:
+                    began = time.perf_counter()
+                    try:
+                        return method(*a, **k)
+                    finally:
+                        bg.sync(device)
+                        spent = state["seconds"]
+                        spent[name] = round(spent.get(name, 0.0) + time.perf_counter() - began, 3)
+                bg.sync(device)
+                began = time.perf_counter()
+                with profile(activities=activities, record_shapes=True) as prof:
+                    result = method(*a, **k)
+                    bg.sync(device)
+                wall = time.perf_counter() - began
+                profiled.append(call_profile(prof, torch, name, len(a[0]) if a else 0, wall))
+                return result
+            return call
+
+        for name in ("generate", scoring):
+            setattr(gen, name, wrap(name, getattr(gen, name)))
+        settings = {"metrics.embedding": False, **getattr(bg, "WORKLOAD", {})}
+        with tempfile.TemporaryDirectory(prefix="profile-calls-") as tmp:
+            plan = [("warm-up", 2)] + [(f"measured {r + 1}", args.questions) for r in range(args.repeats)]
+            for i, (label, n) in enumerate(plan + ([] if args.no_profile else [("profiled", args.questions)])):
+                state["on"], state["seconds"] = label == "profiled", {}
+                drop_carried(gen)
+                bg.sync(device)
+                began = time.perf_counter()
+                run = ragray.run(progress=False, model=gen,
+                                 settings={**settings, "cache.dir": f"{tmp}/{i}", "data.limit": n})
+                bg.sync(device)
+                wall = time.perf_counter() - began
+                row = {"run": label, "questions": n, "calls": int(len(run.calls)), "wall_s": round(wall, 2),
+                       "calls_per_s": round(len(run.calls) / wall, 2), "engine": run.summary.get("engine"),
+                       "backend_settings": run.summary.get("backend_settings"), "model_seconds": state["seconds"]}
+                out["runs"].append(row)
+                print(label, {k: row[k] for k in ("calls", "wall_s", "calls_per_s", "model_seconds")}, flush=True)
+    out["calls"] = profiled
+    for c in profiled:
+        print(c["call"], c["prompts"], "wall", c["wall_s"], "kernels", c["kernel_s"], flush=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,10 @@
 #           (a 2-question warm-up, then the measured run) at <rev> and here, alternated, each in its own
 #           process: $OUT/base_<i>.json, $OUT/head_<i>.json. GPU_BENCH_AB="shape:questions:pairs:first"
 #           (default "8b:24:3:base"; first = base or head: which side runs first in each pair);
-#           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops);
+#           GPU_BENCH_ARGS="--profile 24" adds a profiled run to each (the device's busy share, top kernels and host ops).
+#           These pairs run each tree's own bench_gpu: 75290db reuses the KV a run's generate call carried
+#           into the next run's generate call of the same questions (the warm-up's 2 in the measured run, all
+#           24 in the profiled one), a head start head does not take; GPU_BENCH_CALLS below compares fairly;
 #           then bench_attention_gpu once ($OUT/attention.json: one scoring pass's attention, kernel by kernel;
 #           GPU_BENCH_ATTENTION=0 skips it). GPU_BENCH_CALLS=N adds N rounds of benchmarks/profile_calls.py
 #           per side, ABBA order ($OUT/calls_<side>_<i>.json: calls/s with the carried KV dropped before

@@ -22,6 +22,8 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,47 +84,52 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ragray-model-") as folder:
         model, tok, _info = bg.build_model(args.shape, Path(folder), bg.tokenizer_dir(args.tokenizer), device)
         gen = TransformersGenerator.from_model(model, tok, GenerationConfig(model=folder), path=folder, device=device)
-        scoring = "logprobs" if hasattr(type(gen), "logprobs") else "score"
+        names = ("generate", "logprobs" if hasattr(type(gen), "logprobs") else "score")
         profiled: list[dict[str, Any]] = []
-        state: dict[str, Any] = {"on": False, "seconds": {}}
 
-        def wrap(name: str, method: Any) -> Any:
-            def call(*a: Any, **k: Any) -> Any:
-                if not state["on"]:
-                    began = time.perf_counter()
-                    try:
-                        return method(*a, **k)
-                    finally:
-                        bg.sync(device)
-                        spent = state["seconds"]
-                        spent[name] = round(spent.get(name, 0.0) + time.perf_counter() - began, 3)
-                bg.sync(device)
-                began = time.perf_counter()
-                with profile(activities=activities, record_shapes=True) as prof:
-                    result = method(*a, **k)
+        @contextmanager
+        def each_call_profiled() -> Iterator[dict[str, float]]:
+            """``gen``'s model methods, each call under its own profiler (appended to ``profiled``);
+            yields the seconds per method, profiler included."""
+            spent: dict[str, float] = {}
+
+            def wrap(name: str, method: Any) -> Any:
+                def call(*a: Any, **k: Any) -> Any:
                     bg.sync(device)
-                wall = time.perf_counter() - began
-                profiled.append(call_profile(prof, torch, name, len(a[0]) if a else 0, wall))
-                return result
-            return call
+                    began = time.perf_counter()
+                    with profile(activities=activities, record_shapes=True) as prof:
+                        result = method(*a, **k)
+                        bg.sync(device)
+                    wall = time.perf_counter() - began
+                    spent[name] = round(spent.get(name, 0.0) + wall, 3)
+                    profiled.append(call_profile(prof, torch, name, len(a[0]) if a else 0, wall))
+                    return result
+                return call
 
-        for name in ("generate", scoring):
-            setattr(gen, name, wrap(name, getattr(gen, name)))
+            for name in names:
+                setattr(gen, name, wrap(name, getattr(gen, name)))
+            try:
+                yield spent
+            finally:
+                for name in names:
+                    delattr(gen, name)
+
         settings = {"metrics.embedding": False, **getattr(bg, "WORKLOAD", {})}
         with tempfile.TemporaryDirectory(prefix="profile-calls-") as tmp:
             plan = [("warm-up", 2)] + [(f"measured {r + 1}", args.questions) for r in range(args.repeats)]
             for i, (label, n) in enumerate(plan + ([] if args.no_profile else [("profiled", args.questions)])):
-                state["on"], state["seconds"] = label == "profiled", {}
                 drop_carried(gen)
                 bg.sync(device)
                 began = time.perf_counter()
-                run = ragray.run(progress=False, model=gen,
-                                 settings={**settings, "cache.dir": f"{tmp}/{i}", "data.limit": n})
+                # the tree's own bench_gpu times the model methods (synced at each call's end)
+                with each_call_profiled() if label == "profiled" else bg.timed_methods(gen, names) as spent:
+                    run = ragray.run(progress=False, model=gen,
+                                     settings={**settings, "cache.dir": f"{tmp}/{i}", "data.limit": n})
                 bg.sync(device)
                 wall = time.perf_counter() - began
                 row = {"run": label, "questions": n, "calls": int(len(run.calls)), "wall_s": round(wall, 2),
                        "calls_per_s": round(len(run.calls) / wall, 2), "engine": run.summary.get("engine"),
-                       "backend_settings": run.summary.get("backend_settings"), "model_seconds": state["seconds"]}
+                       "backend_settings": run.summary.get("backend_settings"), "model_seconds": spent}
                 out["runs"].append(row)
                 print(label, {k: row[k] for k in ("calls", "wall_s", "calls_per_s", "model_seconds")}, flush=True)
     out["calls"] = profiled

@@ -28,7 +28,7 @@
 #           GPU_BENCH_ATTENTION=0 skips it). GPU_BENCH_CALLS=N adds N rounds of benchmarks/profile_calls.py
 #           per side, ABBA order ($OUT/calls_<side>_<i>.json: calls/s with the carried KV dropped before
 #           each run, each model call's kernels and matrix shapes; GPU_BENCH_CALLS_ARGS e.g. "--no-profile
-#           --repeats 4"); pairs may be 0.
+#           --repeats 4"); pairs may be 0. `ab` starts with the CUDA exactness test of this tree (as `run` ends).
 set -uo pipefail
 mode=${1:?pack, run or ab}
 here=.gpu/bench
@@ -75,7 +75,13 @@ export PYTHONPATH="$needs$PWD"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 RAGRAY_COMMIT=$(cat "$here/commit")
 export RAY_USAGE_STATS_ENABLED=0
 echo "setup $(( $(date +%s) - t0 )) s"
+exactness() {  # the bf16 exactness check on CUDA (gpu strategy vs plain forward passes; grouped-query
+  # SDPA vs transformers' repeat path), JUnit XML beside the JSONs; GPU_BENCH_TESTS=0 skips it
+  [ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -s -p no:cacheprovider tests/generation/test_strategy.py \
+    -k cuda_bf16 --junitxml "$out/cuda_exactness.xml" 2>&1 | grep -E "fused|passed|failed|Error|assert" | cut -c1-300
+}
 if [ "$mode" = ab ]; then
+  exactness
   [ -d .gpu/base ] || { echo ".gpu/base is missing: GPU_BENCH_BASE=<rev> bash benchmarks/gpu_bench.sh pack, and carry it"; exit 2; }
   IFS=: read -r shape questions pairs first <<<"${GPU_BENCH_AB:-8b:24:3:base}"
   order="base head"; [ "$first" = head ] && order="head base"
@@ -116,9 +122,7 @@ for item in ${GPU_BENCH_PLAN:-1b:24:150 8b:24:280}; do
     | grep -v -E "Loading weights|Writing model|it/s\]" | cut -c1-600
   echo "$shape done at $(( $(date +%s) - t0 )) s"
 done
-# attention kernels of one scoring pass (masked SDPA, FlashAttention varlen), then the bf16
-# exactness check on CUDA (gpu strategy vs plain forward passes), JUnit XML beside the JSONs
+# attention kernels of one scoring pass (masked SDPA, FlashAttention varlen), then the exactness check
 timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | tail -12
-[ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -p no:cacheprovider tests/generation/test_strategy.py -k cuda_bf16 \
-  --junitxml "$out/cuda_exactness.xml" 2>&1 | tail -3
+exactness
 ls -la "$out"

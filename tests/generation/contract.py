@@ -8,6 +8,7 @@ behaviour a working backend has, not exact strings.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ragray.generation import Generation, Generator
 from ragray.generation.prompts import get_template
@@ -97,3 +98,22 @@ def check_contract(gen: Generator, max_tokens: int = 16) -> None:
     check_score(gen)
     check_divergence(gen)
     assert isinstance(gen.model_id, str) and gen.model_id
+
+
+def tiny_gpu_generator(*, vocab_size: int = 300, seed: int = 0) -> Any:
+    """A transformers generator on the gpu engine (on CPU) over a random 2-layer grouped-query Llama
+    (sdpa attention): for the engine's tests that need no tokenizer."""
+    from types import SimpleNamespace
+
+    import torch
+    import transformers
+
+    from ragray.config import GenerationConfig
+    from ragray.generation.transformers.backend import TransformersGenerator
+
+    config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=2048, attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    return TransformersGenerator(transformers.LlamaForCausalLM(config), SimpleNamespace(eos_token_id=2),
+                                 GenerationConfig(transformers={"strategy": "gpu"}), path="tiny", device="cpu")

@@ -14,7 +14,7 @@ from ragray.generation.engine_counts import ENGINE_COUNTS, EngineCounts, engine_
 from ragray.generation.transformers.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
 from ragray.generation.transformers.backend import TransformersGenerator
 from ragray.pipeline.in_flight import questions_in_flight
-from tests.generation.contract import FACT, NOISE, QUESTION, TEMPLATE, ablation_prompts
+from tests.generation.contract import FACT, NOISE, QUESTION, TEMPLATE, ablation_prompts, tiny_gpu_generator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -70,6 +70,89 @@ def test_passes_are_cut_where_padding_costs_more_than_a_pass():
     assert cut_passes([105, 100, 100], budget=10_000, overhead=1024) == [(0, 3)]
     assert cut_passes([5000], budget=100, overhead=10) == [(0, 1)]  # one row over the budget runs alone
     assert cut_passes([], budget=100) == []
+
+
+def _held(rests: list[int], reused: list[int], cuts: list[tuple[int, int]], weight: float = 1.0) -> float:
+    """The most a pass of ``cuts`` holds: rows x (longest rest + weight x longest reused prefix)."""
+    return max((end - start) * (rests[start] + weight * max(reused[start:end])) for start, end in cuts)
+
+
+def test_a_pass_stacking_long_prefixes_is_cut_within_its_memory():
+    """Every row of a pass gets the pass's longest reused prefix: with a memory bound, rows x (width
+    + weight x longest prefix) stays within it; without one (a CPU) the cut is as before."""
+    from ragray.generation.transformers.batched import cut_passes
+
+    short = [65] * 40  # the last wave's rests: an answer after a whole prompt
+    prefixes = [1084] * 40
+    assert cut_passes(short, budget=32_768, prefixes=prefixes) == [(0, 40)]
+    cuts = cut_passes(short, budget=32_768, prefixes=prefixes, memory=20_000, prefix_weight=1.0)
+    assert len(cuts) == 3 and max(end - start for start, end in cuts) == 20_000 // (65 + 1084)  # 17 rows
+    assert all((end - start) * (65 + 1084) <= 20_000 for start, end in cuts)
+    # 23 rows with no prefix beside two that reuse ~870 tokens (the record run's 10th pass)
+    rests, reused = [110] + [106] * 23 + [100], [876] + [0] * 23 + [863]
+    assert _held(rests, reused, cut_passes(rests, budget=32_768, overhead=1024)) > 12_000
+    assert _held(rests, reused, cut_passes(rests, budget=32_768, overhead=1024, prefixes=reused, memory=12_000,
+                                           prefix_weight=1.0)) <= 12_000
+    assert cut_passes([5000], budget=100, prefixes=[9000], memory=10, prefix_weight=1.0) == [(0, 1)]  # alone
+
+
+def test_a_pass_is_planned_with_the_prefix_kv_it_stacks():
+    """sizes_from_free: what a pass may hold in tokens (its share and the decoding rows': they are
+    never live at once; the 32,768-token cap is for speed, not memory) and what a stacked prefix
+    column weighs (an 8B shape: 128 KiB of KV against 148 KiB of activations a token). At 60 GB free
+    (an 80 GB GPU and its weights) the record run's widest pass (49 rows of 65 tokens after up to
+    1,084 reused ones) fits whole, and so would 64 questions in flight's (~130 rows); a wave of 640
+    such rows (~70 GB of stacked prefix KV in the 504-row pass the token cap alone allows) is cut
+    within it."""
+    from ragray.generation.transformers.batched import cut_passes
+    from ragray.generation.transformers.strategy import sizes_from_free
+
+    sizes = sizes_from_free(_8b_shape(), 60 * 10**9)
+    assert sizes.tokens_per_pass == 32_768 and sizes.memory_tokens == int(0.45 * 60 * 10**9 / 151_552)
+    assert sizes.prefix_weight == pytest.approx(131_072 / 151_552)
+    assert sizes_from_free(_8b_shape(), 60 * 10**9, tokens_per_pass=200_000).memory_tokens == 200_000
+    kw = dict(budget=sizes.tokens_per_pass, memory=sizes.memory_tokens, prefix_weight=sizes.prefix_weight)
+    assert cut_passes([65] * 49, prefixes=[1084] * 49, **kw) == [(0, 49)]
+    assert cut_passes([65] * 130, prefixes=[1084] * 130, **kw) == [(0, 130)]
+    cuts = cut_passes([65] * 640, prefixes=[1084] * 640, **kw)
+    assert cut_passes([65] * 640, budget=sizes.tokens_per_pass, prefixes=[1084] * 640) == [(0, 504), (504, 640)]
+    assert len(cuts) > 2 and all((e - s) * (65 + sizes.prefix_weight * 1084) <= sizes.memory_tokens for s, e in cuts)
+
+
+def test_the_gpu_engine_cuts_its_passes_within_the_memory_bound():
+    """On a real gpu engine (CPU, float32): a memory bound that binds runs more, smaller passes, each
+    within it, and gives the unbounded scores."""
+    prefill = tiny_gpu_generator(vocab_size=512).engine.prefill
+    base = list(range(3, 400))
+    seqs = {0: base, **{i: base[: 40 * i] + [200 + i] * 30 for i in range(1, 9)},
+            **{10 + i: base + [250 + i] * 5 for i in range(12)}}  # short rests after the whole prompt
+    caps = {i: len(ids) - 1 for i, ids in seqs.items()}
+    sums: dict[int, float] = {}
+
+    def consume(indices, logits, keeps):
+        for b, i in enumerate(indices):
+            sums[i] = float(logits[b, -1].float().log_softmax(-1).max())
+
+    def run(memory):
+        passes = []
+        original = prefill._pass
+
+        def spy(rows, seqs_, keep, consume_):
+            passes.append((len(rows), max(r.new(seqs_) for r in rows), max(r.reuse for r in rows)))
+            return original(rows, seqs_, keep, consume_)
+
+        prefill._pass, prefill.memory_tokens, prefill.prefix_weight = spy, memory, 1.0 if memory else 0.0
+        sums.clear()
+        with torch.inference_mode():
+            prefill.run(seqs, caps, dict.fromkeys(seqs, 1), consume)
+        del prefill._pass
+        return passes, dict(sums)
+
+    free, want = run(None)
+    bounded, got = run(2_000)
+    assert len(bounded) > len(free) and all(r * (w + p) <= 2_000 for r, w, p in bounded if r > 1)
+    assert max(r * (w + p) for r, w, p in free) > 2_000  # the bound did bind
+    assert got == pytest.approx(want, abs=1e-5)
 
 
 def test_a_header_is_not_worth_a_wave():

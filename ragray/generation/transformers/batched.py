@@ -18,8 +18,10 @@ loops over them in attention, right for 2 cores; here the prompts of one wave of
   from the carried KV instead (a question's scoring prompts are its baseline prompt plus the
   answer, and its ablations: they then run in one wave, none of them computing the baseline again);
 - waves are cut into passes of at most ``tokens_per_pass`` tokens (padding included), rows of
-  similar rest lengths together (:func:`cut_passes` weighs padding against a pass's fixed cost); a pass that runs out of device memory is
-  halved and retried, and later passes use the smaller size: no prompt is lost or changed.
+  similar rest lengths together (:func:`cut_passes` weighs padding against a pass's fixed cost),
+  and, on a GPU, within the device memory a pass may hold, counting the prefix KV it stacks (every
+  row gets the pass's longest reused prefix); a pass that runs out of device memory is halved and
+  retried, and later passes use the smaller size: no prompt is lost or changed.
 
 The prefix KV of a row is copied into its pass's cache (``R`` columns per row): on a GPU that copy
 is ~1/1000 of the pass's time (HBM moves a 1,000-token 8B-model KV in well under a millisecond).
@@ -70,10 +72,14 @@ class BatchedPrefill:
     """Prefill prompts wave by wave in padded passes (see the module docstring)."""
 
     def __init__(self, model: Any, torch: Any, device: str, *, keep_arg: str | None, tokens_per_pass: int,
-                 plan_tokens: int, counts: EngineCounts, pad_id: int = 0) -> None:
+                 plan_tokens: int, counts: EngineCounts, pad_id: int = 0, memory_tokens: int | None = None,
+                 prefix_weight: float = 0.0) -> None:
         self.model, self.torch, self.device = model, torch, device
         self.keep_arg = keep_arg
         self.tokens_per_pass = tokens_per_pass
+        #: the device memory a pass may hold, in tokens, its stacked prefix columns weighing
+        #: ``prefix_weight`` each (:func:`cut_passes`); None: not bounded (a CPU)
+        self.memory_tokens, self.prefix_weight = memory_tokens, prefix_weight
         #: the planned pass size: an out-of-memory pass halves ``tokens_per_pass``; each call that
         #: then runs without one doubles it back, up to this
         self.planned_tokens_per_pass = tokens_per_pass
@@ -85,11 +91,12 @@ class BatchedPrefill:
         # scoring prompts are those prompts plus an answer, and the ablations share their prefixes)
         self._carried: list[tuple[list[int], tuple[Piece, ...]]] = []
 
-    def plan(self, *, tokens_per_pass: int, plan_tokens: int) -> None:
+    def plan(self, *, tokens_per_pass: int, plan_tokens: int, memory_tokens: int | None = None) -> None:
         """New sizes (read from the memory free at a call's start). A pass size an out-of-memory
         pass shrank stays at most what it shrank to; clean calls double it back up to the new plan."""
         shrunk = self.tokens_per_pass < self.planned_tokens_per_pass
         self.planned_tokens_per_pass, self.plan_tokens = tokens_per_pass, plan_tokens
+        self.memory_tokens = memory_tokens
         self.tokens_per_pass = min(self.tokens_per_pass, tokens_per_pass) if shrunk else tokens_per_pass
 
     def drop_carried(self) -> None:
@@ -160,7 +167,12 @@ class BatchedPrefill:
               ) -> list[tuple[int, tuple[Piece, ...]]]:
         rows = sorted(rows, key=lambda r: -r.new(seqs))
         out: list[tuple[int, tuple[Piece, ...]]] = []
-        for start, end in cut_passes([r.new(seqs) for r in rows], self.tokens_per_pass):
+        # the memory bound shrinks with the pass size after an out-of-memory pass, and grows back with it
+        memory = (None if self.memory_tokens is None
+                  else self.memory_tokens * self.tokens_per_pass / self.planned_tokens_per_pass)
+        for start, end in cut_passes([r.new(seqs) for r in rows], self.tokens_per_pass,
+                                     prefixes=[r.reuse for r in rows], memory=memory,
+                                     prefix_weight=self.prefix_weight):
             out += self._pass_or_halve(rows[start:end], seqs, keep, consume)
         return out
 
@@ -241,19 +253,32 @@ def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[St
     return waves
 
 
-def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TOKENS) -> list[tuple[int, int]]:
+def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TOKENS, *,
+               prefixes: list[int] | None = None, memory: float | None = None,
+               prefix_weight: float = 0.0) -> list[tuple[int, int]]:
     """Cut rows of ``lengths`` (sorted longest first) into passes ``[start, end)`` of at most
     ``budget`` tokens each (a longer row alone), at the least cost: a pass costs its rows times
     its longest row (padding included) plus ``overhead``. Dynamic programming over the cuts; where
     rest lengths spread (drop-one rests run from a few to ~1,000 tokens) this keeps padding low
-    without a pass per row."""
+    without a pass per row.
+
+    With ``memory``, a pass also holds its rows' stacked prefix KV: every row gets the pass's
+    longest reused prefix (``prefixes[i]`` columns for row ``i``), each column weighing
+    ``prefix_weight`` tokens. A pass's tokens plus its prefix columns' weight stay within
+    ``memory``: many short rests after long prefixes (a wave of many questions in flight) would
+    otherwise stack more KV than a pass may hold."""
     n = len(lengths)
+    bounded = memory is not None and prefixes is not None
     best = [0.0] + [float("inf")] * n
     cut = [0] * (n + 1)
     for end in range(1, n + 1):
+        widest = 0  # the longest prefix of rows start..end
         for start in range(end - 1, -1, -1):
             size = (end - start) * lengths[start]
-            if size > budget and end - start > 1:
+            if bounded:
+                widest = max(widest, prefixes[start])
+            over = size > budget or (bounded and (end - start) * (lengths[start] + prefix_weight * widest) > memory)
+            if over and end - start > 1:
                 break
             cost = best[start] + overhead + size
             if cost < best[end]:

@@ -47,7 +47,8 @@ class GpuEngine(Engine):
         self.prefill = BatchedPrefill(
             model, self.torch, device, keep_arg=self.keep_arg, tokens_per_pass=self.sizes.tokens_per_pass,
             plan_tokens=self.sizes.plan_tokens, counts=self.counts,
-            pad_id=pad_id if isinstance(pad_id, int) else min(self.eos, default=0))
+            pad_id=pad_id if isinstance(pad_id, int) else min(self.eos, default=0),
+            memory_tokens=self.sizes.memory_tokens, prefix_weight=self.sizes.prefix_weight)
 
     def _read_sizes(self) -> GpuSizes:
         """Sizes from the memory free on the device now; the sizes the settings name are kept."""
@@ -57,15 +58,17 @@ class GpuEngine(Engine):
 
     def _plan_call(self) -> None:
         """Re-read the sizes at the start of each call: one budget, the memory free now, that the
-        weights, the KV carried from the last generate call, a plan's held KV, a pass and the decoding
-        rows all count against (what this process holds is not free). A size an out-of-memory error
-        shrank stays at most what it shrank to; clean calls double it back up to the new plan.
+        weights, the KV carried from the last generate call, a plan's held KV, a pass (with the prefix
+        KV it stacks) and the decoding rows all count against (what this process holds is not free).
+        A size an out-of-memory error shrank stays at most what it shrank to; clean calls double it
+        back up to the new plan.
         Questions in flight stay as sized when the model opened (the pipeline keeps them)."""
         sizes = self._read_sizes()
         shrunk = self.batch_size < self.sizes.decode_rows
         self.sizes = replace(sizes, questions_in_flight=self.questions_in_flight)
         self.batch_size = min(self.batch_size, sizes.decode_rows) if shrunk else sizes.decode_rows
-        self.prefill.plan(tokens_per_pass=sizes.tokens_per_pass, plan_tokens=sizes.plan_tokens)
+        self.prefill.plan(tokens_per_pass=sizes.tokens_per_pass, plan_tokens=sizes.plan_tokens,
+                          memory_tokens=sizes.memory_tokens)
 
     def settings(self) -> dict[str, Any]:
         # the pass size now (an out-of-memory retry shrinks it, clean calls grow it back)

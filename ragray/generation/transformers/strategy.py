@@ -15,6 +15,9 @@ of the ``gpu`` strategy come from the memory free on the device at each engine c
 (:func:`gpu_sizes`): one budget that the weights, the KV carried between calls, the KV a plan holds,
 a pass and the decoding rows all count against (what this process has allocated is not free); the
 settings that name a size win over them. Questions in flight are sized once, when the model opens.
+A pass also counts the prefix KV it stacks (each row gets the pass's longest reused prefix: a wave
+of hundreds of short rests after long prefixes would otherwise stack tens of GB at an 8B shape),
+within its share and the decoding rows' (a pass and decoding are never live at once).
 """
 
 from __future__ import annotations
@@ -49,13 +52,17 @@ def resolve_strategy(setting: str, device: str) -> str:
 @dataclass(frozen=True)
 class GpuSizes:
     """The gpu strategy's sizes: tokens per padded pass, prompt tokens per wave plan (their KV is
-    held between waves), prompts decoded together, questions in flight."""
+    held between waves), prompts decoded together, questions in flight; and a pass's share of the
+    memory in tokens (``memory_tokens``, None where memory does not bound it), which its tokens and
+    the prefix KV it stacks count against, a prefix column weighing ``prefix_weight`` tokens."""
 
     tokens_per_pass: int
     plan_tokens: int
     decode_rows: int
     questions_in_flight: int
     free_bytes: int | None
+    memory_tokens: int | None = None
+    prefix_weight: float = 0.0
 
 
 def kv_bytes_per_token(model: Any) -> int:
@@ -113,12 +120,17 @@ def gpu_sizes(model: Any, torch: Any, device: str, *, tokens_per_pass: int | Non
 def sizes_from_free(model: Any, free: int, *, tokens_per_pass: int | None = None,
                     batch_size: int | None = None) -> GpuSizes:
     """The gpu strategy's sizes for ``free`` bytes of device memory; given values are kept."""
-    kv = kv_bytes_per_token(model)
+    kv, activations = kv_bytes_per_token(model), _activation_bytes_per_token(model)
     per_prompt = kv * _PLANNED_PROMPT_TOKENS
+    per_pass = tokens_per_pass or _clamp(_PASS_SHARE * free / activations, 1024, 32768)
     return GpuSizes(
-        tokens_per_pass=tokens_per_pass or _clamp(_PASS_SHARE * free / _activation_bytes_per_token(model), 1024, 32768),
+        tokens_per_pass=per_pass,
         plan_tokens=_clamp(_PLAN_SHARE * free / kv, 8192, 1 << 20),
         decode_rows=batch_size or _clamp(_DECODE_SHARE * free / per_prompt, 1, 256),
         questions_in_flight=_clamp(_DECODE_SHARE * free / per_prompt, 4, 64),
         free_bytes=free,
+        # what a pass may hold: its share and the decoding rows' (a pass and decoding are never live
+        # at once), unclamped (the 32,768-token cap is for speed, not memory), never below the pass size
+        memory_tokens=max(per_pass, int((_PASS_SHARE + _DECODE_SHARE) * free / activations)),
+        prefix_weight=kv / activations,
     )

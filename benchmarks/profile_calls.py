@@ -14,9 +14,10 @@ call's seconds: the first as bench_gpu's headline, the others warm), then, unles
 one run with each model call profiled, and with ``--count-ops`` one run with each model call's
 aten operators counted (what a call asks of the device, one launch each on a GPU: the host's share
 of a call, comparable between trees on a CPU; ``--strategy gpu --layers 2``, then ``--layers 4``,
-gives the per-layer count to scale to the 8B shape's 32). Before every run the KV a generate call carried over is
-dropped: the tree before issue 45 (75290db) reused it in the next run's generate call of the same
-questions, a head start that is not ragray's speed; with it gone both trees do the same work.
+gives the per-layer count to scale to the 8B shape's 32). Before every run the KV a generate call
+carried over is dropped: the tree before issue 45 (75290db) reused it in the next run's generate
+call of the same questions, a head start that is not ragray's speed; with it gone both trees do
+the same work.
 """
 
 from __future__ import annotations
@@ -116,7 +117,6 @@ def main(argv: list[str] | None = None) -> None:
                                                device=device)
         names = ("generate", "logprobs" if hasattr(type(gen), "logprobs") else "score")
         profiled: list[dict[str, Any]] = []
-
         counted: list[dict[str, Any]] = []
 
         @contextmanager

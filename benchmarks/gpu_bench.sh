@@ -78,11 +78,11 @@ echo "setup $(( $(date +%s) - t0 )) s"
 exactness() {  # the bf16 exactness check on CUDA (gpu strategy vs plain forward passes; grouped-query
   # SDPA vs transformers' repeat path), JUnit XML beside the JSONs; GPU_BENCH_TESTS=0 skips it
   [ "${GPU_BENCH_TESTS:-1}" = 0 ] || timeout 90 python3 -m pytest -q -s -p no:cacheprovider tests/generation/test_strategy.py \
-    -k cuda_bf16 --junitxml "$out/cuda_exactness.xml" 2>&1 | grep -E "fused|passed|failed|Error|assert" | cut -c1-300
+    -k cuda_bf16 --junitxml "$out/cuda_exactness.xml" 2>&1 | grep -E "fused|passed|failed|skipped|Error|assert" | cut -c1-300
 }
 if [ "$mode" = ab ]; then
-  exactness
   [ -d .gpu/base ] || { echo ".gpu/base is missing: GPU_BENCH_BASE=<rev> bash benchmarks/gpu_bench.sh pack, and carry it"; exit 2; }
+  exactness
   IFS=: read -r shape questions pairs first <<<"${GPU_BENCH_AB:-8b:24:3:base}"
   order="base head"; [ "$first" = head ] && order="head base"
   for i in $(seq 1 "$pairs"); do

@@ -52,8 +52,8 @@ def resolve_strategy(setting: str, device: str) -> str:
 @dataclass(frozen=True)
 class GpuSizes:
     """The gpu strategy's sizes: tokens per padded pass, prompt tokens per wave plan (their KV is
-    held between waves), prompts decoded together, questions in flight; and a pass's share of the
-    memory in tokens (``memory_tokens``, None where memory does not bound it), which its tokens and
+    held between waves), prompts decoded together, questions in flight; and the memory a pass may
+    hold, in tokens (``memory_tokens``, None where memory does not bound it), which its tokens and
     the prefix KV it stacks count against, a prefix column weighing ``prefix_weight`` tokens."""
 
     tokens_per_pass: int

@@ -49,7 +49,8 @@ def test_pass_mask_by_hand():
     position and runs 2 tokens, row 1 reuses none and runs 3."""
     from ragray.generation.transformers.batched import _pass_mask
 
-    mask = _pass_mask(torch, [2, 3], [1, 0], width=3, prefix=1)[:, 0].int().tolist()
+    starts, reuses = torch.tensor([3 - 2, 3 - 3]), torch.tensor([1, 0])  # where each row's own tokens begin
+    mask = _pass_mask(torch, starts, reuses, width=3, prefix=1)[:, 0].int().tolist()
     assert mask[0] == [[0, 1, 0, 0],   # padding query: itself only
                        [1, 0, 1, 0],   # prefix + its first token
                        [1, 0, 1, 1]]

@@ -1,9 +1,9 @@
 """Batched prefill: the GPU strategy's way to run many prompts' tokens in few, large forward passes.
 
 A GPU is fed by wide batches: one forward pass of 16 x 1,000 tokens costs about what one of 1,000
-tokens costs plus its arithmetic, and each pass launches every kernel of every layer and ends in a
-host wait. The CPU engine (:mod:`ragray.generation.transformers.packed`) packs prompts into one row and
-loops over them in attention, right for 2 cores; here the prompts of one wave of the prefix trie
+tokens costs plus its arithmetic, and each pass launches every kernel of every layer. The CPU
+engine (:mod:`ragray.generation.transformers.packed`) packs prompts into one row and loops over
+them in attention, right for 2 cores; here the prompts of one wave of the prefix trie
 (:func:`~ragray.generation.transformers.plan.wave_plan`) go through the model as ONE padded batch:
 
 - each prompt reuses the KV of the prompt it branches off (an earlier wave's) for its shared prefix
@@ -23,6 +23,10 @@ loops over them in attention, right for 2 cores; here the prompts of one wave of
   row gets the pass's longest reused prefix); a pass that runs out of device memory is halved and
   retried, and later passes use the smaller size: no prompt is lost or changed.
 
+A pass's host tensors (ids, positions, the mask's bounds) go onto the device queued behind the
+pass before it (:mod:`~ragray.generation.transformers.transfer`): the host builds a pass while the
+device runs the last one, and no pass waits for the device.
+
 The prefix KV of a row is copied into its pass's cache (``R`` columns per row): on a GPU that copy
 is ~1/1000 of the pass's time (HBM moves a 1,000-token 8B-model KV in well under a millisecond).
 The numbers equal a separate forward of each prompt up to the batch shape's rounding: exactly in
@@ -38,12 +42,14 @@ from typing import Any
 from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.transformers.kv import BatchRow, Piece, cache_layers, stack_pieces, truncate
 from ragray.generation.transformers.plan import Step, common_prefix_len, keyed_waves
+from ragray.generation.transformers.transfer import to_device
 
 __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
 
 #: a pass's fixed cost in tokens, for cutting waves into passes (:func:`cut_passes`): launching every
-#: kernel of every layer and waiting for the result takes about as long as ~1k tokens of an 8B
-#: model's prefill on an H100 (~30 ms; an estimate, not measured per device)
+#: kernel of every layer, and the small kernels that build the pass (its mask, its stacked prefix KV),
+#: take about as long as ~1k tokens of an 8B model's prefill on an H100 (~30 ms; an estimate, not
+#: measured per device)
 PASS_OVERHEAD_TOKENS = 1024
 
 #: a prompt that shares fewer tokens than this with the prompt it branches off computes them
@@ -205,13 +211,16 @@ class BatchedPrefill:
         for b, (row, n) in enumerate(zip(rows, news)):
             ids[b, width - n :] = torch.tensor(seqs[row.index][row.reuse :])
             positions[b, width - n :] = torch.arange(row.reuse, row.reuse + n)
-        mask = _pass_mask(torch, news, reuses, width, prefix, device=dev)
+        # queued behind the previous pass, not waited for: the host builds this pass while the device runs that one
+        ids, positions, bounds = to_device(torch, dev, ids, positions,
+                                           torch.tensor([[width - n for n in news], reuses]))
+        mask = _pass_mask(torch, bounds[0], bounds[1], width, prefix)
         n_keep = max(keep[r.index] for r in rows)
         kwargs: dict[str, Any] = {self.keep_arg: n_keep} if self.keep_arg else {}
         self.counts.add(forward_passes=1, tokens_computed=batch * width, padding_tokens=batch * width - sum(news))
         out = self.model(
-            input_ids=ids.to(dev),
-            position_ids=positions.to(dev),
+            input_ids=ids,
+            position_ids=positions,
             attention_mask=mask,
             past_key_values=self._cache(rows, prefix, width),
             cache_position=torch.arange(prefix, prefix + width, device=dev),
@@ -291,15 +300,15 @@ def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TO
     return out[::-1]
 
 
-def _pass_mask(torch: Any, news: list[int], reuses: list[int], width: int, prefix: int, device: str = "cpu") -> Any:
-    """``[B, 1, width, prefix + width]`` booleans (built on ``device``): row ``b``'s query at column
-    ``t`` (its rest right-aligned: real from ``width - news[b]``) sees the first ``reuses[b]``
+def _pass_mask(torch: Any, starts: Any, reuses: Any, width: int, prefix: int) -> Any:
+    """``[B, 1, width, prefix + width]`` booleans, on the device of ``starts``: row ``b``'s query at
+    column ``t`` (its rest right-aligned: real from ``starts[b]``) sees the first ``reuses[b]``
     prefix columns and its own real columns up to ``t``; a padding query sees only itself."""
-    start = torch.tensor([width - n for n in news], device=device)[:, None, None]
+    device = starts.device
+    start = starts[:, None, None]
     t = torch.arange(width, device=device)[None, :, None]
     u = torch.arange(width, device=device)[None, None, :]
     padding_query = t < start
     own = ((u <= t) & (u >= start)) | (padding_query & (u == t))
-    seen = (torch.arange(prefix, device=device)[None, None, :]
-            < torch.tensor(reuses, device=device)[:, None, None]) & ~padding_query
+    seen = (torch.arange(prefix, device=device)[None, None, :] < reuses[:, None, None]) & ~padding_query
     return torch.cat([seen, own], dim=2)[:, None]

@@ -21,6 +21,7 @@ from ragray.generation.transformers.kv import Piece
 from ragray.generation.transformers.plan import keyed_runs
 from ragray.generation.transformers.static_decode import StaticDecoder
 from ragray.generation.transformers.strategy import GpuSizes, gpu_sizes
+from ragray.generation.transformers.transfer import to_device
 from ragray.progress import calls_done
 
 __all__ = ["GpuEngine"]
@@ -141,7 +142,7 @@ class GpuEngine(Engine):
             width = logits.shape[1]
             for b, i in enumerate(indices):
                 lp = torch.log_softmax(logits[b, width - keeps[b] : width - 1].float(), dim=-1)
-                store(i, lp, torch.tensor(job.target(i), device=lp.device))
+                store(i, lp, *to_device(torch, str(lp.device), torch.tensor(job.target(i))))
 
         self.prefill.run(job.fulls, self._caps(job), job.keep, consume)
 
@@ -163,7 +164,7 @@ class GpuEngine(Engine):
                 cols += range(width - keeps[b], width - 1)
                 targets += answer
             dev = logits.device
-            index = torch.tensor([rows, cols, targets]).to(dev, non_blocking=True)
+            (index,) = to_device(torch, str(dev), torch.tensor([rows, cols, targets]))
             picked = logits[index[0], index[1]].float()
             lp = torch.log_softmax(picked, dim=-1).gather(1, index[2][:, None])[:, 0]
             pending.append((list(indices), torch.zeros(len(indices), dtype=lp.dtype, device=dev).index_add_(

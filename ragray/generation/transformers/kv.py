@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ragray.generation.transformers.transfer import to_device
+
 __all__ = [
     "BatchRow",
     "KVLayers",
@@ -224,7 +226,7 @@ def _copy_rows(torch: Any, keys: list[Any], values: list[Any], source: KVLayers,
     offset = torch.arange(total) - torch.repeat_interleave(length.cumsum(0) - length, length)
     index = torch.stack([torch.repeat_interleave(b, length), torch.repeat_interleave(at, length) + offset,
                          torch.repeat_interleave(row, length), torch.repeat_interleave(start, length) + offset])
-    tb, tc, sb, sc = index.to(device, non_blocking=True).unbind(0)
+    tb, tc, sb, sc = to_device(torch, str(device), index)[0].unbind(0)
     for layer, (k, v) in enumerate(source):
         # [B, H, S, D] seen as [B, S, H, D]: one (row, position) pair indexes a [H, D] block
         keys[layer].transpose(1, 2)[tb, tc] = k.transpose(1, 2)[sb, sc]

@@ -134,3 +134,16 @@ def test_divergence_rows_get_their_targets_queued(waits):
         engine.score_rows(_job(PROMPTS, [11, 12]), lambda i, lp, target: stored.append(int(target.shape[0])))
     assert stored == [2] * len(PROMPTS)
     assert waits == [], f"copies that wait for the device: {waits}"
+
+
+def test_fixed_shape_decoding_waits_only_for_each_steps_tokens(waits):
+    """A generate call: its prefill passes, the decoder's setup (KV stacked behind the prefill) and
+    each step's picked tokens going back onto the device; the host waits only to read the picks."""
+    from ragray.generation.transformers.static_decode import StaticDecoder
+
+    engine = _meta_engine()
+    engine.static = StaticDecoder(engine.decoder, graphs=False)  # as on CUDA, less the graph capture
+    with torch.inference_mode():
+        out = engine.generate({0: PROMPTS[0], 1: PROMPTS[1]}, {0: 4, 1: 4})
+    assert [len(tokens) for tokens, _seconds in out.values()] == [4, 4]  # meta's picks read as 0, never the end
+    assert waits == [], f"copies that wait for the device: {waits}"

@@ -224,10 +224,12 @@ def test_gpu_strategy_gives_the_reference_answers_and_scores(reference, tokens_p
         reference.logprobs(prompts, [answer] * len(prompts)), abs=1e-4)
     mixed = [answer if i % 2 else "" for i in range(len(prompts))]  # empty answers score 0.0
     assert gen.logprobs(prompts, mixed) == pytest.approx(reference.logprobs(prompts, mixed), abs=1e-4)
+    waits = gen.engine_counts()["host_syncs"]
     got, want = gen.score_divergence(prompts[0], prompts[1:], answer), reference.score_divergence(
         prompts[0], prompts[1:], answer)
     assert [x for pair in got for x in pair] == pytest.approx([x for pair in want for x in pair], abs=1e-4)
     counts = gen.engine_counts()
+    assert counts["host_syncs"] - waits == 1  # every prompt's log-prob and divergence read at once
     assert counts["tokens_minimum"] > 0  # computed can be less: scoring starts from the generate call's KV
     assert counts["padding_tokens"] < counts["tokens_computed"]
 

@@ -230,30 +230,30 @@ class TransformersGenerator(Generator):
         """``(log p(answer | prompt), Σ JSD)`` per prompt over the full vocabulary (see
         :meth:`Generator.score_divergence`); the reference is scored in the same call, first, so
         the prompts reuse its prefix. An empty answer gives ``(0.0, 0.0)``."""
-        if not answer:
+        if not answer or not prompts:
             return [(0.0, 0.0)] * len(prompts)
         torch = self._torch
         logprobs: dict[int, Any] = {}
-        totals: dict[int, float] = {}
+        totals: dict[int, Any] = {}  # on the device until the one read at the end
 
         def store(i: int, lp: Any, target: Any) -> None:
-            self.counts.add(host_syncs=1)
-            totals[i] = float(lp.gather(1, target[:, None]).sum())
+            totals[i] = lp.gather(1, target[:, None]).sum()
             logprobs[i] = lp
 
         job = self._score_job([reference, *prompts], [answer] * (len(prompts) + 1))
         with self._engine.lock, torch.inference_mode():  # one call, reference first: the prompts reuse its prefix
             self._engine.score_rows(job, store)
-        ref = logprobs.pop(0)
-        out = []
-        for i in range(1, len(prompts) + 1):
-            lp = logprobs.pop(i)
-            # JSD(P, Q) = ½ KL(P ‖ M) + ½ KL(Q ‖ M), M = ½(P + Q), per position, in nats
-            m = torch.logaddexp(ref, lp) - math.log(2.0)
-            jsd = 0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))
-            out.append((totals[i], float(jsd.clamp_min(0).sum())))
-        self.counts.add(host_syncs=len(prompts))
-        return out
+            ref = logprobs.pop(0)
+            jsds = []
+            for i in range(1, len(prompts) + 1):
+                lp = logprobs.pop(i)
+                # JSD(P, Q) = ½ KL(P ‖ M) + ½ KL(Q ‖ M), M = ½(P + Q), per position, in nats
+                m = torch.logaddexp(ref, lp) - math.log(2.0)
+                jsd = 0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))
+                jsds.append(jsd.clamp_min(0).sum())
+            self.counts.add(host_syncs=1)  # every prompt's log-prob and divergence read at once
+            values = torch.stack([totals[i] for i in range(1, len(prompts) + 1)] + jsds).tolist()
+        return list(zip(values[: len(prompts)], values[len(prompts) :]))
 
     def divergence_problem(self) -> str | None:
         return None

@@ -30,6 +30,7 @@ from typing import Any
 
 from ragray.generation.transformers.decoding import BatchDecoder
 from ragray.generation.transformers.kv import Piece, stack_pieces
+from ragray.generation.transformers.transfer import to_device
 
 __all__ = ["StaticDecoder"]
 
@@ -93,7 +94,8 @@ class StaticDecoder:
         room = max(budgets)
         stacked, pad_mask = stack_pieces(rows, room)
         width = pad_mask.shape[1]
-        column = torch.tensor([width], device=dev)
+        # queued behind the prefill, not waited for (the first pick below is the first host wait)
+        column, positions = to_device(torch, dev, torch.tensor([width]), torch.tensor(lengths)[:, None])
         layer = _static_layer()
         for lay in stacked.layers:  # attention reads the unwritten columns too (masked): they must be
             lay._k[:, :, width:].zero_()  # finite, since a zero weight times NaN is NaN
@@ -104,7 +106,6 @@ class StaticDecoder:
         mask = torch.zeros((batch, 1, 1, width + room), dtype=torch.bool, device=dev)
         mask[:, 0, 0, :width] = pad_mask.bool()
         tokens = torch.zeros((batch, 1), dtype=torch.long, device=dev)
-        positions = torch.tensor(lengths, device=dev)[:, None]
 
         def step() -> Any:
             return d.model(input_ids=tokens, attention_mask=mask, position_ids=positions, cache_position=column,
@@ -121,7 +122,7 @@ class StaticDecoder:
             live = [b for b in live if picked[b] not in d.eos and len(outputs[b]) < budgets[b]]
             if not live:
                 break
-            tokens.copy_(torch.tensor(picked, device=dev)[:, None])
+            tokens.copy_(to_device(torch, dev, torch.tensor(picked)[:, None])[0])
             mask[:, 0, 0, width + n] = True
             column.fill_(width + n)
             if n:

@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     q = torch.randn(rows, heads, width, dim, generator=g).to(dev, dtype)
     k = torch.randn(rows, kv_heads, prefix + width, dim, generator=g).to(dev, dtype)
     v = torch.randn(rows, kv_heads, prefix + width, dim, generator=g).to(dev, dtype)
-    mask = _pass_mask(torch, news, reuses, width, prefix, device=dev)
+    mask = _pass_mask(torch, torch.tensor([width - n for n in news], device=dev), torch.tensor(reuses, device=dev),
+                      width, prefix)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     groups = heads // kv_heads
     out: dict[str, Any] = {"benchmark": "bench_attention_gpu", "machine": machine_info(("torch",)),

@@ -37,10 +37,12 @@ def main(tree: str, batched_module: str, out: str) -> None:
     state: dict[str, Any] = {"run": 0, "call": None}
     pass_mask, prefill_run, api_run = batched._pass_mask, batched.BatchedPrefill.run, ragray.run
 
-    def logged_mask(torch: Any, news: list[int], reuses: list[int], width: int, prefix: int, device: str = "cpu"):
+    def logged_mask(torch: Any, rows: Any, reuses: Any, width: int, prefix: int, **device: Any):
+        # this tree: each row's start and reuse as tensors; trees before cf95932: rest lengths and reuses as lists
+        news = [width - int(s) for s in rows.tolist()] if hasattr(rows, "tolist") else list(rows)
         log.append({**state, "rows": len(news), "width": width, "prefix": prefix, "new": sum(news),
-                    "reuse": sum(reuses)})
-        return pass_mask(torch, news, reuses, width, prefix, device=device)
+                    "reuse": int(sum(reuses.tolist() if hasattr(reuses, "tolist") else reuses))})
+        return pass_mask(torch, rows, reuses, width, prefix, **device)
 
     def named_run(self: Any, seqs: dict, caps: dict, keep: dict, consume: Any, *, hold: bool = False) -> Any:
         state["call"] = f"{'gen' if hold else 'score'}:{len(seqs)}"

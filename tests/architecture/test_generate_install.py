@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def test_ragray_generate_alone_installs_and_runs_the_main_job(tmp_path):
         assert (env_dir / "bin" / "ragray").is_file(), f"RAGRAY_GENERATE_VENV={built} has no ragray installed"
     else:
         env_dir = tmp_path / "venv"
-        done = _run(["bash", str(REPO / "scripts" / "generate_venv.sh"), str(env_dir)], env=clean, timeout=1800)
+        done = _run(["bash", str(REPO / "scripts" / "generate_venv.sh"), str(env_dir)],
+                    env={**clean, "PYTHON": sys.executable}, timeout=1800)
         assert done.returncode == 0, f"scripts/generate_venv.sh:\n{done.stderr[-3000:]}"
     python = str(env_dir / "bin" / "python")
     installed = _run([python, "-c", "import ragray; print(ragray.__file__)"], env=clean, cwd=tmp_path, timeout=120)

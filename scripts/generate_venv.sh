@@ -18,7 +18,8 @@ unset PYTHONPATH VIRTUAL_ENV
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
 if git -C "$REPO" rev-parse --git-dir > /dev/null 2>&1; then
-  git -C "$REPO" ls-files -z --cached --others --exclude-standard | tar -C "$REPO" --ignore-failed-read --null -T - -cf - | tar -C "$SRC" -xf -
+  git -C "$REPO" ls-files -z --cached --others --exclude-standard \
+    | tar -C "$REPO" --ignore-failed-read --null -T - -cf - | tar -C "$SRC" -xf -
 else  # not a git checkout (an unpacked archive): all of it
   cp -a "$REPO/." "$SRC"
 fi

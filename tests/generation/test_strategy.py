@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ragray.cache.calls import CachedGenerator, CallStore
 from ragray.config import ExperimentConfig, GenerationConfig
 from ragray.generation.engine_counts import ENGINE_COUNTS, EngineCounts, engine_columns, engine_summary, split_counts
 from ragray.generation.transformers.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
@@ -191,45 +192,32 @@ def _subset_prompts():
     return [*ablation_prompts(), *(TEMPLATE.build(QUESTION, [passages[i] for i in s]) for s in subsets)]
 
 
-class _Kept:
-    """The reference generator with each call's result kept: the reference path has no state a call
-    changes, and most tests below compare against the same few calls (recomputing them every time
-    was a fifth of this module's time). Everything else goes to the generator itself."""
-
-    def __init__(self, generator: TransformersGenerator):
-        self._generator, self._results = generator, {}
-
-    def _once(self, name: str, *args):
-        key = (name, repr(args))
-        if key not in self._results:
-            self._results[key] = getattr(self._generator, name)(*args)
-        return self._results[key]
-
-    def generate(self, prompts):
-        return self._once("generate", list(prompts))
-
-    def logprobs(self, prompts, answers):
-        return self._once("logprobs", list(prompts), list(answers))
-
-    def score_divergence(self, baseline, prompts, answer):
-        return self._once("score_divergence", baseline, list(prompts), answer)
+class _Reference(CachedGenerator):
+    """The reference generator behind ragray's own call cache (a file of this module's): the reference
+    path keeps no state between calls, and most tests below compare against the same calls
+    (computing them again every time was a third of this module's time). Everything else
+    (``with_config``, ``strategy``, the tokenizer) goes to the generator itself."""
 
     def __getattr__(self, name):
-        return getattr(self._generator, name)
+        if name == "inner":  # not set yet (during construction or copying): no loop through here
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 @pytest.fixture(scope="module")
-def reference():
+def reference(tmp_path_factory):
     """Every prompt prefilled from scratch and decoded alone on the cpu strategy (fp32)."""
     from ragray.generation import build_generator
 
+    config = GenerationConfig(max_tokens=MAX_TOKENS, transformers={
+        "prefix_reuse": False, "batch_size": 1, "draft_tokens": 0, "packed_prefill": False})
     try:
-        g = build_generator(GenerationConfig(max_tokens=MAX_TOKENS, transformers={
-            "prefix_reuse": False, "batch_size": 1, "draft_tokens": 0, "packed_prefill": False}))
+        g = build_generator(config)
     except ImportError as exc:
         pytest.skip(str(exc))
-    yield _Kept(g)
-    g.close()
+    kept = _Reference(g, CallStore(tmp_path_factory.mktemp("reference") / "calls.sqlite"), config)
+    yield kept
+    kept.close()
 
 
 def _gpu(reference, **settings):

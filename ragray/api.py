@@ -252,13 +252,16 @@ def _generator(model: Any, tokenizer: Any, config: Any) -> Any:
 
 
 def _kept(cfg: Any) -> Any:
-    """The configured model, loaded once per process and kept (:mod:`ragray.generation.kept`),
-    behind the call cache as a command would open it; None where the backend loads per call."""
-    from ragray.generation.kept import kept_generator
+    """What gives the configured model, loaded once per process and kept
+    (:mod:`ragray.generation.kept`), behind the call cache as a command would open it, when the
+    first question needs it (a bad dataset or run folder fails before any load); None where the
+    backend loads per call."""
+    from ragray.generation.kept import can_keep, kept_generator
     from ragray.pipeline.generators import open_generator
 
-    loaded = kept_generator(cfg.generation)
-    return open_generator(cfg, loaded) if loaded is not None else None
+    if not can_keep(cfg.generation):
+        return None
+    return lambda: open_generator(cfg, kept_generator(cfg.generation))
 
 
 def clear_models() -> int:

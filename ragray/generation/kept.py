@@ -24,7 +24,7 @@ import threading
 from ragray.config import GenerationConfig
 from ragray.generation.base import GENERATORS, Generator
 
-__all__ = ["MAX_KEPT", "clear_models", "kept_generator", "kept_models"]
+__all__ = ["MAX_KEPT", "can_keep", "clear_models", "kept_generator", "kept_models"]
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,17 @@ def _key(config: GenerationConfig) -> tuple[str, ...]:
             str(config.transformers.threads))
 
 
+def can_keep(config: GenerationConfig) -> bool:
+    """Whether ``config``'s backend can share a loaded model (not vLLM, endpoints, scripted)."""
+    return hasattr(GENERATORS.get(config.backend), "with_config")
+
+
 def kept_generator(config: GenerationConfig) -> Generator | None:
     """A generator for ``config`` on a model this process already loaded (loading it the first
-    time); None for a backend that cannot share a loaded model (vLLM, endpoints, scripted)."""
-    backend = GENERATORS.get(config.backend)
-    if not hasattr(backend, "with_config"):
+    time); None for a backend that cannot share a loaded model (:func:`can_keep`)."""
+    if not can_keep(config):
         return None
+    backend = GENERATORS.get(config.backend)
     key = _key(config)
     with _LOCK:
         loaded = _KEPT.pop(key, None)

@@ -21,8 +21,7 @@ from ragray.audit.explain import explain_audits
 from ragray.audit.integrity import FAIL, PASS, UNSCORED, audit_documents
 from ragray.config import ExperimentConfig
 from ragray.data import load_dataset
-from ragray.generation import Generator
-from ragray.pipeline.generators import call_cache_counts, open_generator
+from ragray.pipeline.generators import ModelSource, call_cache_counts, open_generator, source_generator
 from ragray.metrics.retrieval import doc_ranking, score_ranking
 from ragray.report.report import write_report
 from ragray.retrieval.stage import RetrievalStage, resolve_scope
@@ -108,7 +107,7 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, sco
 
 
 def run_audit(
-    config: ExperimentConfig, out: str | Path | None, *, progress: bool = True, generator: Generator | None = None
+    config: ExperimentConfig, out: str | Path | None, *, progress: bool = True, generator: ModelSource | None = None
 ) -> AuditRun:
     """Audit every query of ``config.data`` (see the module docstring)."""
     start = time.perf_counter()
@@ -124,7 +123,7 @@ def run_audit(
                                ac.k, ac.pass_score) for qh in stage.run(dataset, progress=progress)]
         calls: dict[str, int] | None = None  # the LLM steps' call-cache hits and misses
         if ac.llm and entries:
-            gen = generator or open_generator(config)
+            gen = source_generator(generator) if generator is not None else open_generator(config)
             try:
                 entries = explain_audits(gen, entries)
             finally:

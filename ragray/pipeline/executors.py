@@ -20,9 +20,9 @@ import pyarrow as pa
 
 from ragray.config import ExperimentConfig
 from ragray.data.answerable import resolve_decline
-from ragray.generation import GENERATORS, Generator
+from ragray.generation import GENERATORS
 from ragray.rows.placement import summarize_placements
-from ragray.pipeline.generators import call_cache_counts, open_generator
+from ragray.pipeline.generators import ModelSource, call_cache_counts, open_generator, source_generator
 from ragray.pipeline.in_flight import InFlight, questions_in_flight
 from ragray.pipeline.questions import (
     QuestionRun,
@@ -73,12 +73,14 @@ EXECUTORS: Registry[Executor] = Registry("executor", {"local": __name__, "ray": 
 class LocalExecutor(Executor):
     """In this process, retrieving each question as it comes; up to
     ``execution.max_questions_in_flight`` questions (else the backend's default) wait on the backend
-    at once (:mod:`ragray.pipeline.in_flight`). A given ``generator`` (tests, Serve replicas) is
-    used and left open; else one is opened (behind the call cache) and closed."""
+    at once (:mod:`ragray.pipeline.in_flight`). A given ``generator`` (tests, Serve replicas, the
+    Python API's kept model, :data:`~ragray.pipeline.generators.ModelSource`) is used and left open;
+    else one is opened (behind the call cache) and closed. Either way, only once a question is
+    pending and retrieved."""
 
     name = "local"
 
-    def __init__(self, record_type: type[QuestionRecord], generator: Generator | None = None) -> None:
+    def __init__(self, record_type: type[QuestionRecord], generator: ModelSource | None = None) -> None:
         super().__init__(record_type)
         self.generator = generator
 
@@ -88,7 +90,7 @@ class LocalExecutor(Executor):
         first = next(pending, None)
         if first is None:  # nothing left (a finished run resumed): no model to load
             return
-        gen = self.generator or open_generator(config)
+        gen = source_generator(self.generator) if self.generator is not None else open_generator(config)
         try:
             questions = itertools.chain([first], pending)
             n = questions_in_flight(config, gen)
@@ -113,7 +115,7 @@ def run_questions(
     progress: bool,
     postfix: Callable[[QuestionRecord], dict[str, str]] | None,
     record_type: type[QuestionRecord],
-    generator: Generator | None = None,
+    generator: ModelSource | None = None,
     on_record: Callable[[QuestionRecord], None] | None = None,
 ) -> Executor:
     """Process the pending questions with the configured executor; returns it, drained (its
@@ -170,7 +172,7 @@ class QuestionCommand:
         *,
         resume: bool = False,
         progress: bool = True,
-        generator: Generator | None = None,
+        generator: ModelSource | None = None,
         on_record: Callable[[QuestionRecord], None] | None = None,
     ) -> RunResult:
         start = time.perf_counter()

@@ -2,15 +2,25 @@
 
 Every command and adapter builds its generator here (a given one — tests, Serve replicas — is used
 as it is), so run, interpret, audit explanations, sweep trials and Ray actors share one cache.
+A command may also be handed a :data:`ModelSource` that loads its model only when the first
+question needs it (the Python API's kept models, which the CLI goes through too).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Union
 
 from ragray.cache.calls import CachedGenerator, CallStore, calls_path
 from ragray.config import ExperimentConfig
 from ragray.generation import Generator, build_generator
 
-__all__ = ["call_cache_counts", "open_generator"]
+__all__ = ["ModelSource", "call_cache_counts", "open_generator", "source_generator"]
+
+#: what a command is handed to run on: a generator, or a function that gives one, called when the
+#: first question needs a model: a missing dataset, a refused run folder or a finished run resumed
+#: then loads no model (a load takes seconds on a laptop, minutes for a large model on a GPU)
+ModelSource = Union[Generator, Callable[[], Generator]]
 
 
 def open_generator(config: ExperimentConfig, loaded: Generator | None = None) -> Generator:
@@ -21,6 +31,12 @@ def open_generator(config: ExperimentConfig, loaded: Generator | None = None) ->
     if not (config.cache.calls and gen.cacheable):
         return gen
     return CachedGenerator(gen, CallStore(calls_path(config.cache.dir)), config.generation)
+
+
+def source_generator(source: ModelSource) -> Generator:
+    """The generator ``source`` is, or the one it gives now. Either way its caller owns it: the
+    command leaves it open."""
+    return source if isinstance(source, Generator) else source()
 
 
 def call_cache_counts(generator: Generator | None) -> dict[str, int]:

@@ -3,6 +3,7 @@
 import pytest
 
 import ragray
+from ragray.errors import InputError
 from ragray.generation import kept
 from ragray.generation.kept import kept_models
 from ragray.generation.scripted import ScriptedGenerator
@@ -59,6 +60,35 @@ def test_two_attribute_calls_load_the_model_once(loads, tmp_path, monkeypatch):
     ragray.audit_retrieval("demo", limit=2, progress=False)
     assert len(loads) == 3 and kept_models() == []  # an audit without its LLM steps loads no model
 
+
+
+def test_bad_input_fails_before_the_model_loads(loads, tmp_path, monkeypatch, capsys):
+    """A model loads when the first question needs it: a missing dataset, a bad row, a run folder
+    that is refused or a finished run resumed costs no load (seconds on a laptop, minutes for a
+    large model on a GPU). The CLI goes through the same call."""
+    from ragray.adapters.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="dataset not found: nowhere.jsonl"):
+        ragray.run("nowhere.jsonl", progress=False)
+    with pytest.raises(InputError, match="dataset not found"):
+        ragray.interpret("nowhere.jsonl", progress=False)
+    with pytest.raises(InputError, match="dataset not found"):
+        ragray.audit_retrieval("nowhere.jsonl", progress=False, settings={"audit.llm": True})
+    (tmp_path / "bad.jsonl").write_text('{"question": "Which ferry?", "passages": []}\n')
+    with pytest.raises(InputError, match="bad.jsonl:1: 'id' is missing"):
+        ragray.run(str(tmp_path / "bad.jsonl"), progress=False)
+    assert main(["run", "--dataset", "nowhere.jsonl", "--no-progress"]) == 2
+    assert "dataset not found" in capsys.readouterr().err and loads == []
+    ragray.run("demo", limit=1, out=tmp_path / "r", progress=False)
+    assert len(loads) == 1
+    ragray.clear_models()
+    with pytest.raises(InputError, match="already holds a run"):
+        ragray.run("demo", limit=1, out=tmp_path / "r", progress=False)
+    finished = ragray.run("demo", limit=1, out=tmp_path / "r", resume=True, progress=False)
+    assert len(loads) == 1 and kept_models() == [] and len(finished.questions) == 1  # nothing left to run
+    ragray.run("demo", limit=2, out=tmp_path / "r2", progress=False)
+    assert len(loads) == 2  # a question to run: the model loads
 
 def test_engine_settings_share_the_weights_and_two_models_at_most_stay_loaded(loads, tmp_path, monkeypatch, caplog):
     import gc

@@ -19,13 +19,13 @@ PUBLIC = [
 
 SIGNATURES = {
     "run_influence": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
-                     "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
+                     "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
                      "| None' = None) -> 'RunResult'",
     "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
-                     "= True, generator: 'Generator | None' = None, on_record: 'Callable[[QuestionRecord], None] "
+                     "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
                      "| None' = None) -> 'RunResult'",
     "run_audit": "(config: 'ExperimentConfig', out: 'str | Path | None', *, progress: 'bool' = True, generator: "
-                 "'Generator | None' = None) -> 'AuditRun'",
+                 "'ModelSource | None' = None) -> 'AuditRun'",
     "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path | None', *, scorer: "
                  "'QualityScorer | None' = None) -> 'RunResult'",
     "run_retrieve": "(config: 'ExperimentConfig', out: 'str | Path', progress: 'bool' = True) -> 'RetrieveResult'",
@@ -33,7 +33,7 @@ SIGNATURES = {
                          "'type[QuestionRecord]') -> 'QuestionRun'",
     "run_questions": "(qr: 'QuestionRun', config: 'ExperimentConfig', builder: 'Builder', desc: 'str', progress: "
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "
-                     "'type[QuestionRecord]', generator: 'Generator | None' = None, on_record: "
+                     "'type[QuestionRecord]', generator: 'ModelSource | None' = None, on_record: "
                      "'Callable[[QuestionRecord], None] | None' = None) -> 'Executor'",
     "influence_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "
                            "'Callable[[QuestionHits], InfluenceRecord]'",

@@ -131,3 +131,27 @@ def test_the_spec_documented_in_tune_readme_is_valid(tmp_path):
     spec, trials = load_spec(path)
     assert len(trials) == 2 * 2 * 2 * 2 * 2 * 2 * 2  # variants x method x size x retriever x window x rerank x template
     assert {t.variant for t in trials} == {"exact", "hnsw"} and spec.score_metrics()["f1"] == 2.0
+
+
+def test_a_bad_dataset_fails_the_sweep_before_ray_starts(tmp_path, monkeypatch):
+    """Every trial would fail the same way after Ray started (88 s here for 4 trials, each retried):
+    the sweep loads each distinct dataset first, and writes no sweep folder."""
+    import ragray.adapters.sweep.runner as runner
+    from ragray.adapters.sweep.runner import run_sweep
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(runner, "connect", no_ray)
+    spec = write(tmp_path, "name: s\nretrieval: {top_k: [3, 5]}\n")
+    with pytest.raises(InputError, match=r"trial retrieval.top_k=3: dataset not found: nowhere.jsonl"):
+        run_sweep(spec, tmp_path / "out", overrides=["data.path=nowhere.jsonl"])
+    (tmp_path / "bad.jsonl").write_text('{"question": "Which ferry?", "passages": []}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:1: 'id' is missing"):
+        run_sweep(spec, tmp_path / "out", overrides=[f"data.path={tmp_path / 'bad.jsonl'}"])
+    assert not (tmp_path / "out").exists()
+    seen = []
+    monkeypatch.setattr("ragray.data.load_dataset", lambda data: seen.append(data.path))
+    with pytest.raises(AssertionError, match="Ray was started"):  # a good dataset: loaded once, then Ray
+        run_sweep(spec, tmp_path / "out2", overrides=["data.path=demo"])
+    assert seen == ["demo"]

@@ -203,6 +203,29 @@ def _check_out(out: Path, trials: list[Trial], resume: bool) -> None:
                              "resume with the same spec or choose a new --out")
 
 
+def _check_data(trials: list[Trial]) -> None:
+    """Each dataset the trials read, loaded here first (once per distinct ``data`` section): a
+    missing file or a bad row fails the sweep in seconds, before Ray starts, not in every trial
+    after it. The trials read their data where they run, as ``ragray run --executor ray`` reads it
+    in its driver: a path must resolve here too. Natural Questions streams from the hub: left to
+    the trials."""
+    from ragray.data import load_dataset
+    from ragray.data.loading import detect_format
+
+    seen: set[str] = set()
+    for t in trials:
+        key = t.config.data.model_dump_json()
+        if key in seen:
+            continue
+        seen.add(key)
+        data = t.config.data
+        try:
+            if (data.format if data.format != "auto" else detect_format(data.path)) != "nq":
+                load_dataset(data)
+        except InputError as exc:
+            raise InputError(f"trial {t.label()}: {exc}") from None
+
+
 def _rows(trials: list[Trial], out: Path, tune_results: dict[str, Any], spec: SweepSpec) -> list[dict[str, Any]]:
     """One row per trial that ran (every trial unless Optuna chose among them): ``done`` (scored,
     ranked), ``stopped`` by the scheduler (the questions it ran and its last running metrics;
@@ -330,6 +353,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
     spec, trials = load_spec(spec_path, overrides)
     out = Path(out or default_run_dir("sweep", spec.name)).resolve()
     _check_out(out, trials, resume)
+    _check_data(trials)
     prepare_run_dir(out)
     if not (out / "spec.yaml").exists():
         shutil.copyfile(spec_path, out / "spec.yaml")

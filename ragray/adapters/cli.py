@@ -53,9 +53,10 @@ def _cmd_retrieve(args: argparse.Namespace) -> int:
         print(f"  skipped {result.n_skipped_rows} bad rows (listed in metrics.json)")
     if m.get("n_scored"):
         k = m["k"]
-        print_table(["hit@1", "hit@5", f"hit@{k}", "MRR", "nDCG@10", "n"],
-                    [[f"{m['hit_at_1']:.3f}", f"{m['hit_at_5']:.3f}", f"{m['hit_at_k']:.3f}", f"{m['mrr']:.3f}",
-                      f"{m['ndcg_at_10']:.3f}", m["n_scored"]]], numeric=range(6))
+        cuts = [c for c in (1, 5) if c < k]  # hit@5 of a top-3 retrieval is its hit@3: shown once
+        heads = [*(f"hit@{c}" for c in cuts), f"hit@{k}", "MRR", "nDCG@10", "n"]
+        print_table(heads, [[*(f"{m[f'hit_at_{c}']:.3f}" for c in cuts), f"{m['hit_at_k']:.3f}", f"{m['mrr']:.3f}",
+                             f"{m['ndcg_at_10']:.3f}", m["n_scored"]]], numeric=range(len(heads)))
     else:
         print("  no gold passage ids: retrieval metrics not computed")
     if m.get("diversity") is not None:

@@ -36,8 +36,9 @@ def test_demo_default_writes_run_dir(tmp_path, capsys):
 
 
 def test_resolved_config_reruns_to_same_hits(tmp_path, capsys):
-    assert run(["retrieve", "--limit", "5", "--top-k", "3", "--out", str(tmp_path / "a"),
-                "--no-progress"], capsys)[0] == 0
+    code, out, _ = run(["retrieve", "--limit", "5", "--top-k", "3", "--out", str(tmp_path / "a"), "--no-progress"],
+                       capsys)
+    assert code == 0 and re.search(r"hit@1 +hit@3 +MRR", out) and "hit@5" not in out  # no cut-off past the top-k
     assert run(["retrieve", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"),
                 "--no-progress"], capsys)[0] == 0
     a = pq.read_table(tmp_path / "a" / "hits.parquet").to_pylist()

@@ -130,8 +130,8 @@ def _without(raw: Mapping[str, Any], fields: frozenset[str]) -> dict[str, Any]:
 
 
 def _ragray(raw: dict[str, Any], line: int, tabular: bool) -> Converted:
-    """Already ragray's names; an absent id (where ids are optional: a data.columns file) is
-    ``row-<line>``."""
+    """Already ragray's names; an absent id is ``row-<line>`` (as in RAGAS files, and as the
+    Python API numbers a DataFrame's rows)."""
     return Converted(raw if raw.get("id") is not None else {**raw, "id": f"row-{line}"})
 
 
@@ -213,7 +213,7 @@ _LEGACY_COLUMNS = ("question", "contexts", "answer", "ground_truth", "ground_tru
 
 RECORD_SCHEMAS: tuple[Schema, ...] = (
     Schema("ragray", "ragray", ("question", "answers", "passages", "gold_passage_ids", "answer"),
-           ("id", "question"), _ragray),
+           ("question",), _ragray),
     Schema("ragas", "RAGAS", _RAGAS_COLUMNS, ("user_input",), _ragas),
     Schema("ragas-legacy", "RAGAS before 0.2", _LEGACY_COLUMNS, ("question",), _ragas_legacy),
 )
@@ -313,9 +313,7 @@ class SchemaRows:
     def __init__(self, table: Table, schemas: Sequence[Schema], columns: Mapping[str, str] | None = None) -> None:
         self.table = table
         self.rename = _Renamer(columns) if columns else None
-        # a file read through data.columns needs no ids
-        self.schemas = tuple(replace(s, required=tuple(r for r in s.required if r != "id")) if columns else s
-                             for s in schemas)
+        self.schemas = tuple(schemas)
         self.n_gold = self.unretrieved = 0
         if table.columns is not None:
             self._check_header(self.rename.check_header(table) if self.rename else table.columns)

@@ -75,8 +75,8 @@ def test_bad_input_fails_before_the_model_loads(loads, tmp_path, monkeypatch, ca
         ragray.interpret("nowhere.jsonl", progress=False)
     with pytest.raises(InputError, match="dataset not found"):
         ragray.audit_retrieval("nowhere.jsonl", progress=False, settings={"audit.llm": True})
-    (tmp_path / "bad.jsonl").write_text('{"question": "Which ferry?", "passages": []}\n')
-    with pytest.raises(InputError, match="bad.jsonl:1: 'id' is missing"):
+    (tmp_path / "bad.jsonl").write_text('{"id": "q1", "question": " ", "passages": []}\n')
+    with pytest.raises(InputError, match="bad.jsonl:1: 'question' is empty"):
         ragray.run(str(tmp_path / "bad.jsonl"), progress=False)
     assert main(["run", "--dataset", "nowhere.jsonl", "--no-progress"]) == 2
     assert "dataset not found" in capsys.readouterr().err and loads == []

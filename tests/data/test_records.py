@@ -183,7 +183,6 @@ BAD_ROWS = [
     (rec(question=...), r"qa\.jsonl:2: 'question' is missing"),
     (rec(question="   "), r"qa\.jsonl:2: 'question' is empty"),
     (rec(question=["x"]), r"qa\.jsonl:2: 'question' must be a string, got a list"),
-    (rec(id=...), r"qa\.jsonl:2: 'id' is missing"),
     (rec(id=""), r"qa\.jsonl:2: 'id' is empty"),
     (rec(id=True), r"qa\.jsonl:2: 'id' must be a string, got a boolean"),
     ('{"id": "q2", "question": ', r"qa\.jsonl:2: not valid JSON: Expecting value \(column 26\)"),
@@ -361,6 +360,18 @@ def test_csv_plain_cells_and_empty_cells(tmp_path):
     assert ds.questions[0].gold_passage_ids == ("p1",)
     assert ds.questions[0].passages[0].text == "one passage"
     assert ds.questions[1].answers == () and ds.questions[1].meta == {}
+
+
+def test_a_row_without_an_id_is_row_and_its_line(tmp_path):
+    """Only the question is required: a question file a user wrote (``question,answers`` and a
+    corpus beside it) runs as it is, its rows named as RAGAS files' are."""
+    path = write(tmp_path, [rec("q0"), rec(id=...), rec(id=None, gold_passage_ids=[])])
+    assert [q.id for q in load(path).questions] == ["q0", "row-2", "row-3"]
+    rows = [["first?", "Paris", PASSAGES, "p1"], ["second?", "", PASSAGES, ""]]
+    ds = load(write_csv(tmp_path, rows, header=["question", "answers", "passages", "gold_passage_ids"]))
+    assert [q.id for q in ds.questions] == ["row-2", "row-8"]  # each record's first line (a cell spans 6)
+    with pytest.raises(InputError, match=r"qa\.jsonl:2: duplicate id 'row-2' \(first seen on line 1\)"):
+        load(write(tmp_path, [rec("row-2"), rec(id=..., passages=[{"id": "x", "text": "y"}], gold_passage_ids=[])]))
 
 
 def test_csv_errors(tmp_path):

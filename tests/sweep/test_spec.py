@@ -146,8 +146,8 @@ def test_a_bad_dataset_fails_the_sweep_before_ray_starts(tmp_path, monkeypatch):
     spec = write(tmp_path, "name: s\nretrieval: {top_k: [3, 5]}\n")
     with pytest.raises(InputError, match=r"trial retrieval.top_k=3: dataset not found: nowhere.jsonl"):
         run_sweep(spec, tmp_path / "out", overrides=["data.path=nowhere.jsonl"])
-    (tmp_path / "bad.jsonl").write_text('{"question": "Which ferry?", "passages": []}\n')
-    with pytest.raises(InputError, match=r"bad.jsonl:1: 'id' is missing"):
+    (tmp_path / "bad.jsonl").write_text('{"id": "q1", "question": " ", "passages": []}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:1: 'question' is empty"):
         run_sweep(spec, tmp_path / "out", overrides=[f"data.path={tmp_path / 'bad.jsonl'}"])
     assert not (tmp_path / "out").exists()
     seen = []

@@ -14,9 +14,10 @@ the records file, else the union of the records' passages. Every bad row is an
 :class:`~ragray.errors.InputError` naming ``file:line`` (for Parquet, the 1-based row number), or
 a :class:`~ragray.types.SkippedRow` when ``on_bad_row="skip"``; never a silent drop.
 
-Rules: a non-empty ``question`` is required; a record without ``id`` is ``row-<line>``; ``answers`` may be ``[]``; ``passages``
-may be empty only when a corpus file exists (retrieval-only sets); passage ids are unique within a
-record and consistent across records; every gold id must be in the corpus. Unknown record keys go
+Rules: a non-empty ``question`` is required; a record without ``id`` is ``row-<line>``;
+``answers`` may be ``[]``; ``passages`` may be empty only when a corpus file exists (retrieval-only
+sets); passage ids are unique within a record and consistent across records; every gold id must
+be in the corpus. Unknown record keys go
 to ``Question.meta``, unknown passage keys to ``Passage.meta`` (metadata filters read it).
 """
 

@@ -106,7 +106,9 @@ def question_records(data: Any, *, keep_answer: bool = False,
             row = {rename.get(k, k): v for k, v in row.items()}
         question = row.get("question")
         if not isinstance(question, str) or not question.strip():
-            raise InputError(f"data row {i}: 'question' is missing or empty (columns: {sorted(row)})")
+            hint = "" if "question" in row or "question" in (columns or {}) else (
+                "; name the one that holds the questions: columns={'question': '<column>'}")
+            raise InputError(f"data row {i}: 'question' is missing or empty (columns: {sorted(row)}){hint}")
         rid = str(row.get("id") or f"q{i + 1}")
         gold = next((row[c] for c in GOLD_COLUMNS if c in row), None)
         rec: dict[str, Any] = {"id": rid, "question": question, "answers": _answers(gold)}

@@ -135,8 +135,11 @@ def test_bad_passages_say_which(passages, message):
 def test_bad_keywords_and_rows_say_what():
     with pytest.raises(InputError, match="unknown keyword"):
         ragray.run(ROWS, backend="scripted", top_kk=3)
-    with pytest.raises(InputError, match="data row 0: 'question' is missing"):
+    with pytest.raises(InputError, match=r"data row 0: 'question' is missing or empty \(columns: \['query'\]\); "
+                                         r"name the one that holds the questions: columns=\{'question': '<column>'\}"):
         ragray.run([{"query": "x"}], backend="scripted")
+    with pytest.raises(InputError, match=r"data row 0: 'question' is missing or empty \(columns: \['question'\]\)$"):
+        ragray.run([{"question": " "}], backend="scripted")
 
 
 def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):

@@ -85,7 +85,7 @@ def _split_tokens(tokenizer: Any) -> tuple[str, ...]:
 
 
 def _tail(text: str, splits: tuple[str, ...]) -> str | None:
-    """What follows ``text``'s last split token (a chat prompt's ``assistant\n``); None without one."""
+    """What follows ``text``'s last split token (a chat prompt's ``assistant\\n``); None without one."""
     ends = [at + len(token) for token in splits if (at := text.rfind(token)) >= 0]
     return text[max(ends):] if ends else None
 
@@ -105,7 +105,7 @@ def encode_scored(tokenizer: Any, texts: list[str], answers: list[str]) -> list[
 
     The tokenizer splits its input at a chat template's special tokens before anything else, so
     a prompt followed by its answer encodes as the prompt's ids up to its last special token, then
-    the text after it (``assistant\n`` and the answer) on its own. Each long prompt is encoded once,
+    the text after it (``assistant\\n`` and the answer) on its own. Each long prompt is encoded once,
     not twice (with and without its answer), and each answer once per call: half the host time
     of a scoring call's tokenization, which the device waits for. The first prompt's ids are
     checked against encoding the whole text; a tokenizer that does not split so (or a prompt with

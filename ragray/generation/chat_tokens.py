@@ -10,11 +10,14 @@ would merge tokens across the prompt/answer seam.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ragray.generation.base import ChatPrompt
 
 __all__ = ["answer_token_ids", "encode_many", "encode_rendered", "encode_scored", "render_chat"]
+
+T = TypeVar("T")
 
 
 def render_chat(tokenizer: Any, prompt: ChatPrompt) -> str:
@@ -23,26 +26,36 @@ def render_chat(tokenizer: Any, prompt: ChatPrompt) -> str:
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
-def _adds_bos(tokenizer: Any) -> bool:
-    """Whether ``tokenizer`` adds a BOS by itself (encodes once per tokenizer object)."""
-    known = getattr(tokenizer, "_ragray_adds_bos", None)
+def _known(tokenizer: Any, name: str, find: Callable[[], T]) -> T:
+    """A fact about ``tokenizer`` found once per tokenizer object (kept on it as ``name``)."""
+    known = getattr(tokenizer, name, None)
     if known is None:
-        bos = getattr(tokenizer, "bos_token_id", None)
-        known = bos is not None and list(tokenizer.encode("a"))[:1] == [bos]
+        known = find()
         try:
-            tokenizer._ragray_adds_bos = known
-        except AttributeError:  # a tokenizer that takes no attributes: asked again next time
+            setattr(tokenizer, name, known)
+        except AttributeError:  # a tokenizer that takes no attributes: found again next time
             pass
     return known
 
 
-def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    """Token ids of rendered chat texts, as :func:`encode_rendered` gives them one by one (a fast
-    tokenizer encodes a batch on all cores: the prompts of an engine call are ~1 ms each)."""
+def _adds_bos(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` adds a BOS by itself."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    return _known(tokenizer, "_ragray_adds_bos",
+                  lambda: bos is not None and list(tokenizer.encode("a"))[:1] == [bos])
+
+
+def _plain(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids of texts with no special tokens and no BOS added (a fast tokenizer encodes a batch
+    on all cores: the prompts of an engine call are ~1 ms each)."""
     if len(texts) > 1 and getattr(tokenizer, "is_fast", False):
-        encoded = [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    else:
-        encoded = [list(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
+        return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    return [list(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
+
+
+def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids of rendered chat texts, as :func:`encode_rendered` gives them one by one."""
+    encoded = _plain(tokenizer, texts)
     if _adds_bos(tokenizer):
         bos = getattr(tokenizer, "bos_token", None)
         for text, ids in zip(texts, encoded):
@@ -71,32 +84,17 @@ def _split_tokens(tokenizer: Any) -> tuple[str, ...]:
     """The added tokens the tokenizer splits its input at before anything else, matched as
     written: special, not normalized, eating no whitespace, not whole-word only (a chat template's
     ``<|im_start|>``, ``<|start_header_id|>``...). Empty where the tokenizer says nothing of them."""
-    known = getattr(tokenizer, "_ragray_split_tokens", None)
-    if known is None:
-        added = getattr(tokenizer, "added_tokens_decoder", None) or {}
-        known = tuple(t.content for t in added.values() if getattr(t, "special", False) and t.content
-                      and not (getattr(t, "normalized", True) or getattr(t, "lstrip", True)
-                               or getattr(t, "rstrip", True) or getattr(t, "single_word", True)))
-        try:
-            tokenizer._ragray_split_tokens = known
-        except AttributeError:  # a tokenizer that takes no attributes: found again next time
-            pass
-    return known
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return _known(tokenizer, "_ragray_split_tokens", lambda: tuple(
+        t.content for t in added.values() if getattr(t, "special", False) and t.content
+        and not (getattr(t, "normalized", True) or getattr(t, "lstrip", True)
+                 or getattr(t, "rstrip", True) or getattr(t, "single_word", True))))
 
 
 def _tail(text: str, splits: tuple[str, ...]) -> str | None:
     """What follows ``text``'s last split token (a chat prompt's ``assistant\\n``); None without one."""
     ends = [at + len(token) for token in splits if (at := text.rfind(token)) >= 0]
     return text[max(ends):] if ends else None
-
-
-def _plain(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    """Token ids of text pieces, with no special tokens and no BOS."""
-    if not texts:
-        return []
-    if len(texts) > 1 and getattr(tokenizer, "is_fast", False):
-        return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    return [list(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
 
 
 def encode_scored(tokenizer: Any, texts: list[str], answers: list[str]) -> list[tuple[list[int], list[int]]]:

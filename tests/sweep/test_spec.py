@@ -155,3 +155,11 @@ def test_a_bad_dataset_fails_the_sweep_before_ray_starts(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="Ray was started"):  # a good dataset: loaded once, then Ray
         run_sweep(spec, tmp_path / "out2", overrides=["data.path=demo"])
     assert seen == ["demo"]
+    # on a cluster the trials may read a file this machine lacks: left to them; a bad row still fails here
+    monkeypatch.undo()
+    monkeypatch.setattr(runner, "connect", no_ray)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    with pytest.raises(AssertionError, match="Ray was started"):
+        run_sweep(spec, tmp_path / "out3", overrides=["data.path=/on/the/cluster.jsonl"])
+    with pytest.raises(InputError, match=r"bad.jsonl:1: 'question' is empty"):
+        run_sweep(spec, tmp_path / "out4", overrides=[f"data.path={tmp_path / 'bad.jsonl'}"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import shutil
 import threading
@@ -203,12 +204,12 @@ def _check_out(out: Path, trials: list[Trial], resume: bool) -> None:
                              "resume with the same spec or choose a new --out")
 
 
-def _check_data(trials: list[Trial]) -> None:
+def _check_data(trials: list[Trial], remote: bool) -> None:
     """Each dataset the trials read, loaded here first (once per distinct ``data`` section): a
     missing file or a bad row fails the sweep in seconds, before Ray starts, not in every trial
-    after it. The trials read their data where they run, as ``ragray run --executor ray`` reads it
-    in its driver: a path must resolve here too. Natural Questions streams from the hub: left to
-    the trials."""
+    after it. On a cluster (``remote``: an address given or in ``RAY_ADDRESS``) the trials may run
+    where a file is that this machine lacks: a path missing here is left to them. Natural
+    Questions streams from the hub: left to the trials."""
     from ragray.data import load_dataset
     from ragray.data.loading import detect_format
 
@@ -223,6 +224,9 @@ def _check_data(trials: list[Trial]) -> None:
             if (data.format if data.format != "auto" else detect_format(data.path)) != "nq":
                 load_dataset(data)
         except InputError as exc:
+            if remote and not Path(data.path).exists():
+                log.info("sweep: %s is not on this machine; the trials read it where they run", data.path)
+                continue
             raise InputError(f"trial {t.label()}: {exc}") from None
 
 
@@ -353,7 +357,7 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
     spec, trials = load_spec(spec_path, overrides)
     out = Path(out or default_run_dir("sweep", spec.name)).resolve()
     _check_out(out, trials, resume)
-    _check_data(trials)
+    _check_data(trials, remote=bool(address or spec.execution.address or os.environ.get("RAY_ADDRESS")))
     prepare_run_dir(out)
     if not (out / "spec.yaml").exists():
         shutil.copyfile(spec_path, out / "spec.yaml")

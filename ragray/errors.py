@@ -4,7 +4,8 @@
     ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
     │   └── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
     ├── InputError              a dataset file, a row or a CLI argument is invalid
-    │   └── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
+    │   ├── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
+    │   └── ConflictError       a client's request clashes with what the operator owns (HTTP 409)
     ├── MissingDependencyError  an optional extra is not installed (names the pip command)
     └── BackendError            a model, index or remote endpoint failed while running
 
@@ -20,6 +21,7 @@ __all__ = [
     "NotAllowedError",
     "InputError",
     "PromptTooLongError",
+    "ConflictError",
     "MissingDependencyError",
     "BackendError",
 ]
@@ -49,6 +51,11 @@ class PromptTooLongError(InputError):
         self.prompt_tokens, self.limit = prompt_tokens, limit
         super().__init__(f"{what} has {prompt_tokens} tokens; the model takes at most {limit}: send fewer or "
                          "shorter passages, or ask for a smaller top_k_docs")
+
+
+class ConflictError(InputError):
+    """A client's request clashes with the server's own material (a file preset of that name: the
+    operator's, read-only over HTTP)."""
 
 
 class MissingDependencyError(RagrayError, ImportError):

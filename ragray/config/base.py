@@ -57,9 +57,9 @@ def _template(name: str) -> str:
 
 
 class Section(BaseModel):
-    """Base of every config section: frozen, unknown keys rejected."""
+    """Base of every config section: frozen, unknown keys rejected, no infinite or NaN numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _column_map(columns: dict[str, str]) -> dict[str, str]:

@@ -107,6 +107,9 @@ class ServeConfig(Section):
         "RAGRAY_API_KEY", description="env var holding the bearer token; auth is off while it is unset"
     )
     max_request_bytes: int = Field(1_048_576, ge=1024, description="larger request bodies get 413")
+    body_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="a request body not received whole within this gets 408 (slow senders "
+        "hold no admission slot meanwhile)")
     max_top_k: int = Field(100, ge=1, description="largest top_k_docs a request may ask for")
     timeout_s: float = Field(600.0, gt=0, description="longest wait for a deployment call")
     insecure: bool = Field(

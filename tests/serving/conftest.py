@@ -37,3 +37,14 @@ def served_config(tmp_path, monkeypatch):
         f"history.url=sqlite:///{tmp_path / 'history.sqlite'}",
         "serve.max_request_bytes=4096",
     ])
+
+
+@pytest.fixture()
+def client(served_config):
+    """The API of ``served_config`` in this process (no Ray), over an in-process transport."""
+    from fastapi.testclient import TestClient
+
+    from ragray.adapters.serving.local import local_app
+
+    with TestClient(local_app(served_config), raise_server_exceptions=False) as c:
+        yield c

@@ -159,9 +159,13 @@ def test_request_body_limit_is_413(client):
 def test_presets_list_and_resolve(client):
     presets = {p["name"]: p for p in client.get("/presets").json()}
     assert presets["small"]["generator"] == "scripted:smollm2" and presets["small"]["error"] is None
-    assert presets["small"]["source"] == "file" and presets["small"]["path"].endswith("small.yaml")
+    assert presets["small"]["source"] == "file" and "path" not in presets["small"]
     assert "retrieval.top_k must be >= 1" in presets["broken"]["error"]
-    assert client.get("/presets/small").json()["generation"]["backend"] == "scripted"
+    small = client.get("/presets/small").json()
+    # the values of the keys a client may set; the operator's backend and dataset file are not shown
+    assert small["source"] == "file" and small["settings"]["name"] == "small"
+    assert small["settings"]["retrieval.top_k"] == 10 and "generation.backend" not in small["settings"]
+    assert "data.path" not in small["settings"]  # a file no served dataset name stands for
     missing = client.get("/presets/nope")
     assert missing.status_code == 404 and "valid: broken, small" in missing.json()["error"]
 
@@ -216,7 +220,9 @@ def test_a_run_failing_in_the_background_is_recorded_failed(served_config, tmp_p
 
 def _recorded_failed(client, r):
     status = wait(client, r.json()["run_id"])
-    assert status["status"] == "failed" and "missing.jsonl" in status["error"], status
+    # the operator's file is named by the dataset the client picked, never by its path
+    assert status["status"] == "failed" and "dataset 'gone'" in status["error"], status
+    assert "missing.jsonl" not in status["error"], status
     assert [s["run_id"] for s in client.get("/runs", params={"status": "failed"}).json()] == [r.json()["run_id"]]
 
 
@@ -244,32 +250,17 @@ SMALL = {"generation": {"backend": "scripted"}, "metrics": {"embedding": False},
 def test_presets_put_get_list_delete(client):
     r = client.put("/presets/fast", json={"config": SMALL, "description": "two passages"})
     assert r.status_code == 200, r.text
-    assert r.json()["source"] == "db" and r.json()["description"] == "two passages" and r.json()["path"] is None
-    assert client.get("/presets/fast").json()["retrieval"]["top_k"] == 2
+    assert r.json()["source"] == "db" and r.json()["description"] == "two passages" and "path" not in r.json()
+    assert client.get("/presets/fast").json()["settings"] == {"retrieval.top_k": 2}
     assert [p["name"] for p in client.get("/presets").json()] == ["broken", "fast", "small"]
     assert [p["name"] for p in client.get("/presets", params={"limit": 1, "offset": 1}).json()] == ["fast"]
     again = client.put("/presets/fast", json={"config": {**SMALL, "retrieval": {"top_k": 3}}}).json()
     assert again["description"] == "two passages" and again["updated_at"] > again["created_at"]
-    assert client.get("/presets/fast").json()["retrieval"]["top_k"] == 3
+    assert client.get("/presets/fast").json()["settings"] == {"retrieval.top_k": 3}
     assert client.delete("/presets/fast").status_code == 204
     assert client.get("/presets/fast").status_code == 404
     gone = client.delete("/presets/fast")
     assert gone.status_code == 404 and "no preset 'fast' in the database" in gone.json()["error"]
-
-
-def test_a_saved_preset_shadows_the_file_of_the_same_name_and_runs(client):
-    saved = {**SMALL, "name": "saved", "data": {"path": "demo"}}  # a served dataset, by name
-    assert client.put("/presets/small", json={"config": saved}).status_code == 200
-    listed = [p for p in client.get("/presets").json() if p["name"] == "small"]
-    assert len(listed) == 1 and listed[0]["source"] == "db"
-    assert client.get("/presets/small").json()["name"] == "saved"
-    run = client.post("/runs", json={"command": "audit", "preset": "small", "overrides": ["audit.k=1"]}).json()
-    status = wait(client, run["run_id"])
-    assert status["name"] == "saved" and status["status"] == "done", status  # the database preset ran:
-    assert status["summary"]["n_queries"] == 36  # the demo set (its data.path), not the file preset's corpus
-    assert client.delete("/presets/small").status_code == 204
-    assert client.get("/presets/small").json()["generation"]["backend"] == "scripted"  # the file again
-    assert client.delete("/presets/small").status_code == 404  # files are read-only
 
 
 @pytest.mark.parametrize("name, body, status, message", [

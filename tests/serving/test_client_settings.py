@@ -166,10 +166,10 @@ def test_a_client_may_set_what_the_list_allows_and_restate_the_operators_values(
         "data": {"path": "demo", "limit": 1}, "generation": {"seed": 3, "backend": "scripted"}}})
     assert ok.status_code == 200, ok.text
     saved = client.get("/presets/mine").json()
-    assert saved["influence"]["used_threshold"] == 0.5 and saved["generation"]["seed"] == 3
-    # unset keys keep the served config's values, operator settings included
-    assert saved["history"]["url"] == served_config.history.url
-    assert saved["serve"]["runs_dir"] == served_config.serve.runs_dir
+    # what a client reads back is its own choices (the operator's restated backend changed nothing)
+    assert saved["source"] == "db" and saved["settings"] == {
+        "influence.mode": "logprob", "influence.used_threshold": 0.5, "retrieval.top_k": 2,
+        "data.path": "demo", "data.limit": 1, "generation.seed": 3}
 
 
 def test_a_database_preset_holding_operator_settings_is_refused_when_run(client, served_config, tmp_path):
@@ -272,5 +272,5 @@ def test_any_setting_with_any_value_is_allowed_refused_or_invalid_never_a_500(cl
     if not is_allowed(key) and changes and r.status_code != 400:
         assert r.status_code == 403 and key in r.json()["error"], (key, value, r.text)
     if r.status_code == 200:
-        saved = load_config(None, []).model_validate(client.get("/presets/fuzz").json())
-        assert all(is_allowed(k) for k in changed_settings(served_config, saved)), (key, value)
+        saved = client.get("/presets/fuzz").json()["settings"]
+        assert all(is_allowed(k) for k in saved), (key, value)

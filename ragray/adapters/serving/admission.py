@@ -10,9 +10,10 @@ per replica, at most ``max_queued_requests`` more waiting (``-1``: no limit), an
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any
+
+from ragray.adapters.serving.gate import error_body, request_id_of
 
 __all__ = ["Admission", "BUSY"]
 
@@ -45,10 +46,6 @@ class Admission:
 
 
 async def _busy(scope: dict, send: Any) -> None:
-    headers = dict(scope.get("headers") or [])
-    rid = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or uuid.uuid4().hex
-    body = json.dumps({"error": BUSY, "request_id": rid}).encode()
-    await send({"type": "http.response.start", "status": 503, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"retry-after", b"1"), (b"x-request-id", rid.encode("latin-1"))]})
-    await send({"type": "http.response.body", "body": body})
+    rid = scope.get("state", {}).get("request_id") or request_id_of(scope) or uuid.uuid4().hex
+    for message in error_body(503, BUSY, rid, **{"Retry-After": "1"}):
+        await send(message)

@@ -1,17 +1,23 @@
-"""The FastAPI application: routes, API-key auth, body size limit, request ids, error mapping.
+"""The FastAPI application: routes, error mapping, and the gates every request and answer pass.
 
-Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields),
-400 for well-formed input the server cannot use (unknown retriever or preset, a preset name or
-config that does not validate, top_k above ``serve.max_top_k``), 401 without the bearer token when
-``$RAGRAY_API_KEY`` (``serve.api_key_env``) is set, 413 for bodies over ``serve.max_request_bytes``,
-404 for unknown presets/runs, 503 when a deployment's queue is full (``max_queued_requests``;
-Serve's proxy answers 503 the same way for the ingress), 504 when a deployment call times out,
-500 for bugs — logged with the request id, which every response carries in ``X-Request-ID``.
+In front (:mod:`~ragray.adapters.serving.gate`): a bad ``X-Request-ID`` is 400, a missing key 401
+(``$RAGRAY_API_KEY``, ``serve.api_key_env``) — both before the body is read — then a body over
+``serve.max_request_bytes`` is 413 and one not received within ``serve.body_timeout_s`` 408; then
+admission (503 JSON with ``Retry-After`` when full). Behind: every text answer passes
+:class:`~ragray.adapters.serving.secrets.Scrub` (no URL credentials, paths or key names).
+
+Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields;
+JSON's ``Infinity``/``NaN`` included), 400 for well-formed input the server cannot use (unknown
+retriever or preset, a preset name or config that does not validate, top_k above
+``serve.max_top_k``), 403 for a setting a client may not set, 404 for unknown presets/runs, 409
+for a client's preset over an operator's file preset, 502 when the model failed on the question
+(every call of ``/influence``, the baseline of ``/interpretation``), 503 when a deployment's queue
+is full, 504 when a deployment call times out, 500 for bugs — logged with the request id, which
+every response carries in ``X-Request-ID``.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
@@ -25,10 +31,12 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragray import __version__
-from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError, PromptTooLongError
+from ragray.errors import BackendError, ConfigError, ConflictError, InputError, NotAllowedError, PromptTooLongError
 from ragray.adapters.serving import schemas as s
 from ragray.adapters.serving.admission import Admission
+from ragray.adapters.serving.gate import Gate
 from ragray.adapters.serving.runs import Presets, RunManager
+from ragray.adapters.serving.secrets import Redactor, Scrub
 from ragray.adapters.serving.service import RagService
 
 __all__ = ["make_app"]
@@ -65,40 +73,6 @@ def _field_message(detail: list[dict[str, Any]]) -> str:
     """``field: problem; ...`` (a check of the whole body names its field in the problem)."""
     return "; ".join(f"{'.'.join(map(str, d['loc'][1:]))}: {d['msg']}" if d["loc"][1:] else d["msg"]
                      for d in detail)
-
-
-class BodyLimit:
-    """ASGI middleware: answer 413 for a body over ``limit`` bytes (declared or streamed)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length", b"").decode() or None
-        rid = headers.get(b"x-request-id", b"").decode()[:64] or uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = rid
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _error(413, f"request body over {self.limit} bytes", rid)(scope, receive, send)
-            return
-        messages, size = [], 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if size > self.limit:
-                await _error(413, f"request body over {self.limit} bytes", rid)(scope, receive, send)
-                return
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-
-        async def replay() -> dict:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
 
 
 def _unexpected(exc: Exception, rid: str, timeout_s: float) -> JSONResponse:
@@ -146,14 +120,9 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     )
 
     @app.middleware("http")
-    async def auth_and_ids(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+    async def ids_and_errors(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
         rid = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
         request.state.request_id = rid
-        if key is not None:
-            given = request.headers.get("authorization", "")
-            scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
-                return _error(401, "missing or wrong API key (Authorization: Bearer <key>)", rid, **{"WWW-Authenticate": "Bearer"})
         try:
             response = await call_next(request)
         except Exception as exc:  # after the specific handlers: busy, timeout, or a bug
@@ -177,6 +146,10 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
         return _error(403, str(exc), rid(request))
 
+    @app.exception_handler(ConflictError)
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return _error(409, str(exc), rid(request))
+
     @app.exception_handler(InputError)
     @app.exception_handler(ConfigError)
     async def bad_input(request: Request, exc: Exception) -> JSONResponse:
@@ -193,7 +166,7 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
 
     @app.get("/health", response_model=s.Health, tags=["service"])
     def health() -> s.Health:
-        return s.Health(status="ok", model=service.generator.model_id, corpus_passages=service.search.size(),
+        return s.Health(status="ok", model=service.model_name, corpus_passages=service.search.size(),
                         retrievers=service.search.retrievers, reranker=service.reranker.name)
 
     @app.post("/retrieve", response_model=s.RetrieveResponse, tags=["pipeline"])
@@ -222,17 +195,18 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
 
     @app.get("/presets/{name}", tags=["presets"], responses={404: {"model": s.ErrorBody}})
     def get_preset(name: str) -> dict[str, Any]:
+        """The preset's source, description and the values of the settings a client may set."""
         try:
-            return presets.load(name).model_dump(mode="json")
+            return presets.public(name)
         except KeyError:
             raise HTTPException(404, f"no preset '{name}'; valid: {', '.join(presets.names())}") from None
 
-    @app.put("/presets/{name}", response_model=s.Preset, tags=["presets"])
+    @app.put("/presets/{name}", response_model=s.Preset, tags=["presets"], responses={409: {"model": s.ErrorBody}})
     def save_preset(name: str, req: s.PresetRequest) -> s.Preset:
         return presets.save(name, req.config, req.description)
 
     @app.delete("/presets/{name}", status_code=204, response_class=Response, tags=["presets"],
-                responses={404: {"model": s.ErrorBody}})
+                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
     def delete_preset(name: str) -> Response:
         if not presets.delete(name):
             raise HTTPException(404, f"no preset '{name}' in the database (files in serve.presets_dir are read-only)")
@@ -268,9 +242,12 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     # the dashboard over the runs POST /runs writes (and the history), behind the same key
     app.include_router(dashboard_router(config.serve.runs_dir, history_url(config.history.url), prefix="/dashboard"),
                        include_in_schema=False)
-    app.add_middleware(BodyLimit, limit=config.serve.max_request_bytes)
     ingress = config.serve.ingress
     app.add_middleware(Admission, ongoing=ingress.max_ongoing_requests, queued=ingress.max_queued_requests)
+    # outside admission: the key and the whole body come first (ragray.adapters.serving.gate)
+    app.add_middleware(Gate, key=key, limit=config.serve.max_request_bytes, body_timeout_s=config.serve.body_timeout_s)
+    # the last gate: no operator secret in any text the API sends (ragray.adapters.serving.secrets)
+    app.add_middleware(Scrub, redactor=Redactor.for_server([config, *presets.file_configs()], [key or ""]))
     if behind_serve:
         app.add_middleware(_NoRequestIdHeader)
     return app

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ragray.config import ExperimentConfig, load_config
-from ragray.config_access import ClientPolicy, changed_settings, flatten
-from ragray.errors import InputError, RagrayError
+from ragray.config_access import ClientPolicy, changed_settings, flatten, is_allowed
+from ragray.errors import ConflictError, InputError, RagrayError
 from ragray.generation import Generator
 from ragray.rows.summaries import read_summary
 from ragray.adapters.serving import schemas as s
+from ragray.adapters.serving.secrets import public_model
 from ragray.store.history import (
     History,
     PresetRecord,
@@ -45,7 +46,7 @@ def _describe(name: str, load: Callable[[], ExperimentConfig], **fields: Any) ->
     except RagrayError as exc:
         return s.Preset(name=name, error=str(exc), **fields)
     return s.Preset(name=name, retriever=cfg.retrieval.retriever, rerank=cfg.rerank.strategy,
-                    generator=f"{cfg.generation.backend}:{cfg.generation.model}", **fields)
+                    generator=f"{cfg.generation.backend}:{public_model(cfg.generation.model)}", **fields)
 
 
 def _db_fields(record: PresetRecord) -> dict[str, Any]:
@@ -54,12 +55,14 @@ def _db_fields(record: PresetRecord) -> dict[str, Any]:
 
 
 class Presets:
-    """Named configs: the presets of the history database (when one is attached) and every
-    ``*.yaml`` under a folder, addressed by file stem; on a name clash the database wins.
+    """Named configs: every ``*.yaml`` under a folder, addressed by file stem, and the presets of
+    the history database (when one is attached).
 
-    The folder's files are the operator's: a run over one takes its whole config. A database
-    preset is a client's choice of settings (``PUT /presets/{name}``): it is saved, and used, as
-    the served config with those settings, under the server's :class:`ClientPolicy`.
+    The folder's files are the operator's: a run over one takes its whole config, and no client
+    can replace, shadow or delete one (a database preset of a file's name is a
+    :class:`~ragray.errors.ConflictError`, HTTP 409; should one exist from before the file, the
+    file wins). A database preset is a client's choice of settings (``PUT /presets/{name}``): it is
+    saved, and used, as the served config with those settings, under the server's :class:`ClientPolicy`.
     """
 
     def __init__(self, folder: str | Path, history: History | None = None, *,
@@ -94,7 +97,28 @@ class Presets:
             raise KeyError(name)
         return path
 
+    def is_file(self, name: str) -> bool:
+        """Whether ``name`` is one of the operator's file presets."""
+        try:
+            self.path(name)
+        except KeyError:
+            return False
+        return True
+
+    def file_configs(self) -> list[ExperimentConfig]:
+        """The configs of the file presets that load (what :mod:`~ragray.adapters.serving.secrets` keeps out
+        of answers)."""
+        out = []
+        for name in self._files():
+            try:
+                out.append(load_config(self.path(name)))
+            except (RagrayError, KeyError, OSError):
+                continue
+        return out
+
     def _record(self, name: str) -> PresetRecord | None:
+        if self.is_file(name):
+            return None  # the operator's file wins over a database preset of its name
         try:
             return self.history.get_preset_record(name) if self.history else None
         except KeyError:
@@ -119,31 +143,61 @@ class Presets:
                                      where=f"preset {name}")
         return self.policy.apply_overrides(base, overrides)
 
+    def public(self, name: str) -> dict[str, Any]:
+        """What a client may read of preset ``name`` (:class:`KeyError` if there is none): its
+        source and description, and as ``settings`` the values of the keys a client may set — a
+        database preset's own choices, a file preset's values of those keys — never the rest of
+        the operator's config (models, endpoints, paths, variables); ``data.path`` as the served
+        dataset's name (omitted when it is none)."""
+        record = self._record(name)
+        config = record.config() if record is not None else load_config(self.path(name))
+        values = flatten(config)
+        keys = changed_settings(self.served, config) if record is not None else list(values)
+        settings = {k: values[k] for k in keys if is_allowed(k, self.policy.allowed)}
+        if "data.path" in settings:
+            names = [n for n, path in self.policy.datasets.items() if path == settings["data.path"]]
+            settings.pop("data.path")
+            if names:
+                settings["data.path"] = names[0]
+        head = _db_fields(record) if record is not None else {"source": "file", "description": None}
+        return {"name": name, **{k: v for k, v in head.items() if k in ("source", "description")},
+                "settings": settings}
+
     def describe(self, name: str, record: PresetRecord | None = None) -> s.Preset:
         record = record or self._record(name)
         if record is not None:
             return _describe(name, record.config, **_db_fields(record))
         path = self.path(name)
-        return _describe(name, lambda: load_config(path), source="file", path=str(path))
+        return _describe(name, lambda: load_config(path), source="file")
 
     def page(self, limit: int, offset: int = 0) -> list[s.Preset]:
-        """Database and file presets together, by name."""
-        saved = self._saved()
-        names = sorted(set(saved) | set(self._files()))[offset:offset + limit]
+        """Database and file presets together, by name (a file's name: the file)."""
+        files = set(self._files())
+        saved = {n: r for n, r in self._saved().items() if n not in files}
+        names = sorted(set(saved) | files)[offset:offset + limit]
         return [self.describe(n, saved.get(n)) for n in names]
 
     def save(self, name: str, raw: Mapping[str, Any], description: str | None = None) -> s.Preset:
         """Save a client's settings ``raw`` (a config mapping; unset keys keep the served config's
-        values) as ``name`` in the database, under the policy (:class:`NotAllowedError` otherwise)."""
+        values) as ``name`` in the database, under the policy (:class:`NotAllowedError` otherwise;
+        :class:`ConflictError` for the name of a file preset)."""
         if self.history is None:
             raise InputError("presets cannot be saved: this server has no history database")
         check_preset_name(name)
+        self._refuse_file(name, "replaced")
         config = self.policy.apply(self.served, raw, where=f"preset {name}")
         return self.describe(name, self.history.save_preset(name, config, description))
 
     def delete(self, name: str) -> bool:
-        """Delete the database preset ``name``; False if there is none (files are read-only)."""
+        """Delete the database preset ``name``; False if there is none (:class:`ConflictError`
+        for a file preset: the operator's)."""
+        self._refuse_file(name, "deleted")
         return self.history.delete_preset(name) if self.history else False
+
+    def _refuse_file(self, name: str, what: str) -> None:
+        if self.is_file(name):
+            raise ConflictError(f"preset {name}: a file preset of the server's operator, which cannot be {what} "
+                                "over HTTP; save yours under another name")
 
 
 class RunManager:
@@ -203,7 +257,8 @@ class RunManager:
             done = sum(1 for line in progress.read_text().splitlines() if line.strip()) if record.out else 0
         except OSError:
             done = 0
-        return s.RunStatus(run_id=record.id, command=record.kind, status=record.status, out=record.out or "",
+        return s.RunStatus(run_id=record.id, command=record.kind, status=record.status,
+                           out=Path(record.out).name if record.out else "",
                            questions_done=done, error=record.error, name=record.name,
                            summary=read_summary(record.kind, record.summary) if record.summary else None,
                            parent_id=record.parent_id, started_at=record.started_at,

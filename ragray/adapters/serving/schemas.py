@@ -51,7 +51,8 @@ def _lone_surrogate(value: Any, where: str) -> str | None:
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # JSON's Infinity/NaN (which Python's parser accepts) is no number a request may hold: 422
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _valid_unicode(self) -> _Request:
@@ -180,7 +181,8 @@ class RunStatus(BaseModel):
     command: str = Field(description="the run's kind: run | interpret | audit | score | sweep | trial")
     status: Literal["running", "done", "failed", "interrupted", "incomplete"] = Field(
         description="interrupted: recorded as running, but its process is gone (killed, its machine lost)")
-    out: str
+    out: str = Field(description="the run directory's name (under serve.runs_dir for runs started over HTTP); "
+                     "the server's paths are not shown")
     questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")
     summary: RunSummaryBody | None = Field(None, description="summary.json of the run (by its command)")
     error: str | None = None
@@ -196,7 +198,6 @@ class Preset(BaseModel):
     source: Literal["db", "file"] = Field(
         "file", description="saved in the history database (PUT /presets/{name}) or a YAML file of serve.presets_dir"
     )
-    path: str | None = Field(None, description="the YAML file (file presets)")
     description: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None

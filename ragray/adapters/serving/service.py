@@ -29,6 +29,7 @@ from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
 from ragray.retrieval.tail import finish_hits, first_stage_k
 from ragray.adapters.serving import schemas as s
+from ragray.adapters.serving.secrets import public_model
 from ragray.types import Hit, Passage, Question, frozen_meta
 
 __all__ = ["RagService"]
@@ -44,6 +45,14 @@ def _raise_too_long(error: str | None) -> None:
     counts = too_long(error)
     if counts is not None:
         raise PromptTooLongError(*counts, what="the prompt (question and passages)")
+
+
+def _raise_failed(error: str | None, failed: bool) -> None:
+    """A question the model could not answer (the prompt too long: 422; every call or the baseline
+    failed: 502, as the docs promise, not a 200 whose body says ``error``)."""
+    _raise_too_long(error)
+    if failed:
+        raise BackendError(f"the generator failed on this question: {error or 'no call succeeded'}")
 
 
 class _Cache:
@@ -73,6 +82,11 @@ class RagService:
         self.system = system_message(self.template, config.generation.system_prompt, config.generation.decline)
         self.policy = ClientPolicy.for_server(config)
         self._cache = _Cache()
+
+    @property
+    def model_name(self) -> str:
+        """The generator's model as a client reads it (a folder's name, not its path)."""
+        return public_model(self.generator.model_id)
 
     def _settings(self, values: dict[str, Any]) -> ExperimentConfig:
         """The served config with a request's settings (dotted key -> value, None: unset), under
@@ -127,7 +141,7 @@ class RagService:
             _raise_too_long(g.error)
             raise BackendError(f"the generator failed: {g.error}")
         return s.GenerateResponse(
-            question=req.question, answer=g.text, model=self.generator.model_id, passages=[p.text for p in passages],
+            question=req.question, answer=g.text, model=self.model_name, passages=[p.text for p in passages],
             prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, latency_s=g.latency_s,
             error=g.error,
         )
@@ -142,9 +156,9 @@ class RagService:
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
         loop = influence_loop(cfg, self.generator, similarity=similarity, quality=quality, retrieval_k=req.top_k_docs)
         record = loop.run(qh)
-        _raise_too_long(record.question.error)
+        _raise_failed(record.question.error, record.question.state == "error")
         return s.InfluenceResponse(question=record.question, passages=list(record.passages),
-                                   calls=list(record.calls) if req.debug else None, model=self.generator.model_id)
+                                   calls=list(record.calls) if req.debug else None, model=self.model_name)
 
     # ------------------------------------------------------------------------ interpretation
 
@@ -168,11 +182,11 @@ class RagService:
         qh = self._question_hits(req, qid, req.answers)
         experiment = faithfulness_experiment(cfg, self.generator, measures=measures)
         record = experiment.run(qh)
-        _raise_too_long(record.question.error)
+        _raise_failed(record.question.error, record.question.error is not None)
         arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]
         return s.InterpretationResponse(question=record.question, importances=list(record.units),
                                         cases=list(record.cases), deletions=arms, curves=list(record.curves),
-                                        model=self.generator.model_id)
+                                        model=self.model_name)
 
     # --------------------------------------------------------------------------------- audit
 

@@ -44,6 +44,7 @@ from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator
 from ragray.generation.concurrency import AdaptiveLimit
 from ragray.generation.chat_tokens import encode_scored, render_chat
 from ragray.generation.packaged import resolve_generator_model
+from ragray.text.urls import public_url
 
 __all__ = ["MAX_RETRY_AFTER_S", "AdaptiveLimit", "OpenAIGenerator", "parse_retry_after"]
 
@@ -189,6 +190,7 @@ class OpenAIGenerator(Generator):
         if self._client is None:
             raise BackendError("the openai generator is closed")
         url = f"{self.base_url}/{path}"
+        shown = f"{public_url(self.base_url)}/{path}"  # what messages name: no credentials, no query
         tries = self.options.max_retries + 1
         status: int | None = None
         for attempt in range(1, tries + 1):
@@ -200,20 +202,20 @@ class OpenAIGenerator(Generator):
                     try:
                         return _Outcome(response.json(), None, attempt, status)
                     except ValueError:
-                        return _Outcome(None, f"POST {url}: HTTP {status} with a body that is not "
+                        return _Outcome(None, f"POST {shown}: HTTP {status} with a body that is not "
                                         f"JSON: {response.text[:200]!r}", attempt, status)
                 problem = f"HTTP {status} {response.reason_phrase}: {_detail(response)}"
                 if status != 429 and status < 500:
                     done = f"{attempt} attempt" + ("s" if attempt > 1 else "")
-                    return _Outcome(None, f"POST {url}: {problem} (not retried; {done})", attempt, status)
+                    return _Outcome(None, f"POST {shown}: {problem} (not retried; {done})", attempt, status)
                 asked = parse_retry_after(response.headers.get("retry-after"))
                 delay = delay if asked is None else asked
             if attempt == tries:
                 break
-            log.warning("POST %s: %s; retry %d/%d in %.2f s", url, problem, attempt,
+            log.warning("POST %s: %s; retry %d/%d in %.2f s", shown, problem, attempt,
                         tries - 1, delay)
             self._sleep(delay)
-        return _Outcome(None, f"POST {url}: {problem}; gave up after {tries} attempts", tries, status)
+        return _Outcome(None, f"POST {shown}: {problem}; gave up after {tries} attempts", tries, status)
 
     # -- generation -------------------------------------------------------------------------------
 
@@ -245,7 +247,7 @@ class OpenAIGenerator(Generator):
             prompt_tokens = int(usage.get("prompt_tokens") or 0)
             completion_tokens = int(usage.get("completion_tokens") or 0)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            error = f"POST {self.base_url}/chat/completions: unexpected response {str(out.body)[:200]}"
+            error = f"POST {public_url(self.base_url)}/chat/completions: unexpected response {str(out.body)[:200]}"
             return Generation("", 0, 0, latency, error=error)
         return Generation(str(content).strip(), prompt_tokens, completion_tokens, latency)
 
@@ -300,7 +302,7 @@ class OpenAIGenerator(Generator):
             try:
                 (value,) = self.logprobs([(Message("user", "Reply with OK."),)], ["OK"])
                 problem = None if math.isfinite(value) else (
-                    f"{_CANNOT_SCORE}: the probe POST {self.base_url}/completions got no answer after "
+                    f"{_CANNOT_SCORE}: the probe POST {public_url(self.base_url)}/completions got no answer after "
                     f"{self.options.max_retries + 1} attempts")
             except (BackendError, MissingDependencyError) as exc:
                 problem = str(exc)
@@ -360,7 +362,7 @@ class OpenAIGenerator(Generator):
             values = []
         if len(values) != len(token_ids) - start:
             raise BackendError(
-                f"{_CANNOT_SCORE}: POST {self.base_url}/completions returned no prompt "
+                f"{_CANNOT_SCORE}: POST {public_url(self.base_url)}/completions returned no prompt "
                 f"log-probabilities for the answer (it needs echo=true with logprobs, which vLLM's "
                 f"server supports and chat-only APIs do not)"
             )

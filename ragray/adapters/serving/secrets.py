@@ -30,20 +30,14 @@ from typing import Any
 
 from ragray.config import ExperimentConfig
 from ragray.config_access import flatten
+from ragray.text.urls import strip_urls
 
-__all__ = ["Redactor", "Scrub", "public_model", "strip_urls"]
+__all__ = ["Redactor", "Scrub", "public_model"]
 
-_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
-_USERINFO = re.compile(rf"({_SCHEME})[^/\s@\"'<>]*@")
-_QUERY = re.compile(rf"({_SCHEME}[^\s\"'<>?#]*)\?[^\s\"'<>#]*")
-_TEXT_TYPES = (b"application/json", b"text/", b"application/javascript", b"application/xml")
+_TEXT_TYPES = (b"application/json", b"text/", b"application/javascript", b"application/xml", b"application/yaml",
+               b"application/x-yaml")
 #: strings shorter than this are not redacted: they would eat ordinary words
 _MIN_SECRET = 4
-
-
-def strip_urls(text: str) -> str:
-    """``text`` with every URL's userinfo and query removed."""
-    return _QUERY.sub(r"\1", _USERINFO.sub(r"\1", text))
 
 
 def _is_path(key: str, value: str) -> bool:
@@ -110,7 +104,7 @@ def _path_forms(value: str) -> list[str]:
 
 def _url_secrets(url: str) -> dict[str, str]:
     """A URL's password and user name (which a decoded message may show without the URL)."""
-    match = re.match(rf"{_SCHEME}([^/\s@]*)@", url)
+    match = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]*)@", url)
     if not match:
         return {}
     user, _, password = match.group(1).partition(":")

@@ -51,7 +51,7 @@ def request_id_of(scope: dict) -> str | None:
     """The request's id: the client's valid ``X-Request-ID``, else a new one; None when the
     client's header is not a valid id."""
     given = [v for k, v in scope.get("headers") or () if k.lower() == b"x-request-id"]
-    if not given:
+    if not given or not given[0]:
         return uuid.uuid4().hex
     return given[0].decode("ascii") if _REQUEST_ID.match(given[0]) else None
 

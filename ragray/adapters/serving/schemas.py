@@ -8,6 +8,7 @@ answered with 400.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -32,19 +33,24 @@ Question = Field(min_length=1, max_length=4000, description="the user question")
 RunSummaryBody = RunSummary | FaithfulnessSummary | AuditSummary | ScoreSummary | dict[str, Any]
 
 
-def _lone_surrogate(value: Any, where: str) -> str | None:
-    """The path of the first string in ``value`` (keys included) holding a lone UTF-16 surrogate
-    (JSON's ``"\\ud800"``: no character, and no UTF-8 encoding), else None."""
+def _bad_value(value: Any, where: str) -> str | None:
+    """The first value in ``value`` (keys included) a request may not hold, as ``path: why``: a
+    string with a lone UTF-16 surrogate (JSON's ``"\\ud800"``: no character, and no UTF-8
+    encoding), or a number that is not finite (JSON's ``Infinity``/``NaN``, which Python reads)."""
     if isinstance(value, str):
-        return where if any("\ud800" <= c <= "\udfff" for c in value) else None
-    if isinstance(value, dict):
+        if any("\ud800" <= c <= "\udfff" for c in value):
+            return f"{where}: invalid Unicode (a lone surrogate such as \\ud800 is no character)"
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return f"{where}: {value} is not a finite number"
+    elif isinstance(value, dict):
         for k, v in value.items():
-            found = _lone_surrogate(k, f"{where} (a key)") or _lone_surrogate(v, f"{where}.{k}")
+            found = _bad_value(k, f"{where} (a key)") or _bad_value(v, f"{where}.{k}")
             if found:
                 return found
-    if isinstance(value, (list, tuple)):
+    elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            found = _lone_surrogate(v, f"{where}[{i}]")
+            found = _bad_value(v, f"{where}[{i}]")
             if found:
                 return found
     return None
@@ -55,11 +61,11 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
-    def _valid_unicode(self) -> _Request:
+    def _valid_values(self) -> _Request:
         for name in type(self).model_fields:
-            where = _lone_surrogate(getattr(self, name), name)
-            if where:
-                raise ValueError(f"{where}: invalid Unicode (a lone surrogate such as \\ud800 is no character)")
+            problem = _bad_value(getattr(self, name), name)
+            if problem:
+                raise ValueError(problem)
         return self
 
 

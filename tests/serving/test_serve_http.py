@@ -94,7 +94,8 @@ def test_every_endpoint_over_http(server):
 
     presets = {p["name"] for p in client.get("/presets", headers=AUTH).json()}
     assert {"default", "serve_demo"} <= presets
-    assert client.get("/presets/serve_demo", headers=AUTH).json()["rerank"]["strategy"] == "bi_encoder"
+    demo = client.get("/presets/serve_demo", headers=AUTH).json()  # what a client may set, not the whole config
+    assert demo["source"] == "file" and demo["settings"]["rerank.candidates"] >= 1 and "rerank.strategy" not in demo["settings"]
 
     run = client.post("/runs", headers=AUTH, json={"command": "run", "limit": 1}).json()
     deadline = time.time() + 300
@@ -170,7 +171,7 @@ def test_three_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_
     """Each run's generation differs from the served one (its seed), so each loads SmolLM2 in the
     ingress: at once, those loads raced (meta tensors, float != BFloat16); now one at a time."""
     same_tables = _same_tables()
-    client, _, _ = server
+    client, _, runs = server
 
     def start(seed):
         r = client.post("/runs", headers=AUTH, json={"command": "run", "limit": 1,
@@ -186,7 +187,7 @@ def test_three_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_
     assert [s["status"] for s in alone] == ["done"] * 3, alone
     for a, b in zip(together, alone):
         assert a["summary"]["n_measured"] == 1
-        assert same_tables.compare(Path(a["out"]), Path(b["out"])) == {}
+        assert same_tables.compare(Path(runs) / a["out"], Path(runs) / b["out"]) == {}
 
 
 def _same_tables():
@@ -233,3 +234,15 @@ def test_concurrent_burst_then_backpressure(server, capsys):
     assert set(codes) <= {200, 503} and codes.count(503) >= 1 and codes.count(200) >= 1, codes
     # the documented JSON error with Retry-After, not Serve's plain text
     assert all(r.headers["retry-after"] and r.json()["error"].startswith("server busy") for r in refused)
+
+    # a one-slot generator queue (issue 64: Serve's own handler answered its BackPressureError in plain
+    # text, without Retry-After): the same JSON 503 from the ingress
+    refused.clear()
+    start_server(_config(port, runs, "serve.generator.max_ongoing_requests=1", "serve.generator.max_queued_requests=1",
+                         "serve.generator.batch_size=1"), blocking=False)
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(lambda i: call(100 + i)[0], range(12)))
+    assert set(codes) <= {200, 503} and codes.count(503) >= 1 and codes.count(200) >= 1, codes
+    assert all(r.headers["retry-after"] == "1" and r.headers["content-type"] == "application/json"
+               and "a deployment's request queue is full" in r.json()["error"] for r in refused), \
+        [(r.headers, r.text) for r in refused]

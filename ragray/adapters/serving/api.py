@@ -39,7 +39,7 @@ from ragray.adapters.serving.runs import Presets, RunManager
 from ragray.adapters.serving.secrets import Redactor, Scrub
 from ragray.adapters.serving.service import RagService
 
-__all__ = ["make_app"]
+__all__ = ["ServeFront", "make_app"]
 
 log = logging.getLogger("ragray.serve")
 
@@ -77,7 +77,8 @@ def _field_message(detail: list[dict[str, Any]]) -> str:
 
 def _unexpected(exc: Exception, rid: str, timeout_s: float) -> JSONResponse:
     name = type(exc).__name__
-    if name == "BackPressureError":  # a deployment's queue is full: retry later, do not hang
+    if name in ("BackPressureError", "DeploymentUnavailableError"):  # a deployment's queue is full (or
+        # it is not up yet): retry later, do not hang
         return _error(503, "server busy: a deployment's request queue is full, retry later", rid,
                       **{"Retry-After": "1"})
     if isinstance(exc, TimeoutError) or name == "GetTimeoutError":
@@ -101,6 +102,21 @@ class _NoRequestIdHeader:
             await send(message)
 
         await self.app(scope, receive, without if scope["type"] == "http" else send)
+
+
+class ServeFront:
+    """The API as Ray Serve's ingress takes it: a plain ASGI callable, not the FastAPI object.
+
+    Serve installs its own exception handlers on an app that has ``add_exception_handler``: for
+    ``BackPressureError`` a plain-text 503 (a full generator queue answered without the API's JSON
+    and ``Retry-After``, issue 64). Behind this wrapper the app's own mapping (:func:`_unexpected`)
+    answers it. Lifespan and HTTP scopes pass through unchanged."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key: str | None = None,

@@ -218,9 +218,9 @@ class RagrayAPI:
         self.runs = RunManager(config, self.presets, gen)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from ragray.adapters.serving.api import make_app
+        from ragray.adapters.serving.api import ServeFront, make_app
 
-        return make_app(self.service, self.runs, self.presets, behind_serve=True)
+        return ServeFront(make_app(self.service, self.runs, self.presets, behind_serve=True))
 
 
 def _proxy_host() -> str | None:

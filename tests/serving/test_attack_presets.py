@@ -47,3 +47,11 @@ def _wait(client, run_id, timeout=60):
     while (status := client.get(f"/runs/{run_id}").json())["status"] == "running" and time.time() < deadline:
         time.sleep(0.2)
     return status
+
+
+def test_a_preset_read_back_can_be_saved_again(client):
+    assert client.put("/presets/mine", json={"config": {"retrieval": {"top_k": 2}, "seed": 4}}).status_code == 200
+    read = client.get("/presets/mine").json()
+    assert read["settings"] == {"retrieval.top_k": 2, "seed": 4}
+    assert client.put("/presets/copy", json={"config": read["settings"]}).status_code == 200
+    assert client.get("/presets/copy").json()["settings"] == read["settings"]

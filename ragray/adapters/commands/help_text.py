@@ -114,8 +114,9 @@ HELP: dict[str, Help] = {
     "runs list": Help(
         "recorded runs, newest first, as a table",
         "List recorded runs, newest first: id, kind, name, status, start time, duration and run "
-        "directory. Filter by kind or status; page with --limit and --offset. A run whose process is "
-        "gone without ending its record (killed, its machine lost) is shown as interrupted.",
+        "directory. Filter by kind or status; page with --limit and --offset. A run stopped by Ctrl-C or "
+        "SIGTERM is interrupted (--resume continues it), and so is one whose process is gone without "
+        "ending its record (killed, its machine lost).",
         ("ragray runs list --kind run --status failed --limit 20",),
     ),
     "runs show": Help(

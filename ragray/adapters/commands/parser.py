@@ -310,7 +310,7 @@ def _add_history_commands(sub: Any) -> None:
     _add_history_config(listing)
     listing.add_argument("--kind", help="only this kind: run, interpret, audit, score, sweep or trial")
     listing.add_argument("--status", help="only this status: running, done, failed or interrupted "
-                                                 "(recorded as running, its process gone)")
+                                                 "(stopped by Ctrl-C or SIGTERM, or its process gone)")
     _add_page(listing)
     show = _command(actions, "show", "runs show")
     show.add_argument("run_id", metavar="ID", help="a run id from 'ragray runs list'")

@@ -179,7 +179,8 @@ class RunStatus(BaseModel):
     run_id: str
     command: str = Field(description="the run's kind: run | interpret | audit | score | sweep | trial")
     status: Literal["running", "done", "failed", "interrupted", "incomplete"] = Field(
-        description="interrupted: recorded as running, but its process is gone (killed, its machine lost)")
+        description="interrupted: stopped by Ctrl-C or SIGTERM (resumable), or recorded as running but its "
+                    "process is gone (killed, its machine lost)")
     out: str
     questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")
     summary: RunSummaryBody | None = Field(None, description="summary.json of the run (by its command)")

@@ -253,21 +253,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from ragray._imports import require
-    from ragray.config import ExperimentConfig
-    from ragray.store.history import history_url
+    from ragray.adapters.commands.dashboard import dashboard_command
 
-    uvicorn = require("uvicorn", extra="dashboard", feature="ragray dashboard")
-    require("fastapi", extra="dashboard", feature="ragray dashboard")
-    if not Path(args.runs_dir).is_dir():
-        raise InputError(f"RUNS_DIR: no such folder: {args.runs_dir}")
-    history = history_url(args.history or ExperimentConfig().history.url)
-    from ragray.adapters.dashboard.app import make_dashboard
-
-    app = make_dashboard(args.runs_dir, history)
-    print(f"ragray dashboard: {args.runs_dir} (history {history}) on http://{args.host}:{args.port}/  (Ctrl-C stops)")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-    return 0
+    return dashboard_command(args)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:

@@ -93,8 +93,14 @@ HELP: dict[str, Help] = {
         "web page to browse, drill into and compare runs",
         "A local web page (no internet needed) over a folder of run directories: each run's report and "
         "flags, a drill-down per question, side-by-side comparison of runs, the run history, and CSV "
-        "upload of your own records (saved under RUNS_DIR/uploads).",
-        ("ragray dashboard runs --port 8267",),
+        "upload of your own records (saved under RUNS_DIR/uploads: a file of at most 20 MiB, "
+        "dashboard.max_upload_bytes, else 413; at most 50 uploaded runs, dashboard.max_uploads, else 409). "
+        "On a --host "
+        "beyond loopback it starts only with $RAGRAY_API_KEY set (serve.api_key_env, the key of "
+        "'ragray serve'), and then every page and file needs it: 'Authorization: Bearer <key>', or a "
+        "browser enters it once in the page's form; --insecure serves without a key, with a warning.",
+        ("ragray dashboard runs --port 8267",
+         "ragray dashboard runs --host 0.0.0.0   # with $RAGRAY_API_KEY set: every page needs the key"),
     ),
     "sweep": Help(
         "configuration sweep on Ray Tune, with a leaderboard",

@@ -273,8 +273,15 @@ def _add_dashboard(sub: Any) -> None:
     p.add_argument("--history", metavar="URL",
                    help="run history database (default: history.url, else history.sqlite in ragray's data folder: "
                         "$RAGRAY_HOME or ~/.local/share/ragray)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="bind address (default 127.0.0.1); beyond loopback every page needs the API key "
+                        "$RAGRAY_API_KEY (serve.api_key_env), or --insecure")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve on a non-loopback --host without an API key, with a warning")
     p.add_argument("--port", type=_positive_int, default=8265 + 2, help="port (default 8267)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set dashboard.max_uploads=20 (repeatable; "
+                        "dashboard.*, serve.api_key_env, history.url)")
 
 
 def _add_sweep(sub: Any) -> None:

@@ -7,13 +7,18 @@
     │   ├── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
     │   └── ConflictError       a client's request clashes with what the operator owns (HTTP 409)
     ├── MissingDependencyError  an optional extra is not installed (names the pip command)
-    └── BackendError            a model, index or remote endpoint failed while running
+    ├── BackendError            a model, index or remote endpoint failed while running
+    └── WriteError              a result file could not be written (disk full, quota, a lost mount);
+                                also an ``OSError`` with the OS's ``errno`` and ``strerror``
 
 Messages say what is wrong and where ("retrieval.top_k must be >= 1, got 0";
 "data/qa.jsonl:17: 'question' is missing").
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 __all__ = [
     "RagrayError",
@@ -24,6 +29,7 @@ __all__ = [
     "ConflictError",
     "MissingDependencyError",
     "BackendError",
+    "WriteError",
 ]
 
 
@@ -70,3 +76,20 @@ class MissingDependencyError(RagrayError, ImportError):
 
 class BackendError(RagrayError, RuntimeError):
     """A model, index or endpoint failed while running."""
+
+
+class WriteError(RagrayError, OSError):
+    """Writing the result file ``path`` failed (no space left, a quota, a read-only or lost mount).
+    What the run wrote before stays as it was: files are replaced whole, and the progress log
+    keeps its finished questions, so ``--resume`` continues once the cause is fixed."""
+
+    def __init__(self, path: str | os.PathLike[str], cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.path = str(path)
+        self.filename = self.path
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.strerror}"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # OSError's would call WriteError(errno, strerror)
+        return (WriteError, (self.path, OSError(self.errno, self.strerror)))

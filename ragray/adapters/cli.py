@@ -2,7 +2,9 @@
 
 Precedence of settings: built-in defaults < CONFIG file < ``--set key=value`` < explicit flags
 (``--dataset``, ``--top-k`` ...). Errors in user input exit with status 2 and one message that
-says what and where; backend failures exit with status 1.
+says what and where; backend failures exit with status 1, and so does a result that cannot be
+written (a full disk, a quota): one line naming the file and, for a resumable command, the
+command that resumes it. Ctrl-C and SIGTERM exit with 130, saying how to resume.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -20,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from ragray.adapters.commands.parser import build_parser
 from ragray.adapters.commands.parser import flag_values as _flag_values
+from ragray.adapters.commands.stopped import interrupted as _interrupted
+from ragray.adapters.commands.stopped import on_sigterm as _on_sigterm
+from ragray.adapters.commands.stopped import resume_command, write_failed
 from ragray.config_paths import is_path_keyword
 from ragray.console import print_pairs, print_table
 from ragray.errors import (
@@ -33,7 +37,7 @@ from ragray.errors import (
 if TYPE_CHECKING:
     from ragray.rows.summaries import RunSummary
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "resume_command"]
 
 log = logging.getLogger("ragray")
 
@@ -249,21 +253,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from ragray._imports import require
-    from ragray.config import ExperimentConfig
-    from ragray.store.history import history_url
+    from ragray.adapters.commands.dashboard import dashboard_command
 
-    uvicorn = require("uvicorn", extra="dashboard", feature="ragray dashboard")
-    require("fastapi", extra="dashboard", feature="ragray dashboard")
-    if not Path(args.runs_dir).is_dir():
-        raise InputError(f"RUNS_DIR: no such folder: {args.runs_dir}")
-    history = history_url(args.history or ExperimentConfig().history.url)
-    from ragray.adapters.dashboard.app import make_dashboard
-
-    app = make_dashboard(args.runs_dir, history)
-    print(f"ragray dashboard: {args.runs_dir} (history {history}) on http://{args.host}:{args.port}/  (Ctrl-C stops)")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-    return 0
+    return dashboard_command(args)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -293,39 +285,6 @@ COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interp
 
 
 RESUMABLE = ("run", "interpret", "sweep")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a scheduler's stop), handled like Ctrl-C: finished work is on disk."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-def resume_command(command: str, argv: Sequence[str], out: str) -> str:
-    """The command line that continues an interrupted run: the same arguments, ``--out`` the
-    run directory it was writing, ``--resume``."""
-    words, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word == "--out":
-            skip = True
-        elif not word.startswith("--out=") and word != "--resume":
-            words.append(word)
-    return shlex.join(["ragray", *words, "--out", out, "--resume"])
-
-
-def _interrupted(args: argparse.Namespace, argv: Sequence[str], exc: KeyboardInterrupt) -> int:
-    how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-    out = getattr(args, "resume_dir", None)
-    if out is None:
-        print(f"ragray {args.command}: {how}", file=sys.stderr)
-        return 130
-    print(f"ragray {args.command}: {how}; every finished {'trial' if args.command == 'sweep' else 'question'} "
-          f"is kept in {out}. Resume with:\n  {resume_command(args.command, argv, out)}", file=sys.stderr)
-    return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,6 +341,11 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except MissingDependencyError as exc:
         print(f"ragray {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # WriteError too: before RagrayError, so it says how to resume
+        code = write_failed(args, argv, exc)
+        if code is None:
+            raise
+        return code
     except (BackendError, RagrayError) as exc:
         print(f"ragray {args.command}: failed: {exc}", file=sys.stderr)
         return 1

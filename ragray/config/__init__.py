@@ -65,6 +65,7 @@ from ragray.config.runtime import (
     IngressOptions,
     GeneratorOptions,
     ServeConfig,
+    DashboardConfig,
     HistoryConfig,
     CacheConfig,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "IngressOptions",
     "GeneratorOptions",
     "ServeConfig",
+    "DashboardConfig",
     "HistoryConfig",
     "CacheConfig",
     "ExperimentConfig",

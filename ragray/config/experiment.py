@@ -17,7 +17,7 @@ from ragray.config.base import Section
 from ragray.config.retrieval import DataConfig, ChunkingConfig, RetrievalConfig, RerankConfig
 from ragray.config.generation import GenerationConfig
 from ragray.config.measures import InfluenceConfig, FaithfulnessConfig, AuditConfig, MetricsConfig
-from ragray.config.runtime import ExecutionConfig, ServeConfig, HistoryConfig, CacheConfig
+from ragray.config.runtime import ExecutionConfig, ServeConfig, DashboardConfig, HistoryConfig, CacheConfig
 
 
 class ExperimentConfig(Section):
@@ -34,6 +34,7 @@ class ExperimentConfig(Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     history: HistoryConfig = Field(default_factory=HistoryConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
 

@@ -133,6 +133,20 @@ class ServeConfig(Section):
     generator: GeneratorOptions = Field(default_factory=GeneratorOptions)
 
 
+class DashboardConfig(Section):
+    """``ragray dashboard`` (and ``/dashboard`` of ``ragray serve``): what a CSV upload may take.
+    Beyond loopback the dashboard needs the API key ``$<serve.api_key_env>``, like ``ragray serve``."""
+
+    max_upload_bytes: int = Field(
+        20 * 2**20, ge=1024, description="largest CSV a POST /upload takes (413 above it, nothing written); "
+        "20 MiB holds the row limit of an upload (200,000 passages) of ragray's own passages.csv"
+    )
+    max_uploads: int = Field(
+        50, ge=0, description="uploaded runs RUNS_DIR/uploads may hold; one more is a 409 until some are "
+        "deleted (0: uploads off). With max_upload_bytes it bounds the disk uploads can take"
+    )
+
+
 class HistoryConfig(Section):
     """Run history and presets in a database (SQLite by default; any SQLAlchemy URL)."""
 

@@ -30,7 +30,9 @@ def run_header(data: RunData) -> str:
     model = s.get("model") or gen.get("model") or "–"
     backend = s.get("backend") or gen.get("backend")
     n = s.get("n_questions", len(data.table("questions")))
-    bits = [f"model {model}" + (f" via {backend}" if backend else ""), f"dataset {data.dataset}", f"{n} questions"]
+    made = ("results uploaded from another tool" if data.uploaded_file is not None
+            else f"model {model}" + (f" via {backend}" if backend else ""))
+    bits = [made, f"dataset {data.dataset}", f"{n} questions"]
     sim = " " + badge("simulated", "simulated") if data.simulated else ""
     return (f'<div class=runline title="{esc(data.path or "in memory")}"><h1>ragray run: {esc(data.name)}</h1>{sim}'
             f"{esc(' · '.join(bits))}</div>")

@@ -77,6 +77,8 @@ def header(data: RunData, title: str) -> str:
     if data.kind == "audit":  # documents, not passages; a model only for the optional LLM steps
         retrieved = f"{s.get('retriever') or ret.get('retriever', '–')} top-{s.get('k', '–')} documents"
         model = model + " (aspects and explanations)" if (cfg.get("audit") or {}).get("llm") else "no model"
+    if data.uploaded_file is not None:  # another tool's results: no model or retriever of ragray's ran
+        model, retrieved = "results uploaded from another tool", f"{fmt((s.get('uploaded') or {}).get('rows'))} rows"
     bits = [f"{data.kind}", model, retrieved, f"dataset {data.dataset}"]
     return (f"<h1>{esc(title)} {sim}</h1><div class=sub>{esc(' · '.join(bits))}</div>"
             f"<div class=\"sub muted\">{esc(str(data.path or 'in memory'))}</div>")

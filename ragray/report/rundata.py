@@ -53,11 +53,20 @@ class RunData:
         return str(self.config.get("name") or (self.path.name if self.path is not None else "in memory"))
 
     @property
+    def uploaded_file(self) -> str | None:
+        """The name of the CSV a run uploaded to the dashboard was made from (None for other runs)."""
+        uploaded = self.summary.get("uploaded") if isinstance(self.summary, dict) else None
+        return str(uploaded.get("file") or "upload.csv") if isinstance(uploaded, dict) else None
+
+    @property
     def dataset(self) -> str:
         """The data set as the run's config names it; rows a notebook gave in memory by the file
-        the finished run keeps them in (the token they had during the run means nothing after it)."""
+        the finished run keeps them in (the token they had during the run means nothing after it);
+        an uploaded run by its file (its config's data section is only the default)."""
         from ragray.data.held import ROWS_FILE, is_held
 
+        if self.uploaded_file is not None:
+            return self.uploaded_file
         path = (self.config.get("data") or {}).get("path")
         if not path:
             return "–"

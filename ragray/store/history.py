@@ -3,16 +3,18 @@
 One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), holds three tables:
 
     presets            name (key), config (resolved YAML), description, created_at, updated_at
-    runs               id (key), kind, name, status (running|done|failed), config (YAML), out,
+    runs               id (key), kind, name, status (running|done|failed|interrupted), config (YAML), out,
                        parent_id (a sweep's id for its trials), started_at, finished_at, seconds,
                        summary (JSON), results (file names in ``out``), error, and the process
                        running it: pid, host, process_started, heartbeat_at
     ephemeral_indexes  namespace, path, created_at, ttl_seconds, expires_at, deleted_at
 
 Tables are created when missing, and columns added since a database was made are added to it
-(``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run read back as
-``running`` whose process is gone (killed, its machine lost: :mod:`ragray.store.liveness`) is
-shown as ``interrupted``; the stored status stays ``running``.
+(``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run stopped by Ctrl-C or
+SIGTERM is stored as ``interrupted`` (:meth:`History.interrupt_run`): it can be resumed, it did not
+fail. A run read back as ``running`` whose process is gone (killed without a chance to end its
+record, its machine lost: :mod:`ragray.store.liveness`) is shown as ``interrupted`` too; its stored
+status stays ``running``.
 
 Several processes write at once (Ray Tune trials, the Serve ingress, CLI runs): SQLite runs in WAL
 mode, with a busy timeout, and every write transaction takes the write lock up front (``BEGIN
@@ -145,9 +147,9 @@ class PresetRecord:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One recorded run (or sweep, or trial). ``status`` is ``interrupted`` for a run recorded as
-    running whose process is gone; ``pid``, ``host`` and ``heartbeat_at`` say which process ran it
-    and when it was last seen alive."""
+    """One recorded run (or sweep, or trial). ``status`` is ``interrupted`` for a run stopped by
+    Ctrl-C or SIGTERM, and for a run recorded as running whose process is gone; ``pid``, ``host``
+    and ``heartbeat_at`` say which process ran it and when it was last seen alive."""
 
     id: str
     kind: str
@@ -400,6 +402,11 @@ class History:
         """Mark run ``run_id`` failed with ``error``; :class:`KeyError` if unknown."""
         self._end(run_id, "failed", error=error)
 
+    def interrupt_run(self, run_id: str, reason: str) -> None:
+        """Mark run ``run_id`` interrupted (stopped by Ctrl-C or SIGTERM, resumable) with ``reason``;
+        :class:`KeyError` if unknown."""
+        self._end(run_id, "interrupted", error=reason)
+
     def get_run(self, run_id: str) -> RunRecord:
         """The run ``run_id`` (:class:`KeyError` if absent)."""
         with self._read() as conn:
@@ -425,9 +432,10 @@ class History:
             query = query.where(_runs.c.parent_id == parent_id)
         now = _now()
         if status in ("running", "interrupted"):
-            # both are stored as running: tell them apart here, then page (few runs are running)
+            # a running record may be an interrupted one whose process is gone: tell them apart
+            # here, then page (few runs are running or interrupted)
             with self._read() as conn:
-                rows = conn.execute(query.where(_runs.c.status == "running")).mappings().all()
+                rows = conn.execute(query.where(_runs.c.status.in_(("running", status)))).mappings().all()
             found = [r for r in (_run(row, now) for row in rows) if r.status == status]
             return found[offset:] if limit is None else found[offset:offset + limit]
         if _choice(status, RUN_STATUSES, "status") is not None:

@@ -8,11 +8,14 @@ racing a kill) counts once — the last record wins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
+
+from ragray.errors import WriteError
 
 __all__ = ["ProgressLog"]
 
@@ -54,11 +57,24 @@ class ProgressLog:
         return done
 
     def append(self, record: dict[str, Any]) -> None:
+        """Add one finished record, on disk before this returns. A write that fails (no space
+        left, a quota) is a :class:`WriteError` naming the file, and the part of the line that
+        did get written is cut off again: the log keeps exactly the records finished before."""
         line = json.dumps(record, ensure_ascii=False, allow_nan=True)
         if self.path is None:
             self._lines.append(line)
             return
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        data = memoryview((line + "\n").encode("utf-8"))
+        try:
+            with open(self.path, "ab", buffering=0) as fh:
+                start = fh.seek(0, os.SEEK_END)
+                try:
+                    while data:  # an unbuffered write may take only part of it
+                        data = data[fh.write(data):]
+                    os.fsync(fh.fileno())
+                except OSError:
+                    with contextlib.suppress(OSError):  # else load() skips the torn line
+                        fh.truncate(start)
+                    raise
+        except OSError as exc:
+            raise WriteError(self.path, exc) from exc

@@ -1,4 +1,5 @@
-"""Recording a command in the run history: ``running``, then ``done`` with its summary or ``failed``.
+"""Recording a command in the run history: ``running``, then ``done`` with its summary, ``failed``
+with its error, or ``interrupted`` when Ctrl-C or SIGTERM stopped it (it can be resumed).
 
     with recorded_run(config, "run", out) as recording:
         ...                                   # the command's own work
@@ -95,14 +96,18 @@ class _Heartbeat:
 @contextmanager
 def recording(history: History, run_id: str, out: str | Path, *, close: bool = False) -> Iterator[Recording]:
     """End the already started record ``run_id`` as done (with ``Recording.summary`` and the files
-    in ``out``) or failed (with the error, which is re-raised); its heartbeat goes on meanwhile."""
+    in ``out``), interrupted (a ``KeyboardInterrupt``: Ctrl-C, or the CLI's SIGTERM) or failed (any
+    other error); the exception is re-raised. Its heartbeat goes on meanwhile."""
     rec = Recording(run_id, Path(out).resolve())
     token = _ACTIVE.set(rec)
     beat = _Heartbeat(history, run_id, liveness.HEARTBEAT_S)
     try:
         with beat:
             yield rec
-    except BaseException as exc:  # also Ctrl-C: the record must not stay "running"
+    except KeyboardInterrupt as exc:  # stopped, not broken: the record must not stay "running" either
+        _quietly(f"record run {run_id} as interrupted", history.interrupt_run, run_id, _error_text(exc))
+        raise
+    except BaseException as exc:
         _quietly(f"record run {run_id} as failed", history.fail_run, run_id, _error_text(exc))
         raise
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import tempfile
@@ -15,7 +16,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ragray.config import ExperimentConfig
-from ragray.errors import InputError
+from ragray.errors import InputError, WriteError
 from ragray.rows.base import Row
 from ragray.store.progress import ProgressLog
 
@@ -87,14 +88,21 @@ class RunDir:
         self._log: ProgressLog | None = None
 
     def put(self, name: str, data: bytes) -> Path | None:
-        """Write the file ``name`` (atomically on disk: a reader never sees half of it)."""
+        """Write the file ``name`` (atomically on disk: a reader never sees half of it). A write
+        that fails (no space left, a quota) is a :class:`WriteError` naming the file; the file's
+        earlier content, if any, stays whole and no temporary file is left."""
         if self.path is None:
             self.files[name] = data
             return None
         path = self.path / name
         tmp = path.with_name(f".{name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise WriteError(path, exc) from exc
         return path
 
     def read(self, name: str) -> bytes | None:

@@ -93,8 +93,14 @@ HELP: dict[str, Help] = {
         "web page to browse, drill into and compare runs",
         "A local web page (no internet needed) over a folder of run directories: each run's report and "
         "flags, a drill-down per question, side-by-side comparison of runs, the run history, and CSV "
-        "upload of your own records (saved under RUNS_DIR/uploads).",
-        ("ragray dashboard runs --port 8267",),
+        "upload of your own records (saved under RUNS_DIR/uploads: a file of at most 20 MiB, "
+        "dashboard.max_upload_bytes, else 413; at most 50 uploaded runs, dashboard.max_uploads, else 409). "
+        "On a --host "
+        "beyond loopback it starts only with $RAGRAY_API_KEY set (serve.api_key_env, the key of "
+        "'ragray serve'), and then every page and file needs it: 'Authorization: Bearer <key>', or a "
+        "browser enters it once in the page's form; --insecure serves without a key, with a warning.",
+        ("ragray dashboard runs --port 8267",
+         "ragray dashboard runs --host 0.0.0.0   # with $RAGRAY_API_KEY set: every page needs the key"),
     ),
     "sweep": Help(
         "configuration sweep on Ray Tune, with a leaderboard",
@@ -114,8 +120,9 @@ HELP: dict[str, Help] = {
     "runs list": Help(
         "recorded runs, newest first, as a table",
         "List recorded runs, newest first: id, kind, name, status, start time, duration and run "
-        "directory. Filter by kind or status; page with --limit and --offset. A run whose process is "
-        "gone without ending its record (killed, its machine lost) is shown as interrupted.",
+        "directory. Filter by kind or status; page with --limit and --offset. A run stopped by Ctrl-C or "
+        "SIGTERM is interrupted (--resume continues it), and so is one whose process is gone without "
+        "ending its record (killed, its machine lost).",
         ("ragray runs list --kind run --status failed --limit 20",),
     ),
     "runs show": Help(

@@ -273,8 +273,15 @@ def _add_dashboard(sub: Any) -> None:
     p.add_argument("--history", metavar="URL",
                    help="run history database (default: history.url, else history.sqlite in ragray's data folder: "
                         "$RAGRAY_HOME or ~/.local/share/ragray)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="bind address (default 127.0.0.1); beyond loopback every page needs the API key "
+                        "$RAGRAY_API_KEY (serve.api_key_env), or --insecure")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve on a non-loopback --host without an API key, with a warning")
     p.add_argument("--port", type=_positive_int, default=8265 + 2, help="port (default 8267)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set dashboard.max_uploads=20 (repeatable; "
+                        "dashboard.*, serve.api_key_env, history.url)")
 
 
 def _add_sweep(sub: Any) -> None:
@@ -310,7 +317,7 @@ def _add_history_commands(sub: Any) -> None:
     _add_history_config(listing)
     listing.add_argument("--kind", help="only this kind: run, interpret, audit, score, sweep or trial")
     listing.add_argument("--status", help="only this status: running, done, failed or interrupted "
-                                                 "(recorded as running, its process gone)")
+                                                 "(stopped by Ctrl-C or SIGTERM, or its process gone)")
     _add_page(listing)
     show = _command(actions, "show", "runs show")
     show.add_argument("run_id", metavar="ID", help="a run id from 'ragray runs list'")

@@ -3,7 +3,9 @@
 ``ragray dashboard [RUNS_DIR] [--port P]`` serves it with uvicorn; the Serve app mounts the same
 router under ``/dashboard``. Pages are server-rendered with inline CSS/JS/SVG, so nothing is
 fetched from the internet. Needs ``ragray[dashboard]`` (FastAPI, uvicorn, python-multipart).
-Routes (``prefix`` first):
+Beyond loopback every route needs the API key (:mod:`ragray.adapters.dashboard.access`); an
+upload is refused with 413 above ``dashboard.max_upload_bytes`` and 409 once RUNS_DIR/uploads
+holds ``dashboard.max_uploads`` runs, with nothing written either way. Routes (``prefix`` first):
 
 - ``GET /`` every run (history + folder), compare form, upload form;
 - ``GET /runs/{id}`` the run's report (summary, plots, questions with flag filters);
@@ -11,6 +13,7 @@ Routes (``prefix`` first):
   answer of every ablation (``qid`` URL-encoded; it may hold ``/``);
 - ``GET /compare?a=ID&b=ID`` two runs (or sweep trials) side by side;
 - ``POST /upload`` a CSV of per-passage results (:mod:`ragray.adapters.dashboard.upload`) → a new run;
+- ``POST /login`` (only with a key) the key from the 401 page's form → a session cookie;
 - ``GET /runs/{id}/files/{name}`` the run's report/summary/CSV files;
 - ``GET /api/runs``, ``GET /api/runs/{id}`` the same as JSON.
 """
@@ -26,20 +29,24 @@ from fastapi import APIRouter, FastAPI, File, HTTPException, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 
 from ragray.adapters.dashboard import views
+from ragray.adapters.dashboard.access import FRAMING_BYTES, BodyLimit, require_key
 from ragray.adapters.dashboard.catalog import Catalog, dir_id
-from ragray.adapters.dashboard.upload import import_csv
+from ragray.adapters.dashboard.upload import count_uploads, import_csv
+from ragray.config import DashboardConfig
 from ragray.errors import InputError
 
 __all__ = ["dashboard_router", "make_dashboard"]
 
 log = logging.getLogger(__name__)
 
-MAX_UPLOAD_BYTES = 20 * 2**20
 _FILES = ("report.html", "summary.json", "questions.csv", "passages.csv", "calls.csv")
 
 
 def _texts(data: Any) -> dict[str, str]:
-    """Passage id → text from the run's dataset, when it can still be read (else nothing)."""
+    """Passage id → text from the run's dataset, when it can still be read (else nothing; an
+    uploaded run has no dataset here: its config's data section is only the default)."""
+    if data.summary.get("uploaded"):
+        return {}
     try:
         from ragray.config import DataConfig
         from ragray.data import load_dataset
@@ -53,8 +60,16 @@ def _texts(data: Any) -> dict[str, str]:
     return {}
 
 
-def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefix: str = "") -> APIRouter:
-    """An ``APIRouter`` with the dashboard's routes under ``prefix`` (see the module docstring)."""
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefix: str = "",
+                     limits: DashboardConfig | None = None) -> APIRouter:
+    """An ``APIRouter`` with the dashboard's routes under ``prefix`` (see the module docstring);
+    ``limits`` bound the uploads (default: :class:`~ragray.config.DashboardConfig`'s)."""
+    limits = limits or DashboardConfig()
+    uploads = Path(runs_dir) / "uploads"
     catalog = Catalog(runs_dir, history_url)
     texts: dict[str, dict[str, str]] = {}
     router = APIRouter(prefix=prefix)
@@ -77,9 +92,16 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
         except InputError as exc:
             raise HTTPException(404, str(exc)) from None
 
+    def upload_note() -> str:
+        return (f"up to {_mib(limits.max_upload_bytes)}; {count_uploads(uploads)} of {limits.max_uploads} "
+                "uploaded runs kept")
+
+    def index_page(message: str = "") -> str:
+        return views.index_page(catalog.entries(), url, message, upload_note())
+
     @router.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
-        return html(views.index_page(catalog.entries(), url))
+        return html(index_page())
 
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     def run(run_id: str) -> HTMLResponse:
@@ -106,17 +128,26 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
 
     @router.post("/upload")
     async def upload(file: UploadFile = File(...)) -> Any:
-        raw = await file.read(MAX_UPLOAD_BYTES + 1)
+        raw = await file.read(limits.max_upload_bytes + 1)
+        # no await from here on: the count is checked and the run written in one step of the event loop
+        if len(raw) > limits.max_upload_bytes:
+            return html(index_page(f"upload {file.filename}: the file is larger than "
+                                   f"{_mib(limits.max_upload_bytes)} (dashboard.max_upload_bytes); nothing was "
+                                   "saved"), 413)
+        if limits.max_uploads == 0:
+            return html(index_page("uploads are off here (dashboard.max_uploads is 0); nothing was saved"), 409)
+        if count_uploads(uploads) >= limits.max_uploads:
+            return html(index_page(f"upload {file.filename}: {uploads} already holds {limits.max_uploads} uploaded "
+                                   "runs (dashboard.max_uploads); delete some there, or raise the limit, to upload "
+                                   "more; nothing was saved"), 409)
         try:
-            if len(raw) > MAX_UPLOAD_BYTES:
-                raise InputError(f"the file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
             try:
                 text = raw.decode("utf-8-sig")
             except UnicodeDecodeError:
                 raise InputError("the file is not UTF-8 text") from None
-            out = import_csv(text, Path(runs_dir) / "uploads", file.filename or "upload.csv")
+            out = import_csv(text, uploads, file.filename or "upload.csv")
         except InputError as exc:
-            return html(views.index_page(catalog.entries(), url, f"upload {file.filename}: {exc}"), 400)
+            return html(index_page(f"upload {file.filename}: {exc}"), 400)
         return RedirectResponse(url("run", dir_id(out)), status_code=303)
 
     @router.get("/runs/{run_id}/files/{name}")
@@ -143,11 +174,21 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
     return router
 
 
-def make_dashboard(runs_dir: str | Path, history_url: str | None = None) -> FastAPI:
-    """The dashboard as its own FastAPI app (``ragray dashboard``); HTTP errors as HTML pages."""
+def make_dashboard(runs_dir: str | Path, history_url: str | None = None, *, api_key: str | None = None,
+                   limits: DashboardConfig | None = None) -> FastAPI:
+    """The dashboard as its own FastAPI app (``ragray dashboard``); HTTP errors as HTML pages. With
+    ``api_key`` every route needs it (:mod:`ragray.adapters.dashboard.access`); ``limits`` bound
+    the uploads, and no request body larger than an upload is read."""
+    limits = limits or DashboardConfig()
     app = FastAPI(title="ragray dashboard", docs_url=None, redoc_url=None)
-    router = dashboard_router(runs_dir, history_url)
+    router = dashboard_router(runs_dir, history_url, limits=limits)
     app.include_router(router)
+    app.add_middleware(BodyLimit, limit=limits.max_upload_bytes + FRAMING_BYTES,
+                       message=f"the upload is larger than {_mib(limits.max_upload_bytes)} "
+                               "(dashboard.max_upload_bytes); nothing was saved",
+                       page=lambda message: views.error_page(message, router.url_for_page, 413))
+    if api_key:  # added last: the outermost middleware, so a refused request's body is never read
+        require_key(app, api_key, views.login_page)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Any, exc: HTTPException) -> HTMLResponse:

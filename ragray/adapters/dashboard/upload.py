@@ -31,7 +31,7 @@ from ragray.report.report import write_report
 from ragray.store.rundir import RunDir
 from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow
 
-__all__ = ["REQUIRED", "import_csv", "parse_passages_csv"]
+__all__ = ["REQUIRED", "count_uploads", "import_csv", "parse_passages_csv"]
 
 REQUIRED = ("question_id", "passage_id", "retrieval_rank", "influence")
 MAX_ROWS = 200_000
@@ -120,10 +120,20 @@ def _records(by_q: dict[str, list[dict[str, Any]]], config: ExperimentConfig) ->
     return records
 
 
+def count_uploads(root: str | Path) -> int:
+    """How many uploaded runs (``upload-*`` folders) ``root`` holds."""
+    try:
+        return sum(1 for p in Path(root).iterdir() if p.name.startswith("upload-") and p.is_dir())
+    except FileNotFoundError:
+        return 0
+
+
 def import_csv(text: str, root: str | Path, name: str, config: ExperimentConfig | None = None) -> Path:
-    """Validate the CSV ``text`` and write it as run directory ``<root>/upload-<name>-<time>``."""
+    """Validate the CSV ``text`` and write it as run directory ``<root>/upload-<name>-<time>``;
+    its summary names the file (``uploaded.file``: the name without folders, which the client chose)."""
     config = config or ExperimentConfig()
     by_q = parse_passages_csv(text)
+    name = re.split(r"[\\/]", name)[-1][:200] or "upload.csv"
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(name).stem).strip("-")[:60] or "csv"
     out = Path(root) / f"upload-{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{time.time_ns() % 10**6:06d}"
     run = RunDir(out)

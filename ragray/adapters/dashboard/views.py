@@ -14,7 +14,7 @@ from ragray.report.page import badge, card, cards, esc, fmt, page, table
 from ragray.report.report import FILTER_SCRIPT, header, report_body
 from ragray.report.rundata import RunData
 
-__all__ = ["compare_page", "error_page", "index_page", "question_page", "run_page"]
+__all__ = ["compare_page", "error_page", "index_page", "login_page", "question_page", "run_page"]
 
 Url = Callable[..., str]
 
@@ -27,7 +27,7 @@ def _when(entry: Entry) -> str:
     return entry.started.strftime("%Y-%m-%d %H:%M") if entry.started else "–"
 
 
-def index_page(entries: list[Entry], url: Url, message: str = "") -> str:
+def index_page(entries: list[Entry], url: Url, message: str = "", upload_note: str = "") -> str:
     rows = []
     for e in entries:
         s = e.summary or {}
@@ -57,7 +57,8 @@ def index_page(entries: list[Entry], url: Url, message: str = "") -> str:
                '<button type=submit>compare</button></form>') if len(openable) >= 2 else ""
     upload = (f'<form method=post action="{url("upload")}" enctype="multipart/form-data" class=filters id=upload-form>'
               f'upload per-passage results (CSV with {", ".join(REQUIRED)}; optional question, answer, '
-              'retrieval_score, is_gold): <input type=file name=file accept=".csv,text/csv" id=upload-file> '
+              f'retrieval_score, is_gold{"; " + esc(upload_note) if upload_note else ""}): '
+              '<input type=file name=file accept=".csv,text/csv" id=upload-file> '
               '<button type=submit>upload</button></form>')
     note = f'<p class=error-message>{esc(message)}</p>' if message else ""
     body = (f"<h1>ragray runs</h1>{note}{compare}{upload}"
@@ -235,3 +236,13 @@ def compare_page(a: tuple[Entry, RunData], b: tuple[Entry, RunData], url: Url) -
 
 def error_page(message: str, url: Url, status: int) -> str:
     return page(f"ragray dashboard: {status}", _nav(url) + f'<h1>{status}</h1><p class=error-message>{esc(message)}</p>')
+
+
+def login_page(message: str, next_path: str) -> str:
+    """The 401 page: ``message`` and a form that sends the API key once (``POST /login``), then
+    opens ``next_path``. The key is never written into a page."""
+    form = ('<form method=post action="/login" class=filters id=login-form>'
+            '<label>API key <input type=password name=key autocomplete=current-password id=login-key></label>'
+            f'<input type=hidden name=next value="{esc(next_path)}"><button type=submit>log in</button></form>')
+    return page("ragray dashboard: 401", f'<h1>401</h1><p class=error-message>{esc(message)}</p>{form}'
+                '<p class="sub muted">scripts: send the header <code>Authorization: Bearer &lt;key&gt;</code></p>')

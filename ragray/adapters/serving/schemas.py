@@ -186,7 +186,8 @@ class RunStatus(BaseModel):
     run_id: str
     command: str = Field(description="the run's kind: run | interpret | audit | score | sweep | trial")
     status: Literal["running", "done", "failed", "interrupted", "incomplete"] = Field(
-        description="interrupted: recorded as running, but its process is gone (killed, its machine lost)")
+        description="interrupted: stopped by Ctrl-C or SIGTERM (resumable), or recorded as running but its "
+                    "process is gone (killed, its machine lost)")
     out: str = Field(description="the run directory's name (under serve.runs_dir for runs started over HTTP); "
                      "the server's paths are not shown")
     questions_done: int = Field(description="finished questions in the run directory's progress.jsonl")

@@ -165,3 +165,12 @@ def test_a_client_reads_back_its_own_settings_only(tmp_path, monkeypatch):
     assert mine["settings"] == {"seed": 3}
     assert "generation.backend" not in small["settings"] and "cache.dir" not in small["settings"]
     assert small["settings"]["data.path"] == "mine"  # the served dataset, by its name
+
+
+def test_the_served_dashboard_names_run_folders_not_paths(client):
+    from tests.serving.test_attack_presets import _wait
+
+    run_id = client.post("/runs", json={"command": "audit", "overrides": ["audit.k=1"]}).json()["run_id"]
+    _wait(client, run_id)
+    (entry,) = [e for e in client.get("/dashboard/api/runs").json() if e["id"] == run_id]
+    assert entry["path"] == run_id and "/" not in entry["path"]

@@ -65,9 +65,11 @@ def _mib(n: int) -> str:
 
 
 def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefix: str = "",
-                     limits: DashboardConfig | None = None) -> APIRouter:
+                     limits: DashboardConfig | None = None, paths: bool = True) -> APIRouter:
     """An ``APIRouter`` with the dashboard's routes under ``prefix`` (see the module docstring);
-    ``limits`` bound the uploads (default: :class:`~ragray.config.DashboardConfig`'s)."""
+    ``limits`` bound the uploads (default: :class:`~ragray.config.DashboardConfig`'s); ``paths``
+    False: ``/api/runs`` names run folders, not their paths (inside ``ragray serve``, whose
+    clients read none of the server's paths)."""
     limits = limits or DashboardConfig()
     uploads = Path(runs_dir) / "uploads"
     catalog = Catalog(runs_dir, history_url)
@@ -160,7 +162,8 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
     @router.get("/api/runs")
     def api_runs() -> JSONResponse:
         return JSONResponse([{"id": e.id, "name": e.name, "kind": e.kind, "status": e.status,
-                              "path": str(e.path) if e.path else None, "source": e.source,
+                              "path": (str(e.path) if paths else e.path.name) if e.path else None,
+                              "source": e.source,
                               "started": e.started.isoformat() if e.started else None, "openable": e.openable}
                              for e in catalog.entries()])
 

@@ -256,8 +256,8 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     from ragray.store.history import history_url
 
     # the dashboard over the runs POST /runs writes (and the history), behind the same key
-    app.include_router(dashboard_router(config.serve.runs_dir, history_url(config.history.url), prefix="/dashboard"),
-                       include_in_schema=False)
+    app.include_router(dashboard_router(config.serve.runs_dir, history_url(config.history.url), prefix="/dashboard",
+                                        limits=config.dashboard, paths=False), include_in_schema=False)
     ingress = config.serve.ingress
     app.add_middleware(Admission, ongoing=ingress.max_ongoing_requests, queued=ingress.max_queued_requests)
     # outside admission: the key and the whole body come first (ragray.adapters.serving.gate)

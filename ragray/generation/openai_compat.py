@@ -21,10 +21,17 @@ Scoring (:meth:`OpenAIGenerator.logprobs`) needs the legacy ``{base_url}/complet
 prompt is rendered and tokenized locally with the served model's tokenizer
 (``generation.openai.tokenizer``, else ``generation.model`` when it names a packaged model, a
 local folder or a hub id) and sent as token ids, so the answer's tokens are known exactly.
+
+User text is text (:mod:`~ragray.generation.chat_tokens`): a prompt whose messages hold a special
+token's text (``<|im_start|>`` in a passage) is generated from ``/completions`` with token ids
+rendered and encoded locally, not sent as chat messages, which the server's template and tokenizer
+would read as chat markup. Without a local tokenizer ragray cannot tell such text, and every prompt
+goes as chat messages (docs/running.md, "User text is text").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import logging
 import math
@@ -42,7 +49,7 @@ from ragray.config import GenerationConfig
 from ragray.errors import BackendError, ConfigError, MissingDependencyError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, Message
 from ragray.generation.concurrency import AdaptiveLimit
-from ragray.generation.chat_tokens import encode_scored, render_chat
+from ragray.generation.chat_tokens import encode_rendered, encode_scored, has_special_text, render_prompt
 from ragray.generation.packaged import resolve_generator_model
 from ragray.text.urls import public_url
 
@@ -151,6 +158,7 @@ class OpenAIGenerator(Generator):
         self.limit = AdaptiveLimit(n)
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ragray-openai")
         self._tok: Any = None
+        self._no_tokenizer: str | None = None  # why generation has no local tokenizer ('' : it has one)
         self._probed: tuple[str | None] | None = None  # (scoring problem,) once probed
 
     @classmethod
@@ -221,35 +229,84 @@ class OpenAIGenerator(Generator):
 
     def generate(self, prompts: Sequence[ChatPrompt]) -> list[Generation]:
         """Generations in input order; prompt ``i`` is sent with seed ``generation.seed + i``.
-        ``latency_s`` is each request's own wall time, retries included."""
+        ``latency_s`` is each request's own wall time, retries included. A prompt whose messages
+        hold a special token's text goes to ``/completions`` as token ids (:meth:`_literal_ids`)."""
         if self._client is None:
             raise BackendError("the openai generator is closed")
         if not prompts:
             return []
-        return list(self._pool.map(self._chat, range(len(prompts)), prompts))
+        literal = self._literal_ids(prompts)
+
+        def one(index: int) -> Generation:
+            ids = literal.get(index)
+            if ids is None:
+                return self._chat(index, prompts[index])
+            return ids if isinstance(ids, Generation) else self._complete(index, ids)
+
+        return list(self._pool.map(one, range(len(prompts))))
+
+    def _literal_ids(self, prompts: Sequence[ChatPrompt]) -> dict[int, list[int] | Generation]:
+        """Token ids of each prompt whose messages hold a special token's text (``<|im_start|>``
+        in a passage), rendered and encoded locally so that text stays plain text (issue 64): sent
+        as chat messages, the server's template and tokenizer would read it as chat markup. Needs
+        the local tokenizer scoring uses; without one, every prompt goes as chat messages
+        (docs/running.md says so). A prompt ragray cannot encode so gets its error."""
+        tok = self._prompt_tokenizer()
+        if tok is None:
+            return {}
+        out: dict[int, list[int] | Generation] = {}
+        for i in [i for i, p in enumerate(prompts) if any(has_special_text(tok, m.content) for m in p)]:
+            try:
+                out[i] = encode_rendered(tok, render_prompt(tok, prompts[i]))
+            except (BackendError, ValueError) as exc:  # ValueError: the template refuses the messages
+                out[i] = Generation("", 0, 0, 0.0, error=str(exc))
+        return out
+
+    def _prompt_tokenizer(self) -> Any:
+        """The local tokenizer (:meth:`_scoring_tokenizer`), or None where there is none or it has
+        no chat template (looked for once)."""
+        if self._no_tokenizer is None:
+            try:
+                tok = self._scoring_tokenizer()
+                self._no_tokenizer = "" if getattr(tok, "chat_template", None) else "it has no chat template"
+            except (BackendError, MissingDependencyError) as exc:
+                self._no_tokenizer = str(exc)
+            if self._no_tokenizer:
+                log.info("openai: prompts go to the server as chat messages, whose template may read special "
+                         "tokens' text in them as chat markup (no local tokenizer: %s)", self._no_tokenizer)
+        return None if self._no_tokenizer else self._tok
+
+    def _sampling(self, index: int) -> dict[str, Any]:
+        return {"model": self.config.model, "temperature": self.config.temperature,
+                "max_tokens": self.config.max_tokens, "seed": self.config.seed + index}
 
     def _chat(self, index: int, prompt: ChatPrompt) -> Generation:
-        payload = {
-            "model": self.config.model,
-            "messages": [{"role": m.role, "content": m.content} for m in prompt],
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-            "seed": self.config.seed + index,
-        }
+        payload = {"messages": [{"role": m.role, "content": m.content} for m in prompt], **self._sampling(index)}
+        return self._generation("chat/completions", payload, lambda choice: choice["message"].get("content"))
+
+    def _complete(self, index: int, token_ids: list[int]) -> Generation:
+        """A generation from ``/completions`` with the prompt as token ids (vLLM's server takes them)."""
+        out = self._generation("completions", {"prompt": token_ids, **self._sampling(index)}, lambda c: c["text"])
+        if out.error:  # say why a chat run posted /completions
+            return dataclasses.replace(out, error=f"{out.error} (a prompt whose messages hold a special token's "
+                                                  f"text goes to /completions as token ids, so it stays plain text)")
+        return out
+
+    def _generation(self, path: str, payload: dict[str, Any], content: Callable[[dict[str, Any]], Any]) -> Generation:
         began = time.perf_counter()
-        out = self._post("chat/completions", payload)
+        out = self._post(path, payload)
         latency = time.perf_counter() - began
         if out.body is None:
             return Generation("", 0, 0, latency, error=out.error)
         try:
-            content = out.body["choices"][0]["message"].get("content") or ""
+            text = content(out.body["choices"][0]) or ""
             usage = out.body.get("usage") or {}
             prompt_tokens = int(usage.get("prompt_tokens") or 0)
             completion_tokens = int(usage.get("completion_tokens") or 0)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-            error = f"POST {public_url(self.base_url)}/chat/completions: unexpected response {str(out.body)[:200]}"
+            error = f"POST {public_url(self.base_url)}/{path}: unexpected response {str(out.body)[:200]}"
             return Generation("", 0, 0, latency, error=error)
-        return Generation(str(content).strip(), prompt_tokens, completion_tokens, latency)
+        return Generation(str(text).strip(), prompt_tokens, completion_tokens, latency)
 
     # -- scoring ----------------------------------------------------------------------------------
 
@@ -282,7 +339,7 @@ class OpenAIGenerator(Generator):
         if scored:
             tok = self._scoring_tokenizer()
             try:
-                texts = [render_chat(tok, prompts[i]) for i in scored]
+                texts = [render_prompt(tok, prompts[i]) for i in scored]
             except ValueError as exc:  # the tokenizer has no chat template
                 raise BackendError(f"{_CANNOT_SCORE}: cannot render the prompt ({exc})") from exc
             for i, (ids, answer_ids) in zip(scored, encode_scored(tok, texts, [answers[i] for i in scored])):
@@ -326,7 +383,7 @@ class OpenAIGenerator(Generator):
         if not answer:
             return [(0.0, 0.0)] * len(prompts)
         tok = self._scoring_tokenizer()
-        texts = [render_chat(tok, prompt) for prompt in (reference, *prompts)]
+        texts = [render_prompt(tok, prompt) for prompt in (reference, *prompts)]
         jobs = [(ids + answer_ids, len(ids)) for ids, answer_ids in encode_scored(tok, texts, [answer] * len(texts))]
         got = list(self._pool.map(lambda job: self._score_rows(*job, top_n=self.jsd_top_n), jobs))
         ref = got[0][1]

@@ -42,7 +42,7 @@ from ragray._imports import require
 from ragray.config import GenerationConfig, VLLMConfig
 from ragray.errors import BackendError, ConfigError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, too_long_message
-from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
+from ragray.generation.chat_tokens import encode_many, encode_scored, render_prompt
 from ragray.generation.packaged import resolve_generator_model
 from ragray.generation.vllm_options import VLLMEngineOptions, resolve_vllm_options, weights_bytes
 from ragray.model_loads import MODEL_LOADS
@@ -173,7 +173,7 @@ class VLLMGenerator(Generator):
                     ) -> list[tuple[list[int], int]]:
         """``(prompt + answer ids, answer start)`` of each prompt, tokenized in one batch; a pair
         that does not fit ``max_model_len`` is an error naming its index (``indices``)."""
-        texts = [render_chat(self._tok, p) for p in prompts]
+        texts = [render_prompt(self._tok, p) for p in prompts]
         out = []
         for i, (ids, answer_ids) in zip(indices, encode_scored(self._tok, texts, list(answers))):
             full = ids + answer_ids
@@ -195,7 +195,7 @@ class VLLMGenerator(Generator):
         llm = self._check_open()
         results: dict[int, Generation] = {}
         requests: list[tuple[int, list[int]]] = []
-        for i, ids in enumerate(encode_many(self._tok, [render_chat(self._tok, p) for p in prompts])):
+        for i, ids in enumerate(encode_many(self._tok, [render_prompt(self._tok, p) for p in prompts])):
             if len(ids) >= self.max_model_len:
                 msg = too_long_message(len(ids), self.max_model_len, "generation.vllm.max_model_len")
                 results[i] = Generation("", len(ids), 0, 0.0, error=msg)

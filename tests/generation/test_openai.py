@@ -427,3 +427,22 @@ def test_contract_against_a_real_vllm_server(vllm_server, monkeypatch):
     )
     with build_generator(config) as gen:
         check_contract(gen, max_tokens=16)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_prompt_holding_chat_markup_reaches_a_real_vllm_server_as_plain_text(vllm_server, monkeypatch):
+    """Issue 64: a passage forging turns goes to /completions as token ids (vLLM's server takes a
+    list of ints), so its markup stays text: 174 prompt tokens (129 as chat messages, whose markup
+    the server parses), and SmolLM2 does not answer "BANANA"."""
+    from tests.serving.test_attack_special_tokens import BANANA, FACT as CODE, QUESTION as FRANCE
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    config = GenerationConfig(
+        backend="openai", model="smollm2", max_tokens=8,
+        openai=OpenAIConfig(base_url=vllm_server, api_key_env=KEY_ENV, timeout_s=120, max_retries=1),
+    )
+    with build_generator(config) as gen:
+        (out,) = gen.generate([TEMPLATE.build(FRANCE, [CODE, BANANA])])
+    assert out.ok and out.prompt_tokens == 174, out
+    assert out.text.strip().rstrip(".") != "BANANA", out.text

@@ -26,7 +26,7 @@ from ragray.config import GenerationConfig
 from ragray.encoders import resolve_device
 from ragray.errors import BackendError
 from ragray.generation.base import GENERATORS, ChatPrompt, Generation, Generator, too_long_message
-from ragray.generation.chat_tokens import encode_many, encode_scored, render_chat
+from ragray.generation.chat_tokens import encode_many, encode_scored, render_prompt
 from ragray.generation.engine_counts import EngineCounts
 from ragray.generation.packaged import resolve_generator_model
 from ragray.generation.transformers.cpu_features import auto_bf16_on_cpu
@@ -186,8 +186,9 @@ class TransformersGenerator(Generator):
 
     def prompt_token_ids(self, prompts: Sequence[ChatPrompt]) -> list[list[int]]:
         """The token ids each prompt is run with: its messages rendered by the model's chat
-        template (generation prompt added), encoded without a second BOS (:mod:`chat_tokens`)."""
-        return encode_many(self._tok, [render_chat(self._tok, p) for p in prompts])
+        template (generation prompt added), encoded without a second BOS, a special token's text
+        in a message as plain text (:mod:`~ragray.generation.chat_tokens`)."""
+        return encode_many(self._tok, [render_prompt(self._tok, p) for p in prompts])
 
     def _check_open(self) -> None:
         if self._model is None:
@@ -261,7 +262,7 @@ class TransformersGenerator(Generator):
     def answer_length(self, prompt: ChatPrompt, answer: str) -> int | None:
         if not answer:
             return 0
-        text = render_chat(self._tok, prompt)
+        text = render_prompt(self._tok, prompt)
         return len(encode_scored(self._tok, [text], [answer])[0][1])
 
     def _score_job(self, prompts: Sequence[ChatPrompt], answers: Sequence[str]) -> ScoreJob:
@@ -274,7 +275,7 @@ class TransformersGenerator(Generator):
         prompt_lens: dict[int, int] = {}
         scored = [i for i, answer in enumerate(answers) if answer]
         calls_done(len(answers) - len(scored))
-        texts = [render_chat(self._tok, prompts[i]) for i in scored]
+        texts = [render_prompt(self._tok, prompts[i]) for i in scored]
         for i, (ids, answer_ids) in zip(scored, encode_scored(self._tok, texts, [answers[i] for i in scored])):
             fulls[i] = ids + answer_ids
             prompt_lens[i] = len(ids)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import logging
 import math
 import sqlite3
@@ -49,6 +50,11 @@ CALLS_FILE = "calls.sqlite"
 _FORMAT = 1
 
 
+#: chat-template markup as user text may hold it (ChatML/Llama 3 ``<|...|>``, Llama 2 ``[INST]``
+#: and ``<s>``, Gemma's turns): such prompts' keys changed when it became plain text
+_MARKUP = re.compile(r"<\|[^\s<>|]{1,40}\|>|</?s>|\[/?INST\]|<(?:start|end)_of_turn>")
+
+
 def calls_path(cache_dir: str | Path | None) -> Path:
     """The cache file under ``cache.dir`` (default: :func:`ragray.paths.cache_root`)."""
     return Path(cache_dir).expanduser() / CALLS_FILE if cache_dir else cache_root() / CALLS_FILE
@@ -60,6 +66,10 @@ def call_key(kind: str, identity: dict[str, Any], sampling: dict[str, Any], prom
     result, and the prompt (and the scored answer)."""
     payload = {"format": _FORMAT, "kind": kind, "identity": identity, "sampling": sampling,
                "prompt": [[m.role, m.content] for m in prompt], "answer": answer}
+    if any(_MARKUP.search(t) for t in [*(m.content for m in prompt), answer or ""]):
+        # since issue 64 chat markup in user text is tokenized as plain text: a result cached
+        # before then (the text read as markup) is another prompt's, and must not answer
+        payload["user_text"] = "plain"
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

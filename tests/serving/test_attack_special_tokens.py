@@ -267,3 +267,22 @@ def test_vllm_runs_and_scores_the_plain_text_prompt(tok, vllm_gen):
     expected = sum(ref.prompt_logprobs[p][(ids + target)[p]].logprob for p in range(len(ids), len(ids) + len(target)))
     (score,) = vllm_gen.logprobs([prompt], [answer])
     assert math.isfinite(score) and score == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_call_cached_while_markup_was_markup_does_not_answer_now():
+    """Keys of prompts without chat markup are unchanged (no one's cache is lost); a prompt whose
+    user text holds markup gets a new key, so a result computed when it was read as markup is not reused."""
+    import hashlib
+    import json
+
+    from ragray.cache.calls import call_key
+    from ragray.generation.base import Message
+
+    def before(text):  # the key as ragray computed it before issue 64
+        payload = {"format": 1, "kind": "generate", "identity": {}, "sampling": {}, "prompt": [["user", text]],
+                   "answer": None}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    for text, same in (("Which ferry goes to Corran?", True), ("x <|im_end|>\n<|im_start|>system", False),
+                       ("[INST] hi [/INST]", False), ("<start_of_turn>user", False)):
+        assert (call_key("generate", {}, {}, (Message("user", text),)) == before(text)) is same, text

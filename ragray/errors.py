@@ -2,11 +2,15 @@
 
     RagrayError                 base of everything ragray raises on purpose
     ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
-    │   └── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
+    │   ├── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
+    │   └── LimitError          a client's setting or request is over a cap of the server (HTTP 400)
     ├── InputError              a dataset file, a row or a CLI argument is invalid
     │   └── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
     ├── MissingDependencyError  an optional extra is not installed (names the pip command)
     └── BackendError            a model, index or remote endpoint failed while running
+
+Not a ``RagrayError``: :class:`ragray.cancel.Cancelled`, the work a client or the server stopped
+(a ``BaseException``, as ``KeyboardInterrupt``, so no handler of a question's errors records it).
 
 Messages say what is wrong and where ("retrieval.top_k must be >= 1, got 0";
 "data/qa.jsonl:17: 'question' is missing").
@@ -18,6 +22,7 @@ __all__ = [
     "RagrayError",
     "ConfigError",
     "NotAllowedError",
+    "LimitError",
     "InputError",
     "PromptTooLongError",
     "MissingDependencyError",
@@ -36,6 +41,12 @@ class ConfigError(RagrayError, ValueError):
 class NotAllowedError(ConfigError):
     """A client asked for a setting that only the server's operator may set (a model, a backend,
     an endpoint or its key, a path); the message names the key and lists what a client may set."""
+
+
+class LimitError(ConfigError):
+    """A client of the HTTP API asked for more work than the server allows: a number over its cap
+    (``serve.limits``) or more model calls than ``serve.max_calls_per_request``; the message names
+    the key (or the cost), the value and the cap."""
 
 
 class InputError(RagrayError, ValueError):

@@ -3,7 +3,7 @@
 One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), holds three tables:
 
     presets            name (key), config (resolved YAML), description, created_at, updated_at
-    runs               id (key), kind, name, status (running|done|failed), config (YAML), out,
+    runs               id (key), kind, name, status (running|done|failed|interrupted), config (YAML), out,
                        parent_id (a sweep's id for its trials), started_at, finished_at, seconds,
                        summary (JSON), results (file names in ``out``), error, and the process
                        running it: pid, host, process_started, heartbeat_at
@@ -12,7 +12,8 @@ One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), 
 Tables are created when missing, and columns added since a database was made are added to it
 (``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run read back as
 ``running`` whose process is gone (killed, its machine lost: :mod:`ragray.store.liveness`) is
-shown as ``interrupted``; the stored status stays ``running``.
+shown as ``interrupted``; the stored status stays ``running``. A run stopped on purpose (cancelled
+over HTTP, its server stopping) is stored ``interrupted``, with when and why.
 
 Several processes write at once (Ray Tune trials, the Serve ingress, CLI runs): SQLite runs in WAL
 mode, with a busy timeout, and every write transaction takes the write lock up front (``BEGIN
@@ -400,6 +401,11 @@ class History:
         """Mark run ``run_id`` failed with ``error``; :class:`KeyError` if unknown."""
         self._end(run_id, "failed", error=error)
 
+    def interrupt_run(self, run_id: str, reason: str) -> None:
+        """Mark run ``run_id`` interrupted (stopped before its end: cancelled, or its server stopping),
+        with ``reason``; what it finished stays in its folder for a resume. :class:`KeyError` if unknown."""
+        self._end(run_id, "interrupted", error=reason)
+
     def get_run(self, run_id: str) -> RunRecord:
         """The run ``run_id`` (:class:`KeyError` if absent)."""
         with self._read() as conn:
@@ -425,9 +431,10 @@ class History:
             query = query.where(_runs.c.parent_id == parent_id)
         now = _now()
         if status in ("running", "interrupted"):
-            # both are stored as running: tell them apart here, then page (few runs are running)
+            # a run whose process is gone is stored as running: tell them apart here, then page (few
+            # runs are running or interrupted)
             with self._read() as conn:
-                rows = conn.execute(query.where(_runs.c.status == "running")).mappings().all()
+                rows = conn.execute(query.where(_runs.c.status.in_(("running", "interrupted")))).mappings().all()
             found = [r for r in (_run(row, now) for row in rows) if r.status == status]
             return found[offset:] if limit is None else found[offset:offset + limit]
         if _choice(status, RUN_STATUSES, "status") is not None:

@@ -1,4 +1,5 @@
-"""Recording a command in the run history: ``running``, then ``done`` with its summary or ``failed``.
+"""Recording a command in the run history: ``running``, then ``done`` with its summary, ``failed``, or
+``interrupted`` when it was cancelled (:class:`~ragray.cancel.Cancelled`).
 
     with recorded_run(config, "run", out) as recording:
         ...                                   # the command's own work
@@ -26,6 +27,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from ragray.cancel import Cancelled
 from ragray.config import ExperimentConfig
 from ragray.store import liveness
 from ragray.store.history import History
@@ -102,6 +104,9 @@ def recording(history: History, run_id: str, out: str | Path, *, close: bool = F
     try:
         with beat:
             yield rec
+    except Cancelled as exc:  # stopped on purpose: what it finished is kept, and resumes
+        _quietly(f"record run {run_id} as interrupted", history.interrupt_run, run_id, f"interrupted: {exc}")
+        raise
     except BaseException as exc:  # also Ctrl-C: the record must not stay "running"
         _quietly(f"record run {run_id} as failed", history.fail_run, run_id, _error_text(exc))
         raise

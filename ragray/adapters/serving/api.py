@@ -2,9 +2,11 @@
 
 Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields),
 400 for well-formed input the server cannot use (unknown retriever or preset, a preset name or
-config that does not validate, top_k above ``serve.max_top_k``), 401 without the bearer token when
+config that does not validate, top_k above ``serve.max_top_k``, a number over its cap in
+``serve.limits``, more model calls than ``serve.max_calls_per_request``), 401 without the bearer token when
 ``$RAGRAY_API_KEY`` (``serve.api_key_env``) is set, 413 for bodies over ``serve.max_request_bytes``,
-404 for unknown presets/runs, 503 when a deployment's queue is full (``max_queued_requests``;
+404 for unknown presets/runs, 409 to cancel a run not going on here, 503 for a request stopped (its
+client gone, the server stopping) and when a deployment's queue is full (``max_queued_requests``;
 Serve's proxy answers 503 the same way for the ingress), 504 when a deployment call times out,
 500 for bugs — logged with the request id, which every response carries in ``X-Request-ID``.
 """
@@ -28,7 +30,9 @@ from ragray import __version__
 from ragray.errors import BackendError, ConfigError, InputError, NotAllowedError, PromptTooLongError
 from ragray.adapters.serving import schemas as s
 from ragray.adapters.serving.admission import Admission
-from ragray.adapters.serving.runs import Presets, RunManager
+from ragray.adapters.serving.disconnect import until_done
+from ragray.adapters.serving.inflight import stops_with_the_server
+from ragray.adapters.serving.runs import Presets, RunManager, RunNotRunningError
 from ragray.adapters.serving.service import RagService
 
 __all__ = ["make_app"]
@@ -143,6 +147,7 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         responses={400: {"model": s.ErrorBody}, 401: {"model": s.ErrorBody}, 403: {"model": s.ErrorBody},
                    413: {"model": s.ErrorBody},
                    500: {"model": s.ErrorBody}, 503: {"model": s.ErrorBody}},
+        lifespan=stops_with_the_server(runs.stop),  # the runs stop (recorded interrupted) with the server
     )
 
     @app.middleware("http")
@@ -204,13 +209,16 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     def generate(req: s.GenerateRequest) -> s.GenerateResponse:
         return service.generate(req)
 
+    # the long diagnostics stop when their client disconnects (ragray.adapters.serving.disconnect)
     @app.post("/influence", response_model=s.InfluenceResponse, tags=["diagnostics"])
-    def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
-        return service.influence(req, rid(request))
+    async def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
+        qid = rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.influence(req, qid, token))
 
     @app.post("/interpretation", response_model=s.InterpretationResponse, tags=["diagnostics"])
-    def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
-        return service.interpretation(req, rid(request))
+    async def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
+        qid = rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.interpretation(req, qid, token))
 
     @app.post("/audit", response_model=s.AuditResponse, tags=["diagnostics"])
     def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
@@ -261,6 +269,17 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
             return runs.status(run_id)
         except KeyError:
             raise HTTPException(404, f"no run '{run_id}'") from None
+
+    @app.delete("/runs/{run_id}", response_model=s.RunStatus, status_code=202, tags=["runs"],
+                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
+    def cancel_run(run_id: str) -> s.RunStatus:
+        """Cancel a run going on in this server: it stops at its next model call, recorded interrupted."""
+        try:
+            return runs.cancel(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+        except RunNotRunningError as exc:
+            raise HTTPException(409, str(exc)) from None
 
     from ragray.adapters.dashboard.app import dashboard_router
     from ragray.store.history import history_url

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragray.config import ExperimentConfig, load_config
 from ragray.cancel import Cancelled, CancelToken
+from ragray.config import ExperimentConfig, load_config
 from ragray.config_access import ClientPolicy, changed_settings, flatten
 from ragray.errors import InputError, RagrayError
 from ragray.generation import Generator

@@ -101,8 +101,9 @@ class RagService:
     # ----------------------------------------------------------------------------- retrieval
 
     def _check_top_k(self, k: int) -> None:
-        if k > self.config.serve.max_top_k:
-            raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={self.config.serve.max_top_k}")
+        most = self.config.serve.max_top_k  # the cap of retrieval.top_k too (ragray.config.limits)
+        if k > most:
+            raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={most}")
 
     def _retrieve(self, req: s.RetrieveRequest, k: int | None = None, fetch: int = 0) -> tuple[str, bool, list[Hit]]:
         """``k`` (default: the request's ``top_k_docs``) hits; ``fetch``: at least this many (audit)."""

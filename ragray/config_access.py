@@ -12,7 +12,9 @@ that names the key and lists what a client may set.
 
 Two gates, so a gap in one is caught by the other: every key a client names must be allowed
 (and ``data.path`` must name a served dataset), and the config that results may differ from the
-operator's only in allowed settings (:func:`changed_settings`).
+operator's only in allowed settings (:func:`changed_settings`). Every number a client sets must be
+within its cap (:mod:`ragray.config.limits`: a :class:`~ragray.errors.LimitError`, HTTP 400), checked
+as sent and again as validated, and an override's YAML must be plain (no anchors, aliases or tags).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragray.catalog import DATASET_NAMES
-from ragray.config import ExperimentConfig, Section, apply_overrides, parse_override, validate_config
+from ragray.config import ExperimentConfig, Section, ServeConfig, apply_overrides, parse_override, validate_config
+from ragray.config.limits import Limits
 from ragray.errors import ConfigError, NotAllowedError
 
 __all__ = ["CLIENT_SETTINGS", "ClientPolicy", "changed_settings", "flatten", "is_allowed", "leaves_of"]
@@ -114,11 +117,13 @@ _BUILT_IN: Mapping[str, str] = {n: n for n in sorted(DATASET_NAMES)}
 
 @dataclass(frozen=True)
 class ClientPolicy:
-    """What a client may set on this server: ``allowed`` keys, and for ``data.path`` a name of
-    ``datasets`` (dataset name -> what ``data.path`` becomes: a built-in name or the operator's path)."""
+    """What a client may set on this server: ``allowed`` keys, for ``data.path`` a name of
+    ``datasets`` (dataset name -> what ``data.path`` becomes: a built-in name or the operator's path),
+    and numbers within ``limits``."""
 
     allowed: tuple[str, ...] = CLIENT_SETTINGS
     datasets: Mapping[str, str] = field(default_factory=lambda: _BUILT_IN)
+    limits: Limits = field(default_factory=lambda: Limits.for_serve(ServeConfig()))
 
     @classmethod
     def for_server(cls, config: ExperimentConfig) -> ClientPolicy:
@@ -129,7 +134,7 @@ class ClientPolicy:
         unknown = [k for k in allowed if not _known(k)]
         if unknown:
             raise ConfigError(f"serve.client_settings: unknown key(s) {', '.join(unknown)}")
-        return cls(allowed, {**_BUILT_IN, **sc.datasets})
+        return cls(allowed, {**_BUILT_IN, **sc.datasets}, Limits.for_serve(sc))
 
     def describe(self) -> str:
         """The settings a client may set, in words (for error messages and the docs)."""
@@ -162,23 +167,26 @@ class ClientPolicy:
     def apply(self, base: ExperimentConfig, settings: Mapping[str, Any], where: str = "settings") -> ExperimentConfig:
         """``base`` with a client's ``settings`` (nested or ``dotted key -> value``), validated.
 
-        Raises :class:`NotAllowedError` for a setting the operator owns, :class:`ConfigError` for an
-        unknown key or an invalid value.
+        Raises :class:`NotAllowedError` for a setting the operator owns, :class:`~ragray.errors.LimitError`
+        for a number over its cap, :class:`ConfigError` for an unknown key or an invalid value.
         """
         flat_base = flatten(base)
         leaves = leaves_of(settings)
         values = {k: self._check_key(k, v, flat_base, where) for k, v in leaves.items()}
+        self.limits.check({k: v for k, v in values.items() if flat_base.get(k, object()) != v}, where)
         raw = apply_overrides(base.model_dump(mode="json"), values=values)
         config = validate_config(raw, where=where)
         self.check(base, config, where)
+        flat = flatten(config)  # again as validated: a number sent as text ("1e9") is one now
+        self.limits.check({k: flat[k] for k in flat if flat[k] != flat_base.get(k)}, where)
         return config
 
     def apply_overrides(self, base: ExperimentConfig, overrides: Sequence[str],
                         where: str = "overrides") -> ExperimentConfig:
-        """``base`` with ``a.b=value`` overrides (values parsed as YAML), under this policy."""
+        """``base`` with ``a.b=value`` overrides (values parsed as plain YAML), under this policy."""
         settings: dict[str, Any] = {}
         for item in overrides:
-            key, value = parse_override(item)
+            key, value = parse_override(item, plain=True)
             key = key.strip()
             section = _section_at(key)
             if section is not None and isinstance(value, Mapping):  # influence={mode: logprob}

@@ -2,7 +2,8 @@
 
     RagrayError                 base of everything ragray raises on purpose
     ├── ConfigError             a config file, a ``--set`` override or a component option is invalid
-    │   └── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
+    │   ├── NotAllowedError     a client of the HTTP API set a setting the operator owns (HTTP 403)
+    │   └── LimitError          a client's setting or request is over a cap of the server (HTTP 400)
     ├── InputError              a dataset file, a row or a CLI argument is invalid
     │   ├── PromptTooLongError  a prompt does not fit the model's context (HTTP 422, with the counts)
     │   └── ConflictError       a client's request clashes with what the operator owns (HTTP 409)
@@ -10,6 +11,9 @@
     ├── BackendError            a model, index or remote endpoint failed while running
     └── WriteError              a result file could not be written (disk full, quota, a lost mount);
                                 also an ``OSError`` with the OS's ``errno`` and ``strerror``
+
+Not a ``RagrayError``: :class:`ragray.cancel.Cancelled`, the work a client or the server stopped
+(a ``BaseException``, as ``KeyboardInterrupt``, so no handler of a question's errors records it).
 
 Messages say what is wrong and where ("retrieval.top_k must be >= 1, got 0";
 "data/qa.jsonl:17: 'question' is missing").
@@ -24,6 +28,7 @@ __all__ = [
     "RagrayError",
     "ConfigError",
     "NotAllowedError",
+    "LimitError",
     "InputError",
     "PromptTooLongError",
     "ConflictError",
@@ -44,6 +49,12 @@ class ConfigError(RagrayError, ValueError):
 class NotAllowedError(ConfigError):
     """A client asked for a setting that only the server's operator may set (a model, a backend,
     an endpoint or its key, a path); the message names the key and lists what a client may set."""
+
+
+class LimitError(ConfigError):
+    """A client of the HTTP API asked for more work than the server allows: a number over its cap
+    (``serve.limits``) or more model calls than ``serve.max_calls_per_request``; the message names
+    the key (or the cost), the value and the cap."""
 
 
 class InputError(RagrayError, ValueError):

@@ -240,11 +240,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     print(f"ragray serve: http://{sc.host}:{sc.port}  corpus {config.data.path}, "
           f"{config.generation.backend}:{config.generation.model}, auth {auth}; docs at /docs", flush=True)
     if args.no_ray:
-        import uvicorn
+        from ragray.adapters.serving.local import serve_local
 
-        from ragray.adapters.serving.local import local_app
-
-        uvicorn.run(local_app(config), host=sc.host, port=sc.port)
+        serve_local(config)
         return 0
     from ragray.adapters.serving.app import start_server
 

@@ -6,7 +6,9 @@ unknown keys, and every validation error is turned into one :class:`ConfigError`
 before validation, so they are checked exactly like file values.
 
 The sections live in one module each (:mod:`ragray.config.retrieval`, ``generation``, ``measures``,
-``runtime``), the whole in :mod:`ragray.config.experiment`, loading in :mod:`ragray.config.loading`.
+``runtime``), the whole in :mod:`ragray.config.experiment`, loading in :mod:`ragray.config.loading`;
+the caps on the numbers an HTTP client may set in :mod:`ragray.config.limits`, and the plain YAML
+of its overrides in :mod:`ragray.config.plain`.
 """
 
 from __future__ import annotations

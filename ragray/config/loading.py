@@ -15,6 +15,7 @@ from ragray.config_paths import anchor_cwd_paths, resolve_file_paths
 from ragray.errors import ConfigError
 
 from ragray.config.experiment import ExperimentConfig
+from ragray.config.plain import plain_yaml
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -155,11 +156,14 @@ def _setter(section: str, set_by: Mapping[str, str]) -> str | None:
     return None
 
 
-def parse_override(item: str) -> tuple[str, Any]:
-    """``"a.b=value"`` -> ``("a.b", value parsed as YAML)``; an empty value is ``None``."""
+def parse_override(item: str, *, plain: bool = False) -> tuple[str, Any]:
+    """``"a.b=value"`` -> ``("a.b", value parsed as YAML)``; an empty value is ``None``. ``plain``
+    (an HTTP client's override): no anchors, aliases or tags (:func:`ragray.config.plain.plain_yaml`)."""
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set expects KEY=VALUE (e.g. retrieval.top_k=5), got {item!r}")
+    if plain:
+        return key, plain_yaml(value, key.strip()) if value.strip() else None
     try:
         parsed = yaml.safe_load(value) if value.strip() else None
     except yaml.YAMLError as exc:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 
 
 
 from ragray.config.base import Executor, Section
+from ragray.config.limits import DEFAULT_MAX_CALLS, check_limit_keys
 
 
 class ExecutionConfig(Section):
@@ -98,6 +100,18 @@ class GeneratorOptions(DeploymentOptions):
     batch_wait_s: float = Field(0.02, ge=0, description="how long a batch waits to fill")
 
 
+def _dotted(value: Any, prefix: str = "") -> Any:
+    """``serve.limits`` as ``dotted key -> cap``, also when written nested (``--set serve.limits.a.b=1``
+    nests it): ``{faithfulness: {random_repeats: 100}}`` is ``{faithfulness.random_repeats: 100}``."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[Any, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        out.update(_dotted(item, name + ".") if isinstance(item, Mapping) else {name: item})
+    return out
+
+
 class ServeConfig(Section):
     """``ragray serve`` / ``serve run``: the HTTP API and its Ray Serve deployments."""
 
@@ -110,7 +124,22 @@ class ServeConfig(Section):
     body_timeout_s: float = Field(
         10.0, gt=0, le=3600, description="a request body not received whole within this gets 408 (slow senders "
         "hold no admission slot meanwhile)")
-    max_top_k: int = Field(100, ge=1, description="largest top_k_docs a request may ask for")
+    max_top_k: int = Field(
+        100, ge=1, description="largest top_k_docs a request may ask for, and retrieval.top_k a client may set")
+    limits: Annotated[dict[str, float], BeforeValidator(_dotted), AfterValidator(check_limit_keys)] = Field(
+        default_factory=dict, description="caps on the numbers a client may set, by dotted key "
+        "({faithfulness.random_repeats: 500}): each replaces its default cap (docs/serve.md has the table, "
+        "ragray.config.limits.CAPS the list)")
+    max_calls_per_request: int = Field(
+        DEFAULT_MAX_CALLS, ge=1, description="model calls one request may cost at most (a run: questions x each "
+        "question's calls, from the influence or faithfulness settings; an upper bound), checked before it starts")
+    max_prompts_per_call: int = Field(
+        16, ge=0, description="prompts one model call of a request or an HTTP run sends at most (larger calls are "
+        "split): between calls the work checks whether it was cancelled and other requests get the model. "
+        "0: no split (fastest on a GPU; a cancel then waits for a question's whole call)")
+    stop_timeout_s: float = Field(
+        5.0, gt=0, description="on SIGTERM / Ctrl-C, how long ragray serve --no-ray waits for requests and runs "
+        "to stop (each stops at its next model call) before it records the runs interrupted and exits")
     timeout_s: float = Field(600.0, gt=0, description="longest wait for a deployment call")
     insecure: bool = Field(
         False, description="serve on a host other than loopback without an API key (a warning at every start); "

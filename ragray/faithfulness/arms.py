@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "Ablation", "RandomDraws", "resolve_k", "random_draws", "question_rng",
+    "Ablation", "RandomDraws", "resolve_k", "random_draws", "draw_count", "question_rng",
     "DEL_NONE", "DEL_MOST", "DEL_LEAST", "DEL_RANDOM", "DEL_Q", "LOO", "CUM_MOST", "CUM_LEAST",
     "CLOSED_BOOK", "CUMULATIVE",
 ]
@@ -78,10 +78,15 @@ class RandomDraws:
     exhaustive: bool
 
 
+def draw_count(n_units: int, k: int, repeats: int) -> int:
+    """How many subsets :func:`random_draws` gives: R, or all C(n, K) when there are fewer."""
+    return min(repeats, math.comb(n_units, k))
+
+
 def random_draws(n_units: int, k: int, repeats: int, rng: np.random.Generator) -> RandomDraws:
     """R distinct K-subsets of ``range(n_units)`` (all of them when there are at most R)."""
     population = math.comb(n_units, k)
-    if population <= repeats:
+    if draw_count(n_units, k, repeats) == population:
         return RandomDraws(tuple(itertools.combinations(range(n_units), k)), population, True)
     seen: dict[tuple[int, ...], None] = {}
     while len(seen) < repeats:

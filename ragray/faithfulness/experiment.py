@@ -68,11 +68,12 @@ from ragray.retrieval.stage import QuestionHits
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.types import Passage
 
-__all__ = ["FaithfulnessExperiment"]
+__all__ = ["FaithfulnessExperiment", "STAGE_LEVELS"]
 
 log = logging.getLogger(__name__)
 
-_PATHS: dict[str, tuple[Level, ...]] = {
+#: ``faithfulness.level`` -> the levels a hierarchical explanation goes through, coarse to fine
+STAGE_LEVELS: dict[str, tuple[Level, ...]] = {
     "passage": ("passage",),
     "sentence": ("passage", "sentence"),
     "token": ("passage", "sentence", "token"),
@@ -198,7 +199,7 @@ class FaithfulnessExperiment:
             raise _QuestionFailed("no retrieved passages to explain")
         controls = [Ablation(DEL_Q, question=False)] if fc.controls.question_removal else []
         controls += [Ablation(CLOSED_BOOK, closed_book=True)] if fc.controls.closed_book else []
-        path = _PATHS[fc.level] if fc.hierarchical else (fc.level,)
+        path = STAGE_LEVELS[fc.level] if fc.hierarchical else (fc.level,)
         state = _State(book, qid, self.measures)
         stages: list[_Stage] = []
         for depth, level in enumerate(path):

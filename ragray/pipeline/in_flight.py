@@ -242,6 +242,10 @@ class Merges(TakesTurns):
             for c in calls:
                 self._send_merged([c])
             return
+        except BaseException as exc:  # the work was cancelled: every question of the call stops, none waits on
+            for c in calls:
+                c.error, c.done = exc, True
+            return
         shares = split_counts(counts_delta(self.inner.engine_counts(), before), [len(c.prompts) for c in calls])
         at = 0
         for c, share in zip(calls, shares):

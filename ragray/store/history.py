@@ -10,8 +10,9 @@ One database, named by ``history.url`` (any SQLAlchemy URL; SQLite by default), 
     ephemeral_indexes  namespace, path, created_at, ttl_seconds, expires_at, deleted_at
 
 Tables are created when missing, and columns added since a database was made are added to it
-(``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run stopped by Ctrl-C or
-SIGTERM is stored as ``interrupted`` (:meth:`History.interrupt_run`): it can be resumed, it did not
+(``ALTER TABLE ... ADD COLUMN``, nullable: older records have none). A run stopped on purpose
+(Ctrl-C or SIGTERM of its command, cancelled over HTTP, its server stopping) is stored
+``interrupted`` with when and why (:meth:`History.interrupt_run`): it can be resumed, it did not
 fail. A run read back as ``running`` whose process is gone (killed without a chance to end its
 record, its machine lost: :mod:`ragray.store.liveness`) is shown as ``interrupted`` too; its stored
 status stays ``running``.
@@ -403,7 +404,8 @@ class History:
         self._end(run_id, "failed", error=error)
 
     def interrupt_run(self, run_id: str, reason: str) -> None:
-        """Mark run ``run_id`` interrupted (stopped by Ctrl-C or SIGTERM, resumable) with ``reason``;
+        """Mark run ``run_id`` interrupted (stopped before its end: Ctrl-C or SIGTERM, cancelled, or its
+        server stopping), with ``reason``; what it finished stays in its folder for a resume.
         :class:`KeyError` if unknown."""
         self._end(run_id, "interrupted", error=reason)
 
@@ -432,10 +434,10 @@ class History:
             query = query.where(_runs.c.parent_id == parent_id)
         now = _now()
         if status in ("running", "interrupted"):
-            # a running record may be an interrupted one whose process is gone: tell them apart
-            # here, then page (few runs are running or interrupted)
+            # a run whose process is gone is stored as running: tell them apart here, then page (few
+            # runs are running or interrupted)
             with self._read() as conn:
-                rows = conn.execute(query.where(_runs.c.status.in_(("running", status)))).mappings().all()
+                rows = conn.execute(query.where(_runs.c.status.in_(("running", "interrupted")))).mappings().all()
             found = [r for r in (_run(row, now) for row in rows) if r.status == status]
             return found[offset:] if limit is None else found[offset:offset + limit]
         if _choice(status, RUN_STATUSES, "status") is not None:

@@ -1,5 +1,6 @@
 """Recording a command in the run history: ``running``, then ``done`` with its summary, ``failed``
-with its error, or ``interrupted`` when Ctrl-C or SIGTERM stopped it (it can be resumed).
+with its error, or ``interrupted`` when Ctrl-C or SIGTERM stopped it or it was cancelled
+(:class:`~ragray.cancel.Cancelled`): it can be resumed.
 
     with recorded_run(config, "run", out) as recording:
         ...                                   # the command's own work
@@ -27,6 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from ragray.cancel import Cancelled
 from ragray.config import ExperimentConfig
 from ragray.store import liveness
 from ragray.store.history import History
@@ -104,6 +106,9 @@ def recording(history: History, run_id: str, out: str | Path, *, close: bool = F
     try:
         with beat:
             yield rec
+    except Cancelled as exc:  # stopped on purpose: what it finished is kept, and resumes
+        _quietly(f"record run {run_id} as interrupted", history.interrupt_run, run_id, f"interrupted: {exc}")
+        raise
     except KeyboardInterrupt as exc:  # stopped, not broken: the record must not stay "running" either
         _quietly(f"record run {run_id} as interrupted", history.interrupt_run, run_id, _error_text(exc))
         raise

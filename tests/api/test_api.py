@@ -256,12 +256,17 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
 
     config = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
                                 f"history.url=sqlite:///{in_empty_folder / 'h.sqlite'}"])
+    from ragray.adapters.serving.inflight import Inflight, RunModel
+    from ragray.cancel import CancelToken
+
     manager = RunManager.__new__(RunManager)  # its presets and Serve app are not what is tested here
     manager.history = SimpleNamespace(finish_run=lambda *a, **k: None)
+    manager.inflight = Inflight()
     monkeypatch.setattr("ragray.adapters.serving.runs.recording", lambda *a: __import__("contextlib").nullcontext())
     called.clear()
-    manager._work("r1", "run", config, in_empty_folder / "http", ScriptedGenerator())
-    manager._work("r2", "interpret", config, in_empty_folder / "http2", ScriptedGenerator())
+    model = RunModel(config, ScriptedGenerator(), CancelToken())
+    manager._work("r1", "run", config, in_empty_folder / "http", model)
+    manager._work("r2", "interpret", config, in_empty_folder / "http2", model)
     assert called == [("run", True), ("interpret", True)]
     assert (in_empty_folder / "http" / "summary.json").is_file()
 

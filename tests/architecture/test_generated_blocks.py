@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from benchmarks import bench_evidence, bench_shared_evidence
+from ragray.config import limits
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!-- ([\w-]+):begin\b")
@@ -29,6 +30,8 @@ GENERATED: dict[str, tuple[str, str, Callable[[], Any], Callable[[Any], str]]] =
                       bench_evidence.readme_block),
     "shared-evidence": (bench_shared_evidence.DOCS_BEGIN, bench_shared_evidence.DOCS_END, _results(SHARED_EVIDENCE),
                         bench_shared_evidence.docs_block),
+    # not from a results file: from the caps in the code (scripts/serve_limits_table.py writes it)
+    "serve-limits": (limits.DOCS_BEGIN, limits.DOCS_END, lambda: limits.CAPS, limits.limits_table),
 }
 
 

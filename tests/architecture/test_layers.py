@@ -10,7 +10,8 @@ from tests.architecture.imports import import_graph
 LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("foundation", "errors, plain types, paths, registries, the console and progress, text helpers",
      ("ragray._imports", "ragray._moved", "ragray.errors", "ragray.types", "ragray.paths", "ragray.registry", "ragray.catalog",
-      "ragray.model_loads", "ragray.console", "ragray.progress", "ragray.text", "ragray.worker", "ragray.demo")),
+      "ragray.model_loads", "ragray.console", "ragray.progress", "ragray.text", "ragray.worker", "ragray.demo",
+      "ragray.cancel")),
     ("config", "the validated config, its paths, who may set what, the short names of settings",
      ("ragray.config", "ragray.config_paths", "ragray.config_access", "ragray.shortcuts")),
     ("records", "typed rows and summaries, data sets, run directories and the history, sentence encoders",

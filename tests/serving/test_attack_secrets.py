@@ -113,6 +113,9 @@ def _ask_every_route(ask: Recorder, tmp_path: Path) -> None:
         ask.responses.append(_wait(ask.client, run_id))
         ask("GET", f"/runs/{run_id}", "/runs/{run_id}")
     ask("GET", "/runs"), ask("GET", "/runs/nope", "/runs/{run_id}")
+    ask("DELETE", "/runs/nope", "/runs/{run_id}")
+    for run_id in ids[:1]:
+        ask("DELETE", f"/runs/{run_id}", "/runs/{run_id}")  # finished: 409
     d = "/dashboard"
     ask("GET", f"{d}/"), ask("GET", f"{d}/api/runs")
     up = ask("POST", f"{d}/upload", files={"file": (f"{SECRET}.csv", CSV, "text/csv")}, follow_redirects=True)

@@ -9,11 +9,13 @@ admission (503 JSON with ``Retry-After`` when full). Behind: every text answer p
 Status codes: 422 for a body that does not match the schema (FastAPI's detail lists the fields;
 JSON's ``Infinity``/``NaN`` included), 400 for well-formed input the server cannot use (unknown
 retriever or preset, a preset name or config that does not validate, top_k above
-``serve.max_top_k``), 403 for a setting a client may not set, 404 for unknown presets/runs, 409
-for a client's preset over an operator's file preset, 502 when the model failed on the question
-(every call of ``/influence``, the baseline of ``/interpretation``), 503 when a deployment's queue
-is full, 504 when a deployment call times out, 500 for bugs — logged with the request id, which
-every response carries in ``X-Request-ID``.
+``serve.max_top_k``, a number over its cap in ``serve.limits``, more model calls than
+``serve.max_calls_per_request``), 403 for a setting a client may not set, 404 for unknown
+presets/runs, 409 for a client's preset over an operator's file preset and to cancel a run not
+going on here, 502 when the model failed on the question (every call of ``/influence``, the
+baseline of ``/interpretation``), 503 for a request stopped (its client gone, the server stopping)
+and when a deployment's queue is full, 504 when a deployment call times out, 500 for bugs — logged
+with the request id, which every response carries in ``X-Request-ID``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from ragray import __version__
 from ragray.errors import BackendError, ConfigError, ConflictError, InputError, NotAllowedError, PromptTooLongError
 from ragray.adapters.serving import schemas as s
 from ragray.adapters.serving.admission import Admission
+from ragray.adapters.serving.disconnect import until_done
 from ragray.adapters.serving.gate import Gate
-from ragray.adapters.serving.runs import Presets, RunManager
+from ragray.adapters.serving.inflight import stops_with_the_server
+from ragray.adapters.serving.runs import Presets, RunManager, RunNotRunningError
 from ragray.adapters.serving.secrets import Redactor, Scrub
 from ragray.adapters.serving.service import RagService
 
@@ -133,6 +137,7 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         responses={400: {"model": s.ErrorBody}, 401: {"model": s.ErrorBody}, 403: {"model": s.ErrorBody},
                    413: {"model": s.ErrorBody},
                    500: {"model": s.ErrorBody}, 503: {"model": s.ErrorBody}},
+        lifespan=stops_with_the_server(runs.stop),  # the runs stop (recorded interrupted) with the server
     )
 
     @app.middleware("http")
@@ -193,13 +198,16 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     def generate(req: s.GenerateRequest) -> s.GenerateResponse:
         return service.generate(req)
 
+    # the long diagnostics stop when their client disconnects (ragray.adapters.serving.disconnect)
     @app.post("/influence", response_model=s.InfluenceResponse, tags=["diagnostics"])
-    def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
-        return service.influence(req, rid(request))
+    async def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
+        qid = rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.influence(req, qid, token))
 
     @app.post("/interpretation", response_model=s.InterpretationResponse, tags=["diagnostics"])
-    def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
-        return service.interpretation(req, rid(request))
+    async def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
+        qid = rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.interpretation(req, qid, token))
 
     @app.post("/audit", response_model=s.AuditResponse, tags=["diagnostics"])
     def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
@@ -251,6 +259,17 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
             return runs.status(run_id)
         except KeyError:
             raise HTTPException(404, f"no run '{run_id}'") from None
+
+    @app.delete("/runs/{run_id}", response_model=s.RunStatus, status_code=202, tags=["runs"],
+                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
+    def cancel_run(run_id: str) -> s.RunStatus:
+        """Cancel a run going on in this server: it stops at its next model call, recorded interrupted."""
+        try:
+            return runs.cancel(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+        except RunNotRunningError as exc:
+            raise HTTPException(409, str(exc)) from None
 
     from ragray.adapters.dashboard.app import dashboard_router
     from ragray.store.history import history_url

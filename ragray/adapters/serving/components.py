@@ -82,17 +82,52 @@ class RerankStep:
         return self.reranker.rerank(question, hits, k)
 
 
+class _TurnLock:
+    """A lock taken in the order it was asked for. A plain lock lets the thread that just released
+    it take it again at once, so a request calling the model call after call would keep it from
+    the others; here each waits its turn (first come, first served)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0  # the next ticket to hand out
+        self._serving = 0  # the ticket whose holder may go
+        self._gone: set[int] = set()  # tickets whose holders stopped waiting (an interrupt)
+
+    def __enter__(self) -> None:
+        with self._cond:
+            ticket, self._next = self._next, self._next + 1
+            try:
+                self._cond.wait_for(lambda: self._serving == ticket)
+            except BaseException:
+                self._gone.add(ticket)
+                self._advance(0)
+                raise
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._advance(1)
+
+    def _advance(self, by: int) -> None:
+        """Move the turn on ``by`` (and past tickets nobody waits on); the caller holds ``_cond``."""
+        self._serving += by
+        while self._serving in self._gone:
+            self._gone.discard(self._serving)
+            self._serving += 1
+        self._cond.notify_all()
+
+
 class LockedGenerator(GeneratorProxy):
     """One loaded generator shared by a replica's concurrent requests, one call at a time.
 
     Serve (and FastAPI) run sync methods in a thread pool; model objects and their KV prefix
-    cache are not thread-safe, so calls are serialized. A call's prompts still go to the backend
-    as one batch.
+    cache are not thread-safe, so calls are serialized, in the order they come: a long request's
+    calls (at most ``serve.max_prompts_per_call`` prompts each) take turns with the other
+    requests'. A call's prompts still go to the backend as one batch.
     """
 
     def __init__(self, generator: Generator) -> None:
         super().__init__(generator)
-        self._lock = threading.Lock()
+        self._lock = _TurnLock()
 
     @classmethod
     def from_config(cls, config: Any) -> LockedGenerator:

@@ -6,6 +6,9 @@ run|interpret|audit`` in a background thread of the ingress replica, returning a
 writes an ordinary run directory under ``serve.runs_dir`` (resumable with ``ragray run --resume``).
 ``GET /runs`` reads the same history, so CLI runs and sweep trials are listed too. A run whose
 generation section equals the served one shares the generator deployment (no second model load).
+A run costing more than ``serve.max_calls_per_request`` model calls is refused before it starts;
+``DELETE /runs/{id}`` (and the server stopping) cancels one, which stops at its next model call and
+is recorded ``interrupted``, its finished questions kept (:mod:`ragray.adapters.serving.inflight`).
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragray.cancel import Cancelled, CancelToken
 from ragray.config import ExperimentConfig, load_config
 from ragray.config_access import ClientPolicy, changed_settings, flatten, is_allowed
 from ragray.errors import ConflictError, InputError, RagrayError
 from ragray.generation import Generator
+from ragray.pipeline.cost import check_cost, command_cost
 from ragray.rows.summaries import read_summary
 from ragray.adapters.serving import schemas as s
+from ragray.adapters.serving.inflight import Inflight, RunModel
 from ragray.adapters.serving.secrets import public_model
 from ragray.store.history import (
     History,
@@ -33,7 +39,7 @@ from ragray.store.history import (
 )
 from ragray.store.recording import recording
 
-__all__ = ["Presets", "RunFailedError", "RunManager", "nothing_measured"]
+__all__ = ["Presets", "RunFailedError", "RunManager", "RunNotRunningError", "nothing_measured"]
 
 log = logging.getLogger("ragray.serve")
 
@@ -211,6 +217,8 @@ class RunManager:
         self.root = Path(config.serve.runs_dir)
         self.history = history or presets.history or History(config.history.url)
         presets.use_history(self.history)
+        #: the runs (and one-question requests) this process has under way, to cancel
+        self.inflight = Inflight()
 
     def _resolve(self, req: s.RunRequest) -> ExperimentConfig:
         overrides = list(req.overrides) + ([f"data.limit={req.limit}"] if req.limit else [])
@@ -224,21 +232,25 @@ class RunManager:
 
     def start(self, req: s.RunRequest) -> s.RunStatus:
         config = self._resolve(req)
+        check_cost(command_cost(config, req.command), self.presets.policy.limits, "overrides")
         run_id = new_run_id(req.command)
         out = self.root / run_id
         out.mkdir(parents=True)
         self.history.start_run(req.command, config.name, config, out, run_id=run_id)
         shared = self.generator if config.generation == self.config.generation else None
-        threading.Thread(target=self._work, args=(run_id, req.command, config, out, shared), daemon=True,
-                         name=f"ragray-{run_id}").start()
+        token = CancelToken()
+        thread = threading.Thread(target=self._work, args=(run_id, req.command, config, out, RunModel(
+            config, shared, token)), daemon=True, name=f"ragray-{run_id}")
+        self.inflight.add_run(run_id, thread, token)
+        thread.start()
         return self.status(run_id)
 
-    def _work(self, run_id: str, command: str, config: ExperimentConfig, out: Path,
-              generator: Generator | None) -> None:
+    def _work(self, run_id: str, command: str, config: ExperimentConfig, out: Path, model: RunModel) -> None:
         from ragray import api
 
         try:
             with recording(self.history, run_id, out):  # the command's own recording joins this record
+                generator = model.open(command)
                 if command == "audit":
                     done = api.audit_retrieval(config=config, out=out, progress=False, model=generator)
                 else:  # the same functions a notebook calls (ragray.run / ragray.interpret)
@@ -247,8 +259,34 @@ class RunManager:
                 reason = nothing_measured(command, done.summary)
                 if reason is not None:  # the tables are written; the run is still no result
                     raise RunFailedError(reason)
+        except Cancelled as exc:  # recorded interrupted; what it finished stays for a resume
+            log.info("run %s interrupted: %s", run_id, exc)
         except Exception:  # recorded as failed for GET /runs/{id}; the thread must not die silently
             log.warning("run %s failed", run_id, exc_info=True)
+        finally:
+            model.close()
+            self.inflight.finished(run_id)
+
+    def cancel(self, run_id: str) -> s.RunStatus:
+        """Cancel the run ``run_id`` (``DELETE /runs/{id}``): it stops at its next model call and is
+        recorded ``interrupted``. :class:`KeyError` if there is no such run, :class:`RunNotRunningError`
+        if it is not going on in this server."""
+        record = self.history.get_run(run_id)
+        if self.inflight.cancel_run(run_id, "cancelled by DELETE /runs/{id}"):
+            return self.status(run_id)
+        if record.status == "running":
+            raise RunNotRunningError(f"run {run_id} is running, but not in this server (a CLI run, a sweep's "
+                                     "trial or another replica's): it cannot be cancelled here")
+        raise RunNotRunningError(f"run {run_id} is already {record.status}: nothing to cancel")
+
+    def stop(self) -> None:
+        """Cancel every run and request (the server is stopping), wait up to ``serve.stop_timeout_s``
+        for the runs, and record the runs still going ``interrupted``."""
+        for run_id in self.inflight.stop(self.config.serve.stop_timeout_s):
+            try:
+                self.history.interrupt_run(run_id, "interrupted: the server stopped before the run did")
+            except Exception as exc:  # noqa: BLE001 - the server is going away; say so and go on
+                log.warning("run %s: could not record it interrupted: %s", run_id, exc)
 
     @staticmethod
     def _status(record: RunRecord) -> s.RunStatus:
@@ -276,6 +314,10 @@ class RunManager:
 
 class RunFailedError(RagrayError):
     """A run that finished without measuring anything (recorded ``failed`` with the reason)."""
+
+
+class RunNotRunningError(RagrayError):
+    """A run that cannot be cancelled: finished, or not started by this server (HTTP 409)."""
 
 
 def nothing_measured(command: str, summary: Mapping[str, Any]) -> str | None:

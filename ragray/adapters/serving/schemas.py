@@ -2,8 +2,8 @@
 
 Requests forbid unknown fields, so a misspelt option is a 422 naming it rather than silently
 ignored. Field bounds that depend on the served config (``top_k_docs`` against
-``serve.max_top_k``, a retriever the deployment does not know) are checked by the service and
-answered with 400.
+``serve.max_top_k``, ``random_repeats`` and ``k_values`` against ``serve.limits``, a retriever the
+deployment does not know) are checked by the service and answered with 400.
 """
 
 from __future__ import annotations
@@ -109,9 +109,11 @@ class InterpretationRequest(RetrieveRequest):
     explainer: Literal["loo", "logprob", "surrogate"] | None = None
     mode: Literal["generate", "logprob"] | None = None
     k_values: list[str] | None = Field(
-        None, min_length=1, max_length=10, description="top-1, top-3, top-20%, cumulative, ..."
+        None, min_length=1, description="top-1, top-3, top-20%, cumulative, ... (at most the server's cap, "
+        "serve.limits: 10 by default)"
     )
-    random_repeats: int | None = Field(None, ge=2, le=500)
+    random_repeats: int | None = Field(None, ge=2, description="faithfulness.random_repeats (at most the server's "
+                                       "cap, serve.limits: 200 by default)")
     semantic_threshold_t: float | None = Field(None, ge=0, le=1)
     debug: bool = Field(False, description="include the answers and the removed units of every arm")
 

@@ -5,6 +5,11 @@ Ray Serve deployment handles) and runs the same code as the CLI for one ad-hoc q
 the influence loop for ``/influence`` and the deletion experiment for ``/interpretation`` (built by the
 pipeline's own factories, :mod:`ragray.pipeline.processors`),
 ``audit_documents`` for ``/audit``. Bad input raises :class:`~ragray.errors.InputError` (400).
+
+``/influence`` and ``/interpretation`` cost up to ``serve.max_calls_per_request`` model calls
+(:mod:`ragray.pipeline.cost`, checked before retrieval) and call the model through a
+:class:`~ragray.generation.cancellable.CancellableGenerator`: their request's token stops them at
+the next call, and their calls hold the model for at most ``serve.max_prompts_per_call`` prompts.
 """
 
 from __future__ import annotations
@@ -15,15 +20,18 @@ from dataclasses import replace
 from typing import Any
 
 from ragray.audit.explain import explain_audits
+from ragray.cancel import CancelToken
 from ragray.config import ExperimentConfig
 from ragray.config_access import ClientPolicy
 from ragray.errors import BackendError, ConfigError, InputError, PromptTooLongError
 from ragray.generation import Generator
 from ragray.generation.base import too_long
+from ragray.generation.cancellable import CancellableGenerator
 from ragray.generation.prompts import get_template, system_message
 from ragray.metrics.quality import QualityScorer
 from ragray.metrics.similarity import Similarity, all_measures, get_similarity
 from ragray.pipeline.audit import audit_entry
+from ragray.pipeline.cost import check_cost, command_cost
 from ragray.pipeline.processors import faithfulness_experiment, influence_loop
 from ragray.rerank import reranks
 from ragray.retrieval.stage import QuestionHits
@@ -88,12 +96,28 @@ class RagService:
         """The generator's model as a client reads it (a folder's name, not its path)."""
         return public_model(self.generator.model_id)
 
+    def _within_cost(self, cfg: ExperimentConfig, command: str, k: int | None, endpoint: str) -> None:
+        """Refuse (:class:`~ragray.errors.LimitError`) one question of ``command`` with ``k`` passages
+        costing more than ``serve.max_calls_per_request``."""
+        self._check_top_k(k or cfg.retrieval.top_k)  # first: the cost is counted per passage
+        cost = command_cost(cfg, command, questions=1, passages=k, what=f"{endpoint} request")
+        check_cost(cost, self.policy.limits, "request")
+
+    def _model(self, token: CancelToken | None) -> Generator:
+        """The generator one request calls: stopped by ``token``, its calls split."""
+        return CancellableGenerator(self.generator, token or CancelToken(), self.config.serve.max_prompts_per_call)
+
     def _settings(self, values: dict[str, Any]) -> ExperimentConfig:
         """The served config with a request's settings (dotted key -> value, None: unset), under
         the same :class:`ClientPolicy` as ``POST /runs`` and the presets."""
         return self.policy.apply(self.config, {k: v for k, v in values.items() if v is not None}, where="request")
 
     # ----------------------------------------------------------------------------- retrieval
+
+    def _check_top_k(self, k: int) -> None:
+        most = self.config.serve.max_top_k  # the cap of retrieval.top_k too (ragray.config.limits)
+        if k > most:
+            raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={most}")
 
     def _retrieve(self, req: s.RetrieveRequest, k: int | None = None, fetch: int = 0) -> tuple[str, bool, list[Hit]]:
         """``k`` (default: the request's ``top_k_docs``) hits; ``fetch``: at least this many (audit)."""
@@ -102,8 +126,7 @@ class RagService:
         if retriever not in self.search.retrievers:
             raise InputError(f"retriever: unknown '{retriever}'; valid: {', '.join(self.search.retrievers)}")
         k = k or req.top_k_docs or cfg.retrieval.top_k
-        if k > cfg.serve.max_top_k:
-            raise InputError(f"top_k_docs: {k} is above this server's limit serve.max_top_k={cfg.serve.max_top_k}")
+        self._check_top_k(k)
         k = max(k, fetch)
         rerank = reranks(cfg.rerank.strategy) if req.rerank is None else req.rerank
         hits = self.search.search(req.question, retriever, first_stage_k(k, rerank, cfg.rerank.candidates))
@@ -148,13 +171,16 @@ class RagService:
 
     # ----------------------------------------------------------------------------- influence
 
-    def influence(self, req: s.InfluenceRequest, qid: str) -> s.InfluenceResponse:
+    def influence(self, req: s.InfluenceRequest, qid: str, token: CancelToken | None = None) -> s.InfluenceResponse:
+        """``token``: cancelled, the work stops at its next model call (:class:`~ragray.cancel.Cancelled`)."""
         cfg = self._settings({"influence.mode": req.mode, "influence.position_control": req.position_control})
         icfg = cfg.influence
+        self._within_cost(cfg, "run", req.top_k_docs, "/influence")
         qh = self._question_hits(req, qid, req.answers, req.answerable)
         similarity: Similarity = self._cache.get(("sim", icfg.similarity), lambda: get_similarity(icfg.similarity))
         quality = self._cache.get("quality", lambda: QualityScorer(cfg.metrics))
-        loop = influence_loop(cfg, self.generator, similarity=similarity, quality=quality, retrieval_k=req.top_k_docs)
+        loop = influence_loop(cfg, self._model(token), similarity=similarity, quality=quality,
+                              retrieval_k=req.top_k_docs)
         record = loop.run(qh)
         _raise_failed(record.question.error, record.question.state == "error")
         return s.InfluenceResponse(question=record.question, passages=list(record.passages),
@@ -171,16 +197,19 @@ class RagService:
             "faithfulness.random_repeats": req.random_repeats, "faithfulness.threshold_t": req.semantic_threshold_t,
         })
 
-    def interpretation(self, req: s.InterpretationRequest, qid: str) -> s.InterpretationResponse:
+    def interpretation(self, req: s.InterpretationRequest, qid: str,
+                       token: CancelToken | None = None) -> s.InterpretationResponse:
+        """``token``: cancelled, the work stops at its next model call (:class:`~ragray.cancel.Cancelled`)."""
         cfg = self._faithfulness_config(req)
         fc = cfg.faithfulness
+        self._within_cost(cfg, "interpret", req.top_k_docs, "/interpretation")
         names = tuple(dict.fromkeys((fc.similarity, *fc.measures)))
         try:
             measures = self._cache.get(("measures", names), lambda: all_measures(names))
         except ConfigError as exc:
             raise InputError(str(exc)) from None
         qh = self._question_hits(req, qid, req.answers)
-        experiment = faithfulness_experiment(cfg, self.generator, measures=measures)
+        experiment = faithfulness_experiment(cfg, self._model(token), measures=measures)
         record = experiment.run(qh)
         _raise_failed(record.question.error, record.question.error is not None)
         arms = list(record.arms) if req.debug else [replace(a, answer=None, removed_unit_ids=None) for a in record.arms]

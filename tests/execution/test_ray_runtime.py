@@ -14,6 +14,7 @@ import pytest
 
 from ragray.adapters.execution import ray_runtime
 from ragray.adapters.execution.ray_runtime import WorkingDirectoryGuard
+from ragray.errors import BackendError
 
 
 @pytest.fixture()
@@ -61,7 +62,8 @@ def test_joining_a_cluster_loads_torch_first_and_guards_the_directory(monkeypatc
     """torch (oneMKL) is loaded while the directory exists; the guard starts after ray.init."""
     calls: list[str] = []
     fake = types.SimpleNamespace(is_initialized=lambda: False,
-                                 init=lambda **kw: calls.append(f"init {kw.get('address')}"))
+                                 init=lambda **kw: calls.append(f"init {kw.get('address')}"),
+                                 util=types.SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1"))
     monkeypatch.setattr(ray_runtime, "require", lambda *a, **k: fake)
     monkeypatch.setattr(ray_runtime, "load_native_libraries", lambda: calls.append("torch"))
     monkeypatch.setattr(WorkingDirectoryGuard, "ensure", classmethod(lambda cls, path: calls.append(f"guard {path}")))
@@ -101,3 +103,38 @@ def test_outside_a_ray_worker_nothing_is_reserved(monkeypatch):
     monkeypatch.delitem(sys.modules, "ray", raising=False)
     assert ray_runtime.reserved_cpus() is None  # and Ray was not imported to say so
     assert "ray" not in sys.modules
+
+
+def test_its_own_ray_starts_on_loopback_whatever_the_environment_says(monkeypatch):
+    """Ray read RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER at import (true: a loopback node address becomes the
+    routable one); while connect() starts Ray it is off for Ray and its processes, then as it was."""
+    pytest.importorskip("ray")
+    from ray._private import ray_constants
+
+    seen: list[tuple] = []
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        init=lambda **kw: seen.append((kw, ray_constants.ENABLE_RAY_CLUSTER,
+                                       os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"])),
+        util=types.SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1"))
+    monkeypatch.setattr(ray_runtime, "require", lambda *a, **k: fake)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
+    ray_runtime.connect(None, feature="test")
+    (kw, constant, env), = seen
+    assert (kw["_node_ip_address"], kw["dashboard_host"], constant, env) == ("127.0.0.1", "127.0.0.1", False, "0")
+    assert ray_constants.ENABLE_RAY_CLUSTER is True and os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "1"
+
+
+def test_a_ray_that_took_a_routable_address_is_shut_down(monkeypatch):
+    pytest.importorskip("ray")
+    shut: list[bool] = []
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: None,
+                                 shutdown=lambda: shut.append(True),
+                                 util=types.SimpleNamespace(get_node_ip_address=lambda: "192.0.2.2"))
+    monkeypatch.setattr(ray_runtime, "require", lambda *a, **k: fake)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(BackendError, match=r"Ray started on node address 192.0.2.2, not loopback"):
+        ray_runtime.connect(None, feature="test")
+    assert shut == [True]

@@ -152,7 +152,8 @@ def _add_generation(p: argparse.ArgumentParser) -> None:
                    help="continue the run in --out, skipping questions already finished")
     p.add_argument("--executor", choices=EXECUTORS,
                    help="run questions here or over Ray Data generator actors (execution.executor)")
-    p.add_argument("--address", help="Ray cluster address for --executor ray (execution.address)")
+    p.add_argument("--address", help="Ray cluster address for --executor ray (execution.address; default: "
+                                      "RAY_ADDRESS, else an in-process Ray on loopback only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,7 +242,8 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--insecure", action="store_true", default=None,
                    help="serve on a non-loopback --host without an API key, with a warning (serve.insecure)")
     p.add_argument("--port", type=_positive_int, help="HTTP port (serve.port)")
-    p.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: in-process Ray)")
+    p.add_argument("--address", help="Ray cluster to deploy on (execution.address; default: RAY_ADDRESS, "
+                                      "else an in-process Ray on loopback only)")
     p.add_argument("--no-ray", action="store_true",
                    help="serve the same API from this process with uvicorn, without Ray (for a quick look)")
     _add_dtype(p)
@@ -290,7 +292,8 @@ def _add_sweep(sub: Any) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a base config value for every trial, e.g. --set data.limit=20 (repeatable)")
     p.add_argument("--out", help="sweep directory (default: runs/sweep-<name>-<time>)")
-    p.add_argument("--address", help="Ray cluster for the trials (default: in-process Ray, or RAY_ADDRESS)")
+    p.add_argument("--address", help="Ray cluster for the trials (default: RAY_ADDRESS, else an in-process Ray "
+                                      "on loopback only)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted sweep in --out")
 
 

@@ -12,6 +12,23 @@ Address: ``execution.address`` / ``--address``, else ``RAY_ADDRESS``, else a new
 process (``address="local"``): a bare ``ray.init()`` would attach to whatever cluster
 ``ray start`` last recorded in ``/tmp/ray/ray_current_cluster``, possibly someone else's.
 
+The Ray ragray starts itself listens on loopback only (issue 64): Ray's processes talk gRPC with
+no authentication unless token auth is on, so a Ray port the network reaches lets anyone run code
+in ragray's processes (and read ``$RAGRAY_API_KEY``). Every Ray process binds by the node IP
+address the driver passes it (``--node-ip-address``: GCS, raylet, workers and the dashboard agent
+listen on 127.0.0.1 when it is 127.0.0.1 and on every interface otherwise, the runtime-env agent
+on the address itself), and Ray 2.60 picks that address in the driver:
+``ray.init(_node_ip_address=...)`` goes through ``services.resolve_ip_for_localhost``, which turns
+a loopback address into the machine's routable one unless
+``ray._private.ray_constants.ENABLE_RAY_CLUSTER`` is false, a constant Ray reads from
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` once, at ``import ray``. The environment default below comes
+too late when ``ray`` is already imported, and a user's ``=1`` (kept for a multi-node cluster)
+wins over it, so :func:`connect` sets the constant (and the variable, for the processes Ray
+starts) while it starts Ray, then checks the node address Ray took. Serve replicas open one more
+gRPC server, on every interface whatever the node address: see
+:mod:`ragray.adapters.serving.replica_grpc`. A cluster of several machines is started with
+``ray start`` and joined with an address; joining changes nothing.
+
 Joining a cluster from a ``ray job submit`` driver, the driver's working directory (the job's
 unpacked ``--working-dir`` package) can be deleted and unpacked again under the same path while the
 driver runs: when a node that shares the head's session folder (``ray start --address`` without
@@ -25,19 +42,25 @@ as it exists again, for the rest of the process.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import ipaddress
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ragray._imports import require
+from ragray.errors import BackendError
 from ragray.worker import assigned_gpus, reserved_cpus  # what Ray gave this process (re-exported)
 
 __all__ = ["RAY_ENV_DEFAULTS", "WorkingDirectoryGuard", "apply_defaults", "connect", "load_native_libraries",
            "assigned_gpus", "reserved_cpus"]
 
 log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"  # the node address, and the dashboard's host, of the Ray ragray starts
 
 RAY_ENV_DEFAULTS: dict[str, str] = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
@@ -114,6 +137,39 @@ class WorkingDirectoryGuard:
             self.check()
 
 
+@contextlib.contextmanager
+def _single_machine() -> Iterator[None]:
+    """While Ray starts: Ray's multi-node switch off in this process (the constant it read at
+    import) and in the environment its processes inherit; both as they were afterwards."""
+    from ray._private import ray_constants
+
+    env_before = os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)
+    constant_before = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = constant_before
+        if env_before is None:
+            os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+        else:
+            os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = env_before
+
+
+def _start_local(ray: Any, dashboard: bool | None) -> None:
+    """Start Ray in this process with every port on loopback (module docstring); a Ray that took
+    another node address is shut down again (:class:`BackendError`) rather than left listening."""
+    with _single_machine():
+        ray.init(address="local", include_dashboard=dashboard, dashboard_host=LOOPBACK,
+                 _node_ip_address=LOOPBACK, log_to_driver=False)
+    node_ip = ray.util.get_node_ip_address()
+    if not ipaddress.ip_address(node_ip).is_loopback:
+        ray.shutdown()
+        raise BackendError(f"Ray started on node address {node_ip}, not loopback: its ports would be reachable "
+                           "from the network; start a cluster with `ray start` and pass --address to use one")
+
+
 def _working_directory() -> str | None:
     try:
         return os.getcwd()
@@ -123,9 +179,10 @@ def _working_directory() -> str | None:
 
 def connect(address: str | None, *, feature: str, dashboard: bool | None = None) -> Any:
     """The ``ray`` module, connected: to ``address`` or ``RAY_ADDRESS``, else a Ray started in this
-    process (with the dashboard unless ``dashboard`` is False). A Ray already initialized here is
-    used as it is. ``feature`` names what needs Ray in the error when it is not installed. Joining
-    a cluster keeps the process's working directory usable (module docstring)."""
+    process (with the dashboard unless ``dashboard`` is False), every port of it on loopback. A Ray
+    already initialized here is used as it is. ``feature`` names what needs Ray in the error when it
+    is not installed. Joining a cluster keeps the process's working directory usable (module
+    docstring)."""
     apply_defaults()
     ray = require("ray", extra="ray", feature=feature)
     if not ray.is_initialized():
@@ -136,7 +193,7 @@ def connect(address: str | None, *, feature: str, dashboard: bool | None = None)
             ray.init(address=address, log_to_driver=False)
             WorkingDirectoryGuard.ensure(home)
         else:
-            ray.init(address="local", include_dashboard=dashboard, log_to_driver=False)
+            _start_local(ray, dashboard)
     return ray
 
 

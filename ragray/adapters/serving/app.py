@@ -34,7 +34,8 @@ from ragray.config import DeploymentOptions, ExperimentConfig, load_config, vali
 from ragray.errors import ConfigError
 from ragray.adapters.execution.placement import ClusterView, cluster_view, local_view, serve_gpus
 from ragray.adapters.execution.ray_runtime import apply_defaults, connect
-from ragray.adapters.serving.exposure import check_exposure
+from ragray.adapters.serving.exposure import check_exposure, is_loopback
+from ragray.adapters.serving.replica_grpc import keep_on_loopback
 
 __all__ = ["build_app", "deployment_options", "app_from_config"]
 
@@ -117,6 +118,7 @@ class RetrieverDeployment(_Placed):
     def __init__(self, config_yaml: str) -> None:
         from ragray.adapters.serving.components import CorpusSearch
 
+        keep_on_loopback()
         config = _config(config_yaml)
         self.search_ = CorpusSearch(config)
         self._place(holds_model=_holds_model(config)["retriever"])
@@ -138,6 +140,7 @@ class RerankerDeployment(_Placed):
     def __init__(self, config_yaml: str) -> None:
         from ragray.adapters.serving.components import RerankStep
 
+        keep_on_loopback()
         config = _config(config_yaml)
         self.step = RerankStep(config)
         self._place(getattr(self.step.reranker, "device", None), _holds_model(config)["reranker"])
@@ -161,6 +164,7 @@ class GeneratorDeployment(_Placed):
     def __init__(self, config_yaml: str) -> None:
         from ragray.adapters.serving.components import LockedGenerator
 
+        keep_on_loopback()
         config = _config(config_yaml)
         self.gen = LockedGenerator.from_config(config)
         self._place(self.gen.resolved_settings().get("device"))
@@ -206,6 +210,7 @@ class RagrayAPI:
         from ragray.adapters.serving.runs import Presets, RunManager
         from ragray.adapters.serving.service import RagService
 
+        keep_on_loopback()
         config = _config(config_yaml)
         warning = check_exposure(config.serve, _proxy_host() or config.serve.host)
         if warning:  # `serve run` / `serve deploy`: the replica's log is where an operator looks
@@ -290,20 +295,28 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     """Start (or redeploy) the app on Ray Serve at ``serve.host:serve.port``.
 
     Connects to ``execution.address`` / ``RAY_ADDRESS`` when set, else starts Ray in this process
-    (with the dashboard, as Ray users expect). Once it runs, prints where each model holder runs and
-    writes it to ``<serve.runs_dir>/serve-placement.json``. Returns the ingress handle when not
-    ``blocking``; else serves until Ctrl-C.
+    (with the dashboard, as Ray users expect; every Ray port on loopback). Once it runs, prints where
+    each model holder runs and writes it to ``<serve.runs_dir>/serve-placement.json``, and on a
+    non-loopback host says on stderr which of Ray's ports the network reaches
+    (:mod:`ragray.adapters.execution.ray_ports`). Returns the ingress handle when not ``blocking``;
+    else serves until Ctrl-C.
     """
+    from ragray.adapters.execution import ray_ports
     from ragray.adapters.execution.placement import placement_lines
 
     warning = check_exposure(config.serve)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    connect(config.execution.address, feature="ragray serve")
+    ray = connect(config.execution.address, feature="ragray serve")
     serve.start(http_options={"host": config.serve.host, "port": config.serve.port})
     handle = serve.run(app_from_config(config), name=name, route_prefix="/", blocking=False)
     where = replica_placements(name)
     print("placement:\n" + "\n".join(placement_lines(where)), flush=True)
+    host, port = config.serve.host, config.serve.port
+    if not is_loopback(host):  # the network reaches the API: say whether it reaches Ray too
+        http = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        print(ray_ports.report(gcs_address=ray.get_runtime_context().gcs_address, http=http),
+              file=sys.stderr, flush=True)
     runs = Path(config.serve.runs_dir)
     runs.mkdir(parents=True, exist_ok=True)
     (runs / "serve-placement.json").write_text(json.dumps(where, indent=1) + "\n", encoding="utf-8")

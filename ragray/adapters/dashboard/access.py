@@ -29,6 +29,7 @@ from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ragray.adapters.serving.exposure import is_loopback
+from ragray.adapters.serving.gate import read_body
 from ragray.errors import ConfigError
 
 __all__ = ["COOKIE", "BodyLimit", "check_dashboard_exposure", "require_key", "session_token"]
@@ -105,34 +106,24 @@ def require_key(app: FastAPI, key: str, login_page: Callable[[str, str], str]) -
 
 class BodyLimit:
     """ASGI middleware: 413 (``page(message)``, HTML) for a request body over ``limit`` bytes,
-    declared or streamed, before the app reads or parses any of it."""
+    declared or streamed, before the app reads or parses any of it; 408 for one not received
+    within ``timeout_s`` (:func:`~ragray.adapters.serving.gate.read_body`, as the API's)."""
 
-    def __init__(self, app: ASGIApp, limit: int, message: str, page: Callable[[str], str]) -> None:
-        self.app, self.limit, self.message, self.page = app, limit, message, page
-
-    async def _refuse(self, scope: dict, receive: Any, send: Any) -> None:
-        await HTMLResponse(self.page(self.message), status_code=413)(scope, receive, send)
+    def __init__(self, app: ASGIApp, limit: int, message: str, page: Callable[[str], str],
+                 timeout_s: float = 60.0) -> None:
+        self.app, self.limit, self.message, self.page, self.timeout_s = app, limit, message, page, timeout_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"").decode() or None
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await self._refuse(scope, receive, send)
+        body = await read_body(scope, receive, self.limit, self.timeout_s)
+        if not isinstance(body, list):
+            message = self.message if body == 413 else f"the request body did not arrive within {self.timeout_s:g} s"
+            await HTMLResponse(self.page(message), status_code=body)(scope, receive, send)
             return
-        messages, size = [], 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
 
         async def replay() -> dict:
-            return messages.pop(0) if messages else await receive()
+            return body.pop(0) if body else await receive()
 
         await self.app(scope, replay, send)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Gate", "error_body", "request_id_of"]
+__all__ = ["Gate", "error_body", "read_body", "request_id_of"]
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
@@ -97,23 +97,33 @@ class Gate:
 
     async def _body(self, scope: dict, receive: Any, send: Any, rid: str) -> list[dict] | None:
         """The request's body messages, or None once an error is sent (too large, too slow)."""
-        declared = next((v for k, v in scope.get("headers") or () if k.lower() == b"content-length"), None)
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        body = await read_body(scope, receive, self.limit, self.body_timeout_s)
+        if isinstance(body, list):
+            return body
+        if body == 413:
             await _send_error(send, 413, f"request body over {self.limit} bytes", rid)
-            return None
-        messages: list[dict] = []
-        size, deadline = 0, time.monotonic() + self.body_timeout_s
-        while True:
-            try:
-                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.001))
-            except asyncio.TimeoutError:
-                await _send_error(send, 408, f"request body not received within {self.body_timeout_s:g} s", rid,
-                                  Connection="close")
-                return None
-            messages.append(message)
-            size += len(message.get("body", b""))
-            if size > self.limit:
-                await _send_error(send, 413, f"request body over {self.limit} bytes", rid)
-                return None
-            if message["type"] != "http.request" or not message.get("more_body"):
-                return messages
+        else:
+            await _send_error(send, 408, f"request body not received within {self.body_timeout_s:g} s", rid,
+                              Connection="close")
+        return None
+
+
+async def read_body(scope: dict, receive: Any, limit: int, timeout_s: float) -> list[dict] | int:
+    """The whole body of an HTTP request as its ASGI messages, read within ``timeout_s`` seconds and
+    ``limit`` bytes (declared or streamed); else the status that says why not: 413 or 408."""
+    declared = next((v for k, v in scope.get("headers") or () if k.lower() == b"content-length"), None)
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return 413
+    messages: list[dict] = []
+    size, deadline = 0, time.monotonic() + timeout_s
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.001))
+        except asyncio.TimeoutError:
+            return 408
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if size > limit:
+            return 413
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return messages

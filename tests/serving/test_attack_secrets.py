@@ -177,3 +177,14 @@ def test_the_served_dashboard_names_run_folders_not_paths(client):
     _wait(client, run_id)
     (entry,) = [e for e in client.get("/dashboard/api/runs").json() if e["id"] == run_id]
     assert entry["path"] == run_id and "/" not in entry["path"]
+
+
+def test_names_are_redacted_as_whole_words_and_values_everywhere():
+    from ragray.adapters.serving.secrets import Redactor
+
+    config = load_config(None, ["serve.runs_dir=/srv/op/runs", "generation.openai.base_url=http://u:PW1234@h/v1?k=1"])
+    r = Redactor.for_server([config], ["sekrit-key"])
+    assert r.text("in /srv/op/runs/run-1, not /srv/op/runsx") == "in <path>/run-1, not /srv/op/runsx"
+    assert r.text("sekrit-keyZ and xPW1234y") == "<secret>Z and x<secret>y"  # a value goes wherever it is
+    assert r.text("POST http://u:PW1234@h/v1?k=1 failed") == "POST http://h/v1 failed"
+    assert r.text("$OPENAI_API_KEY, not $OPENAI_API_KEYS") == "$<variable>, not $OPENAI_API_KEYS"

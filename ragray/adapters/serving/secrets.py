@@ -25,6 +25,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,14 @@ def public_model(model_id: str) -> str:
 
 @dataclass(frozen=True)
 class Redactor:
-    """Replaces known secret strings (longest first) and every URL's userinfo and query."""
+    """Replaces known secrets (longest first) and every URL's userinfo and query.
+
+    A secret value (a key, a password) goes wherever it appears; a name (a path, a variable, a
+    URL) only as a whole word, so the home folder ``/home/al`` does not eat ``/home/alice`` and a
+    client's own text keeps what merely contains such a string."""
 
     replacements: tuple[tuple[str, str], ...] = ()
+    names: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def for_server(cls, configs: Iterable[ExperimentConfig], secrets: Iterable[str] = ()) -> Redactor:
@@ -67,16 +73,15 @@ class Redactor:
         found: dict[str, str] = {}
         for config in configs:
             found.update(_config_secrets(config))
+        values = {s: "<secret>" for s in secrets if s}
         for name in [s for s, r in found.items() if r == "<variable>"]:  # the keys they hold
-            value = os.environ.get(name)
-            if value:
-                found[value] = "<secret>"
-        found.update({s: "<secret>" for s in secrets if s})
+            if os.environ.get(name):
+                values[os.environ[name]] = "<secret>"
+        values.update({s: r for s, r in found.items() if r == "<secret>"})  # URL passwords and users
         for where, label in ((os.getcwd(), "<server folder>"), (os.path.expanduser("~"), "<home>")):
             if len(where) > 1:
                 found.setdefault(where, label)
-        pairs = {(v, r) for s, r in found.items() if len(s) >= _MIN_SECRET for v in _forms(s)}
-        return cls(tuple(sorted(pairs, key=lambda p: (-len(p[0]), p[0]))))
+        return cls(_pairs(values), _pairs({s: r for s, r in found.items() if s not in values}))
 
     def text(self, text: str) -> str:
         """``text`` with no secret left in it."""
@@ -84,7 +89,21 @@ class Redactor:
         for secret, replacement in self.replacements:
             if secret in text:
                 text = text.replace(secret, replacement)
+        if self.names and any(name in text for name, _ in self.names):
+            table = dict(self.names)
+            text = self._words.sub(lambda m: table[m.group(0)], text)
         return text
+
+    @cached_property
+    def _words(self) -> re.Pattern[str]:
+        alternatives = "|".join(re.escape(name) for name, _ in self.names)  # longest first
+        return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
+
+
+def _pairs(found: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Each secret in every form a body may hold it, longest first."""
+    pairs = {(v, r) for s, r in found.items() if len(s) >= _MIN_SECRET for v in _forms(s)}
+    return tuple(sorted(pairs, key=lambda p: (-len(p[0]), p[0])))
 
 
 def _forms(secret: str) -> set[str]:

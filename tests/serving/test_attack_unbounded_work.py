@@ -306,8 +306,12 @@ def test_delete_cancels_a_run_in_progress_which_is_recorded_interrupted_and_resu
     assert client.delete("/runs/nope").status_code == 404
     import ragray
 
-    resumed = ragray.run(config=config, out=status["out"], resume=True, progress=False, model=ScriptedGenerator())
+    out = Path(config.serve.runs_dir) / status["out"]  # GET /runs names the folder, under serve.runs_dir
+    kept = (out / "progress.jsonl").read_text().splitlines()
+    assert len(kept) == status["questions_done"]
+    resumed = ragray.run(config=config, out=out, resume=True, progress=False, model=ScriptedGenerator())
     assert resumed.summary["n_questions"] == QUESTIONS
+    assert (out / "progress.jsonl").read_text().splitlines()[:len(kept)] == kept  # the finished ones kept
 
 
 def test_a_finished_run_cannot_be_cancelled(client):

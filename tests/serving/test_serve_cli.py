@@ -130,3 +130,36 @@ def test_ragray_serve_at_pure_defaults_with_the_packaged_model(tmp_path):
         assert [w["role"] for w in where] == ["retriever", "reranker", "generator"]
     finally:
         _stop(proc)
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_stops_ragray_serve_on_ray_and_records_its_run_interrupted(tmp_path):
+    """Issue 64: SIGTERM of `ragray serve` on Ray stops a run in flight (the packaged model, the
+    demo set: about a minute of work) within a bound, and its record reads interrupted, not running."""
+    from ragray.store.history import History
+
+    port, history = _free_port(), f"sqlite:///{tmp_path / 'history.sqlite'}"
+    sets = ["rerank.strategy=none", "metrics.embedding=false", f"serve.runs_dir={tmp_path / 'runs'}",
+            f"history.url={history}", "cache.calls=false"]
+    cmd = [sys.executable, "-m", "ragray.adapters.cli", "serve", "configs/serve_demo.yaml", "--port", str(port),
+           *[a for o in sets for a in ("--set", o)]]
+    proc, _ = _serve_until_healthy(cmd, port, _env(tmp_path), tmp_path / "log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        run_id = httpx.post(f"{url}/runs", json={"command": "run"}, timeout=30).json()["run_id"]
+        deadline = time.time() + 300
+        while (status := httpx.get(f"{url}/runs/{run_id}", timeout=30).json())["questions_done"] < 1:
+            assert status["status"] == "running" and time.time() < deadline, status
+            time.sleep(1)
+        proc.send_signal(signal.SIGTERM)  # the server's own process, as a scheduler stops it
+        sent = time.monotonic()
+        proc.wait(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        _stop(proc)
+    log = (tmp_path / "log").read_text()
+    record = History(history).get_run(run_id)
+    assert record.status == "interrupted" and record.finished_at is not None, (record, log[-3000:])
+    assert "the server" in (record.error or ""), record.error
+    assert "ragray serve: stopped" in log
+    print(f"\nSIGTERM to exit: {took:.1f} s")

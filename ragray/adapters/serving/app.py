@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -322,9 +323,19 @@ def start_server(config: ExperimentConfig, *, blocking: bool = True, name: str =
     (runs / "serve-placement.json").write_text(json.dumps(where, indent=1) + "\n", encoding="utf-8")
     if not blocking:
         return handle
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops it as Ctrl-C does
     try:
         while True:
             time.sleep(10)
     except KeyboardInterrupt:
+        # the ingress's lifespan ends with it: its runs stop at their next model call and are
+        # recorded interrupted (serve.stop_timeout_s), as with `ragray serve --no-ray`
         serve.shutdown()
+        print("ragray serve: stopped (runs still going were recorded interrupted)", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return None
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

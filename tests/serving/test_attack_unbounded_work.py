@@ -104,7 +104,7 @@ def test_a_billion_random_repeats_is_refused_in_under_a_second_naming_the_cap(cl
     run = client.post("/runs", json={"command": "interpret", "overrides": overrides})
     one = client.post("/interpretation", json={"question": "ferry", "explanation_level": "sentence",
                                                "random_repeats": 1_000_000_000})
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # 0.03 s here (both requests); before, it took memory for a minute
     for r in (run, one):
         assert r.status_code == 400, r.text
         error = r.json()["error"]
@@ -294,7 +294,8 @@ def test_delete_cancels_a_run_in_progress_which_is_recorded_interrupted_and_resu
     assert r.status_code == 202, r.text
     asked = time.monotonic()
     status = _wait(client, run_id, lambda s: s["status"] != "running", timeout=10)
-    assert time.monotonic() - asked < 5 * slow.delay + 1.0  # one call (a question's 5 prompts), then the record
+    # one call (a question's 5 prompts), then the record; the margin is for a loaded CI machine
+    assert time.monotonic() - asked < 5 * slow.delay + 5.0
     assert status["status"] == "interrupted" and "DELETE" in status["error"], status
     assert 1 <= status["questions_done"] < QUESTIONS
     record = History(config.history.url).get_run(run_id)
@@ -354,28 +355,34 @@ def live(tmp_path, monkeypatch):
 ])
 def test_a_disconnected_request_stops_making_model_calls(live, path, body):
     url, gen = live
+    gen.delay = 1.0  # 7 prompts: 7 s of model, the client leaves after 0.5 s
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(url + path, json=body, timeout=0.5)  # the client gives up, closing its connection
-    gone = time.monotonic()
-    time.sleep(10 * gen.delay)
-    after = [t for t in gen.answered if t > gone]
-    assert len(after) <= 1, f"{len(after)} prompts answered after the client left"  # the call under way
-    assert len(gen.answered) < 7
+    # no timing is asserted (a loaded machine notices the disconnect later): the work stops before
+    # its end, and once stopped makes no further call; the old code answered all 7 prompts
+    time.sleep(4 * gen.delay)
+    settled = len(gen.answered)
+    time.sleep(5 * gen.delay)
+    assert len(gen.answered) == settled, "model calls went on after the client left"
+    assert settled < 7, f"{settled} of 7 prompts answered: the work ran to its end"
     assert httpx.get(url + "/health", timeout=5).status_code == 200
 
 
 def test_another_clients_generate_waits_one_call_of_a_long_influence_not_all_of_it(live):
     url, gen = live
-    long = threading.Thread(target=lambda: httpx.post(url + "/influence", timeout=30, json={
-        "question": "ferry", "top_k_docs": 6, "mode": "generate"}))  # 7 prompts: 1.75 s of model
+    gen.delay = 0.5
+    long = threading.Thread(target=lambda: httpx.post(url + "/influence", timeout=60, json={
+        "question": "ferry", "top_k_docs": 6, "mode": "generate"}))  # 7 prompts: 3.5 s of model
     long.start()
-    time.sleep(0.4)
-    start = time.monotonic()
-    r = httpx.post(url + "/generate", json={"question": "q", "passages": ["ANSWER=skua"]}, timeout=30)
-    waited = time.monotonic() - start
-    long.join(30)
+    while not gen.answered:  # the influence holds the model
+        time.sleep(0.05)
+    r = httpx.post(url + "/generate", json={"question": "q", "passages": ["ANSWER=skua"]}, timeout=60)
+    answered = time.monotonic()
+    long.join(60)
     assert r.json()["answer"] == "skua"
-    assert waited < 2 * gen.delay + 0.5, f"/generate waited {waited:.2f} s"  # the call under way, then its own
+    # an order, not a time: the influence still had calls to make when /generate was answered
+    # (one 7-prompt call, before, held the model to its end)
+    assert any(t > answered for t in gen.answered), "/generate waited for the whole /influence"
 
 
 def test_the_shared_model_goes_round_in_turns_not_to_whoever_just_had_it():
@@ -482,7 +489,7 @@ def test_sigterm_stops_ragray_serve_no_ray_within_the_bound_and_records_its_run_
             proc.kill()
             proc.wait(10)
         log.close()
-    assert took < 5.0 + 0.3 + 2.0, f"{took:.1f} s"  # serve.stop_timeout_s + one call + the exit
+    assert took < 5.0 + 0.3 + 10.0, f"{took:.1f} s"  # serve.stop_timeout_s + one call + the exit (+ a loaded CI)
     record = History(history).get_run(run_id)
     assert record.status == "interrupted" and record.finished_at is not None, (record, (tmp_path / "log").read_text())
     assert "the server" in (record.error or ""), record.error

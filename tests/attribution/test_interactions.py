@@ -13,7 +13,7 @@ import pytest
 
 from ragray.attribution.base import MEASURES, MODE_MEASURES, Evidence, Observed
 from ragray.attribution.design import design_size, design_subsets
-from ragray.attribution.interactions import COMPLEMENTS, OVERLAPPING, SUBSTITUTES, fit_interactions
+from ragray.attribution.interactions import COMPLEMENTS, KEEP_ALONE_WEIGHT, OVERLAPPING, SUBSTITUTES, fit_interactions
 from ragray.config import load_config
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.pipeline import run_influence
@@ -63,10 +63,13 @@ def test_one_passage_carries_the_answer():
     assert r.credit[2] == pytest.approx(15.0, abs=0.5) and r.influence[2] > 0.9
 
 
-def test_either_of_two_copies_suffices_each_gets_half_and_they_are_one_group():
+def test_either_of_two_copies_suffices_each_gets_its_share_and_they_are_one_group():
     r = fit(lambda s: -5.0 if s & {0, 3} else -20.0)
     assert r.used == (True, False, False, True, False)
-    assert r.credit[0] == pytest.approx(7.5, abs=0.6) and r.credit[3] == pytest.approx(7.5, abs=0.6)
+    # each copy: KEEP_ALONE_WEIGHT of what it gives alone (15 nats), nothing lost without it
+    share = KEEP_ALONE_WEIGHT * 15.0
+    assert r.credit[0] == pytest.approx(share, abs=0.6) and r.credit[3] == pytest.approx(share, abs=0.6)
+    assert r.influence[0] == pytest.approx(r.influence[3], abs=0.1) and r.influence[0] > 0.4
     assert r.drop_one[0] == pytest.approx(0.0, abs=1.5)  # drop-one alone sees neither copy
     assert r.group[0] == r.group[3] == 1 and r.relation[0] == r.relation[3] == SUBSTITUTES
 
@@ -89,16 +92,30 @@ def test_a_passage_whose_part_another_carries_shares_evidence_but_does_not_suffi
     """Passage 1 carries the answer; passage 3 alone gives part of it, nothing beside 1 (a bridge
     paragraph that names the answer's entity). They share evidence (strongly negative γ: one
     group, counted once), but 'either suffices' would be false: without 1 the answer is lost."""
-    r = fit(lambda s: -5.0 if 1 in s else (-12.0 if 3 in s else -20.0))
+    r = fit(lambda s: -5.0 if 1 in s else (-10.0 if 3 in s else -20.0))
     assert r.used[1] and r.used[3] and r.drop_one[1] > 5 and r.drop_one[3] == pytest.approx(0.0, abs=1.5)
     assert r.group[1] == r.group[3] is not None and r.relation[1] == r.relation[3] == OVERLAPPING
 
 
-def test_two_passages_each_partly_enough_are_not_substitutes_by_the_design_reading():
+def test_two_passages_each_partly_enough_and_each_missed_are_needed_together():
     """Two facts that each give a third of the answer alone and are both missed when left out:
-    neither suffices alone, so the direct reading links nothing (complements, not substitutes)."""
+    neither suffices alone and each carries what the other cannot — complements, read from the
+    design (the pairwise γ here is only 5 nats, half of either main effect, and linked nothing)."""
     r = fit(lambda s: -20.0 + 5.0 * len(s & {1, 4}) + (5.0 if {1, 4} <= s else 0.0))
-    assert r.used[1] and r.used[4] and r.relation[1] != SUBSTITUTES
+    assert r.used[1] and r.used[4] and r.group[1] == r.group[4] is not None
+    assert r.relation[1] == r.relation[4] == COMPLEMENTS
+    before = fit_interactions(K, scored(lambda s: -20.0 + 5.0 * len(s & {1, 4}) + (5.0 if {1, 4} <= s else 0.0)),
+                              context_threshold=1.0, needed_together=False)
+    assert before.relation[1] != SUBSTITUTES
+
+
+def test_a_bridge_pair_each_missed_neither_enough_alone_reads_needed_together():
+    """A HotpotQA bridge: each paragraph alone lifts the answer a little (3 nats), both together
+    15; leaving either out loses 12. Both used, one group, 'needed together'; the inert rest apart."""
+    r = fit(lambda s: -20.0 + 3.0 * len(s & {0, 2}) + (9.0 if {0, 2} <= s else 0.0))
+    assert r.used == (True, False, True, False, False)
+    assert r.group[0] == r.group[2] is not None and r.relation[0] == COMPLEMENTS
+    assert all(r.group[i] is None for i in (1, 3, 4))
 
 
 def test_two_passages_needed_together_are_both_credited_and_grouped():

@@ -1,0 +1,376 @@
+"""Every figure of the shared-evidence benchmark, from its committed per-item records alone.
+
+    python benchmarks/shared_evidence_report.py tune              # the bar's grid on tune; no test item read
+    python benchmarks/shared_evidence_report.py test [--publish]  # one test read: recorded, JSON + docs block
+
+The marks validated are the ones users see: ragray's :func:`fit_interactions` at the run's
+defaults (``load_config().influence``) on each question's scored contexts — the function a run
+calls — and, beside it, the rule before (drop-one's log-prob share ≥ 0.75 × the question's
+largest). Definitions, goals and candidates: ``benchmarks/protocol/shared_evidence.json``
+(committed before the test split was read). :func:`compute` is what ``benchmarks/verify.py``
+reruns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.machine import REPO, save_result, write_block  # noqa: E402
+
+BENCHMARK = "shared_evidence"
+RESULT = REPO / "benchmarks" / "results" / "shared_evidence.json"
+SETS = ("dup_exact_squad", "dup_reordered_squad", "dup_exact_hotpot", "bridge_hotpot", "offtopic_squad",
+        "offtopic_hotpot")
+GRID = [(z, m, f) for z in (2.0, 3.0, 4.0) for m in (0.5, 1.0, 2.0) for f in (None, 0.05, 0.1, 0.2)]
+BEFORE = (3.0, 2.0, 0.1)  # the setting the code shipped before this tune read
+DROP_ONE_FRACTIONS = (0.5, 0.75, 0.9)
+#: figures defined after a test read of version 1 and kept, labelled
+POST_HOC = ("gold_copy_used_where_the_gold_suffices",)
+Marks = dict[str, Any]
+
+
+def wilson(k: int, n: int) -> list[float | None]:
+    """Wilson 95% interval of k successes in n."""
+    if n == 0:
+        return [None, None]
+    z = 1.959964
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def share(k: int, n: int) -> dict[str, Any]:
+    return {"k": k, "n": n, "share": k / n if n else None, "ci95": wilson(k, n)}
+
+
+def load(split: str) -> dict[str, list[dict[str, Any]]]:
+    """The records of ``split`` per set (errors left out)."""
+    from benchmarks.shared_evidence_collect import load_records
+
+    return {name: [r for r in load_records(name) if r["split"] == split and not r.get("error")] for name in SETS}
+
+
+def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
+    return [(frozenset(kept), lp) for kept, lp in r["contexts"]]
+
+
+def interactions(z: float | None = None, m: float | None = None, f: float | None | str = "default",
+                 **keywords: Any) -> Callable[[dict[str, Any]], Marks]:
+    """The default's marks (``fit_interactions`` at ragray's influence defaults; ``z``, ``m``, ``f``
+    override the bar)."""
+    from ragray.attribution.interactions import fit_interactions
+    from ragray.config import load_config
+
+    c = load_config().influence
+
+    def marks(r: dict[str, Any]) -> Marks:
+        fit = fit_interactions(len(r["passages"]), contexts(r), context_threshold=c.context_threshold,
+                               pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
+                               noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
+                               min_share=c.min_share if f == "default" else f, **keywords)
+        return {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
+                "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
+    return marks
+
+
+def drop_one(fraction: float = 0.75) -> Callable[[dict[str, Any]], Marks]:
+    """The rule before: log-prob share ≥ ``fraction`` × the question's largest, > 0.01, on a
+    context-dependent answer."""
+    def marks(r: dict[str, Any]) -> Marks:
+        s = [1 - math.exp(-max(0.0, p["logprob_drop"] or 0.0)) for p in r["passages"]]
+        top = max(s)
+        return {"used": [bool(r["context_dependent"]) and v > 0.01 and v >= fraction * top for v in s]}
+    return marks
+
+
+def top1(key: str | None) -> Callable[[dict[str, Any]], Marks]:
+    """A free control: the retriever's first passage (``key`` None) or the passage with the largest ``key``."""
+    def marks(r: dict[str, Any]) -> Marks:
+        ps = r["passages"]
+        best = 0 if key is None else max(range(len(ps)), key=lambda i: ps[i][key] if ps[i][key] is not None else -1e9)
+        return {"used": [i == best for i in range(len(ps))]}
+    return marks
+
+
+def _roles(r: dict[str, Any]) -> list[str]:
+    return [p["role"] for p in r["passages"]]
+
+
+def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
+    """The registered known-truth figures of one method over ``data`` (per set → records)."""
+    n: dict[str, list[int]] = {}
+    misses = {"answer_in_another_passage": 0, "passages_lift_the_answer_under_2_nats": 0, "other": 0}
+
+    def count(key: str, hit: bool) -> None:
+        n.setdefault(key, [0, 0])
+        n[key][0] += bool(hit)
+        n[key][1] += 1
+
+    for name, records in data.items():
+        for r in records:
+            mk = method(r)
+            used, roles = mk["used"], _roles(r)
+            right, clean, dependent = bool(r["answer_correct"]), not r["answer_elsewhere"], bool(r["context_dependent"])
+            gain = (r["logprob_all"] - r["logprob_none"]) if r["logprob_none"] is not None else float("nan")
+            if name.startswith("dup_") and right:
+                hit = any(u for u, role in zip(used, roles) if role in ("gold", "copy"))
+                count("copy", hit)
+                if clean:
+                    count("copy_clean", hit)
+                gold_alone = [r["passages"][i]["keep_alone_gain"] for i, role in enumerate(roles) if role == "gold"]
+                if dependent and any(g is not None and g >= 2.0 for g in gold_alone):
+                    count("suff", hit)
+                if not hit:
+                    misses["answer_in_another_passage" if not clean else
+                           "passages_lift_the_answer_under_2_nats" if not gain >= 2.0 else "other"] += 1
+            if name.startswith("offtopic_"):
+                for u, role in zip(used, roles):
+                    if role == "offtopic":
+                        count("off", u)
+                        if right:
+                            count("off_right", u)
+                if right and dependent:
+                    hit = any(u for u, role in zip(used, roles) if role in ("gold", "support"))
+                    count("gold", hit)
+                    if clean:
+                        count("gold_clean", hit)
+            if name == "bridge_hotpot" and right and dependent:
+                support = [i for i, role in enumerate(roles) if role == "support"]
+                both = all(used[i] for i in support)
+                count("both", both)
+                rel, grp = mk.get("relation"), mk.get("group")
+                count("together", both and rel is not None and grp[support[0]] is not None
+                      and grp[support[0]] == grp[support[1]] and rel[support[0]] == "needed together")
+    keys = (("gold_copy_used_on_right_answers", "copy"), ("gold_copy_used_on_right_answers_unambiguous", "copy_clean"),
+            ("gold_copy_used_where_the_gold_suffices", "suff"), ("offtopic_marked_used", "off"),
+            ("offtopic_marked_used_right_answers", "off_right"), ("gold_recall_right_context_dependent", "gold"),
+            ("gold_recall_right_context_dependent_unambiguous", "gold_clean"), ("bridge_both_supporting_used", "both"),
+            ("bridge_needed_together", "together"))
+    out: dict[str, Any] = {key: share(*n.get(c, [0, 0])) for key, c in keys}
+    out["gold_copy_misses_on_right_answers"] = misses
+    return out
+
+
+def paired_recall(data: dict[str, list[dict[str, Any]]], a: Callable[[dict[str, Any]], Marks],
+                  b: Callable[[dict[str, Any]], Marks], seed: int = 0) -> dict[str, Any]:
+    """Gold recall on (d) right, context-dependent answers: ``a − b`` per question, mean and 95%
+    paired bootstrap interval, and the discordant counts."""
+    import numpy as np
+
+    diffs = []
+    for name, records in data.items():
+        if not name.startswith("offtopic_"):
+            continue
+        for r in records:
+            if r["answer_correct"] and r["context_dependent"]:
+                roles = _roles(r)
+                hit = [any(u for u, role in zip(m(r)["used"], roles) if role in ("gold", "support")) for m in (a, b)]
+                diffs.append(int(hit[0]) - int(hit[1]))
+    if not diffs:
+        return {"n": 0, "mean": None, "ci95": [None, None]}
+    arr = np.asarray(diffs, dtype=float)
+    boots = np.random.default_rng(seed).choice(arr, (4000, len(arr))).mean(axis=1)
+    return {"n": len(diffs), "mean": float(arr.mean()), "ci95": [float(np.percentile(boots, 2.5)),
+                                                                  float(np.percentile(boots, 97.5))],
+            "only_first": int((arr > 0).sum()), "only_second": int((arr < 0).sum())}
+
+
+GROUP_KEYS = (("gold_and_copy_one_group", "copies"), ("gold_and_copy_either_suffices", "copies_either"),
+              ("bridge_supports_called_substitutes", "bridge"), ("non_evidence_grouped_with_evidence", "other"))
+
+
+def grouping(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
+    """Groups against known truth (as version 1)."""
+    n: dict[str, list[int]] = {}
+
+    def count(key: str, hit: bool) -> None:
+        n.setdefault(key, [0, 0])
+        n[key][0] += bool(hit)
+        n[key][1] += 1
+
+    for name, records in data.items():
+        for r in records:
+            mk, role, right = method(r), _roles(r), bool(r["answer_correct"])
+            used, group, relation = mk["used"], mk["group"], mk["relation"]
+            if name.startswith("dup_") and right:
+                pair = [i for i, x in enumerate(role) if x in ("gold", "copy")]
+                if len(pair) == 2 and all(used[i] for i in pair):
+                    together = group[pair[0]] is not None and group[pair[0]] == group[pair[1]]
+                    count("copies", together)
+                    count("copies_either", together and relation[pair[0]] == "either suffices")
+            if name == "bridge_hotpot":
+                pair = [i for i, x in enumerate(role) if x == "support"]
+                if len(pair) == 2 and all(used[i] for i in pair):
+                    count("bridge", group[pair[0]] is not None and group[pair[0]] == group[pair[1]]
+                          and relation[pair[0]] == "either suffices")
+            if not r["answer_elsewhere"]:
+                evidence = {i for i, x in enumerate(role) if x in ("gold", "copy", "support")}
+                for i in set(range(len(role))) - evidence:
+                    count("other", group[i] is not None and any(group[e] == group[i] for e in evidence))
+    return {key: share(*n.get(c, [0, 0])) for key, c in GROUP_KEYS}
+
+
+def edit_figures(data: dict[str, list[dict[str, Any]]], methods: dict[str, Callable[[dict[str, Any]], Marks]]
+                 ) -> dict[str, Any]:
+    """The edit test: per source and pooled, each method's precision and recall against "the
+    answer follows the edit" on the passages holding the answer (each edited alone), and the
+    every-copy case."""
+    out: dict[str, Any] = {}
+    sources = {"squad": [n for n in SETS if n.endswith("_squad")], "hotpotqa": [n for n in SETS if n.endswith("_hotpot")]}
+    sources["pooled"] = list(SETS)
+    for source, names in sources.items():
+        labelled = moved = 0
+        per: dict[str, list[int]] = {m: [0, 0, 0] for m in methods}  # used & moved, used, moved
+        every = [0, 0]
+        outcomes: dict[str, int] = {}
+        for name in names:
+            for r in data.get(name, []):
+                e = r.get("edits") or {}
+                if e.get("unedited") != "original":
+                    continue
+                marks = {m: f(r)["used"] for m, f in methods.items()}
+                for case in e["cases"]:
+                    outcomes[case["outcome"]] = outcomes.get(case["outcome"], 0) + 1
+                    if len(case["edited"]) > 1:
+                        if case["outcome"] == "substitute":
+                            every[1] += 1
+                            every[0] += any(marks["default"][i] for i in case["edited"])
+                        continue
+                    if case["outcome"] not in ("substitute", "original"):
+                        continue
+                    i, hit = case["edited"][0], case["outcome"] == "substitute"
+                    labelled += 1
+                    moved += hit
+                    for m, used in marks.items():
+                        per[m][0] += bool(used[i] and hit)
+                        per[m][1] += bool(used[i])
+                        per[m][2] += hit
+        out[source] = {"passages_labelled": labelled, "moved": moved, "outcomes": outcomes,
+                       "methods": {m: {"precision": share(v[0], v[1]), "recall": share(v[0], v[2])}
+                                   for m, v in per.items()},
+                       "every_copy_moved_some_copy_used": share(*every)}
+    return out
+
+
+def frontier(data: dict[str, list[dict[str, Any]]], chosen: tuple[float, float, float | None]) -> list[dict[str, Any]]:
+    """Every grid setting's (off-topic marked used on right answers, gold recall on right,
+    context-dependent answers), and drop-one's at each fraction."""
+    rows = []
+    for z, m, f in GRID:
+        fig = figures(data, interactions(z, m, f))
+        rows.append({"rule": "interactions", "noise_z": z, "min_effect": m, "min_share": f,
+                     "default": (z, m, f) == chosen, "offtopic_right": fig["offtopic_marked_used_right_answers"],
+                     "gold_recall": fig["gold_recall_right_context_dependent"]})
+    for frac in DROP_ONE_FRACTIONS:
+        fig = figures(data, drop_one(frac))
+        rows.append({"rule": "drop-one", "fraction": frac, "default": False,
+                     "offtopic_right": fig["offtopic_marked_used_right_answers"],
+                     "gold_recall": fig["gold_recall_right_context_dependent"]})
+    return rows
+
+
+def tune_score(f: dict[str, Any]) -> float:
+    """The registered objective: recall of the evidence minus 4 x clear false alarms over 5%."""
+    return ((f["gold_copy_used_on_right_answers"]["share"] or 0) + (f["gold_recall_right_context_dependent"]["share"] or 0)
+            + (f["bridge_both_supporting_used"]["share"] or 0)
+            - 4 * max(0.0, (f["offtopic_marked_used_right_answers"]["share"] or 0) - 0.05))
+
+
+def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float, float | None], list[dict[str, Any]]]:
+    rows = []
+    for z, m, f in GRID:
+        fig = figures(tune, interactions(z, m, f))
+        rows.append({"noise_z": z, "min_effect": m, "min_share": f, "score": tune_score(fig),
+                     **{k: v["share"] for k, v in fig.items() if isinstance(v, dict) and "share" in v}})
+    best = max(rows, key=lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE))
+    return (best["noise_z"], best["min_effect"], best["min_share"]), rows
+
+
+def lds() -> dict[str, Any]:
+    """Held-out LDS on the evidence benchmark's test exports (per question: benchmarks/lds_credit.py)."""
+    from benchmarks.lds_credit import TEST, paired, summary, table
+
+    rows = table(TEST)
+    names = sorted({n for r in rows.values() for n in r})
+    pooled = {n: summary([r[n] for r in rows.values() if r.get(n) is not None]) for n in names}
+    return {"questions": len(rows), "pooled": pooled,
+            "printed_minus_drop_one": paired(rows, "credit_w0.25_printed", "credit_w0"),
+            "printed_minus_drop_one_printed": paired(rows, "credit_w0.25_printed", "credit_w0_printed"),
+            "printed_minus_printed_before": paired(rows, "credit_w0.25_printed", "credit_w0.5_printed")}
+
+
+def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The whole result from the records (and the protocol files): what verify.py recomputes."""
+    import json
+
+    from benchmarks.protocol import PROTOCOL, registered, test_reads
+    from benchmarks.shared_evidence_collect import RECORDS
+
+    reg = registered(BENCHMARK)
+    tune, test = load("tune"), load("test")
+    chosen = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else choose(tune)[0]
+    chosen_rows = choose(tune)[1]
+    default = interactions()
+    methods = {"default": default, "drop_one": drop_one(), "retrieval_top1": top1(None),
+               "answer_similarity_top1": top1("answer_similarity")}
+    calls = [r["n_calls"] for rs in test.values() for r in rs]
+    ks = [len(r["passages"]) for rs in test.values() for r in rs]
+    sessions = [json.loads(x) for x in (RECORDS / "sessions.jsonl").read_text().splitlines() if x.strip()]
+    return {
+        "benchmark": BENCHMARK, "version": 2,
+        "protocol": {"preregistration": str((PROTOCOL / f"{BENCHMARK}.json").relative_to(REPO)),
+                     "preregistered_commit": reg["commit"], "preregistered_date": reg["committed"],
+                     "test_reads": list(reads if reads is not None else test_reads(BENCHMARK)),
+                     "post_hoc": list(POST_HOC)},
+        "records": str(RECORDS.relative_to(REPO)),
+        "machines": sorted({s["cpu"] for s in sessions}),
+        "settings": {"generation.dtype": "float32"},
+        "sets": {n: {"tune": len(tune[n]), "test": len(test[n])} for n in SETS},
+        "right_answers_test": {n: sum(bool(r["answer_correct"]) for r in rs) for n, rs in test.items()},
+        "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2]},
+        "tune_grid": chosen_rows,
+        "test": {"default": figures(test, default), "drop_one": figures(test, drop_one())},
+        "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),
+        "groups": {"test": grouping(test, default),
+                   "test_before": grouping(test, interactions(needed_together=False, keep_alone_weight=0.5))},
+        "edit_test": edit_figures(test, methods),
+        "frontier": frontier(test, chosen),
+        "calls_per_question": {"mean": sum(calls) / len(calls) if calls else None,
+                               "k_mean": sum(ks) / len(ks) if ks else None,
+                               "design": "2(k + 1): full, empty, each left out, each kept alone"},
+        "lds": lds(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("split", choices=["tune", "test"])
+    ap.add_argument("--publish", action="store_true")
+    args = ap.parse_args()
+    if args.split == "tune":
+        chosen, rows = choose(load("tune"))
+        for r in sorted(rows, key=lambda r: -r["score"])[:12]:
+            print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
+        print("chosen:", chosen, {n: len(v) for n, v in load("tune").items()})
+        return
+    from benchmarks.protocol import record_read
+
+    reads = record_read(BENCHMARK, "shared_evidence_report.py test: every registered figure")
+    result = compute(reads)
+    save_result(RESULT, result)
+    if args.publish:
+        from benchmarks.shared_evidence_docs import publish
+
+        publish(result)
+
+
+if __name__ == "__main__":
+    main()

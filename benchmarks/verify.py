@@ -1,0 +1,191 @@
+"""Recompute every published figure from the per-item records the repository keeps.
+
+    python benchmarks/verify.py            # every check; one line per figure
+    python benchmarks/verify.py --quiet    # differences and the count only
+    python benchmarks/verify.py --only shared_evidence
+
+Published figures: the generated blocks of README.md and docs/*.md, the figures README.md and
+docs/trust.md state in prose, and the results JSON files at the top of ``benchmarks/results/``.
+Each check (``benchmarks/checks/*.py``, registered with :func:`check`) recomputes its figures from
+per-item records — never by reading the published number back — and yields one :class:`Figure`
+per number: ``name: published = recomputed``. The run exits non-zero on any difference, on a check
+that cannot run, and on a results JSON that no check covers (figures whose per-item records were
+never kept live under ``benchmarks/results/archive/``, labelled so, and are not published evidence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import re
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+CHECKS_DIR = REPO / "benchmarks" / "checks"
+NUMBER = re.compile(r"[-+−]?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published number and the same number recomputed from the records."""
+
+    name: str
+    published: Any
+    recomputed: Any
+
+    def agrees(self) -> bool:
+        a, b = self.published, self.recomputed
+        if isinstance(a, bool) or isinstance(b, bool) or not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+            return a == b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+    def line(self) -> str:
+        return f"{self.name}: {self.published!r} = {self.recomputed!r}" + ("" if self.agrees() else "   <-- DIFFERS")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    run: Callable[[], Iterable[Figure]]
+    covers: tuple[str, ...]  # results files (relative to benchmarks/results) whose figures it recomputes
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str, *, covers: Iterable[str] = ()) -> Callable[[Callable[[], Iterable[Figure]]], Callable[[], Iterable[Figure]]]:
+    """Register a check that recomputes ``covers`` (results files) and any docs figures."""
+    def register(fn: Callable[[], Iterable[Figure]]) -> Callable[[], Iterable[Figure]]:
+        CHECKS[name] = Check(name, fn, tuple(covers))
+        return fn
+    return register
+
+
+# -- helpers the checks share ------------------------------------------------------------------
+
+
+def leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every scalar of a JSON value with its path (``a.b[3].c``)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from leaves(v, f"{prefix}[{i}]")
+    else:
+        yield prefix, obj
+
+
+def compare_json(name: str, published: Any, recomputed: Any, skip: Iterable[str] = ()) -> list[Figure]:
+    """One figure per scalar of ``published`` (paths under ``skip`` left out: provenance such as the
+    machine), against the same path of ``recomputed``; a path missing there is a difference."""
+    skip = tuple(skip)
+    fresh = dict(leaves(recomputed))
+    out = []
+    for path, value in leaves(published):
+        if any(path == s or path.startswith(s + ".") or path.startswith(s + "[") for s in skip):
+            continue
+        out.append(Figure(f"{name}:{path}", value, fresh.get(path, "<missing>")))
+    published_paths = {p for p, _ in leaves(published)}
+    out += [Figure(f"{name}:{p}", "<missing>", v) for p, v in fresh.items() if p not in published_paths
+            and not any(p == s or p.startswith(s + ".") or p.startswith(s + "[") for s in skip)]
+    return out
+
+
+def read_json(rel: str) -> Any:
+    return json.loads((RESULTS / rel).read_text(encoding="utf-8"))
+
+
+def block(page: Path, begin: str, end: str) -> str:
+    text = page.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise ValueError(f"{page.relative_to(REPO)}: block markers missing ({begin})")
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def compare_text(name: str, published: str, recomputed: str) -> list[Figure]:
+    """Every number of a published text against the same position of the text regenerated from
+    recomputed results; a text that differs elsewhere is one more difference."""
+    a, b = NUMBER.findall(published), NUMBER.findall(recomputed)
+    out = [Figure(f"{name}#{i + 1}", x, b[i] if i < len(b) else "<missing>") for i, x in enumerate(a)]
+    out += [Figure(f"{name}#{i + 1}", "<missing>", y) for i, y in enumerate(b[len(a):], start=len(a))]
+    if NUMBER.sub("#", published) != NUMBER.sub("#", recomputed):
+        out.append(Figure(f"{name}:words", "the published text", "differs from the regenerated text"))
+    return out
+
+
+def compare_block(name: str, page: Path, begin: str, end: str, regenerated: str) -> list[Figure]:
+    return compare_text(name, block(page, begin, end), regenerated.strip("\n"))
+
+
+def claim(name: str, page: Path, sentence: str, recomputed: str) -> list[Figure]:
+    """A figure stated in prose: ``sentence`` (with ``{}`` where the number stands) must be on
+    ``page`` with ``recomputed`` (formatted as published) in it."""
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    wanted = sentence.format(recomputed)
+    if wanted in text:
+        return [Figure(name, recomputed, recomputed)]
+    head, _, tail = sentence.partition("{}")
+    m = re.search(re.escape(head) + r"(.+?)" + re.escape(tail), text) if head or tail else None
+    return [Figure(name, m.group(1) if m else "<sentence not found>", recomputed)]
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+def load_checks() -> None:
+    for path in sorted(CHECKS_DIR.glob("*.py")):
+        if path.stem != "__init__":
+            importlib.import_module(f"benchmarks.checks.{path.stem}")
+
+
+def uncovered() -> list[str]:
+    covered = {c for chk in CHECKS.values() for c in chk.covers}
+    return sorted(p.name for p in RESULTS.glob("*.json") if p.name not in covered)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quiet", action="store_true", help="print differences and counts only")
+    ap.add_argument("--only", nargs="*", help="run these checks only")
+    args = ap.parse_args(argv)
+    load_checks()
+    total = differ = 0
+    failed: list[str] = []
+    for name, chk in CHECKS.items():
+        if args.only and name not in args.only:
+            continue
+        try:
+            figures = list(chk.run())
+        except Exception:  # noqa: BLE001 - a check that cannot run is reported, and fails the run
+            failed.append(name)
+            print(f"{name}: CANNOT RECOMPUTE\n{traceback.format_exc()}", flush=True)
+            continue
+        bad = [f for f in figures if not f.agrees()]
+        total += len(figures)
+        differ += len(bad)
+        for f in figures if not args.quiet else bad:
+            print(f.line())
+        print(f"== {name}: {len(figures)} figures recomputed, {len(bad)} differ", flush=True)
+    missing = [] if args.only else uncovered()
+    for rel in missing:
+        print(f"benchmarks/results/{rel}: no check recomputes it (per-item records, or archive it)")
+    print(f"verify: {total} published figures recomputed from the records; {differ} differ; "
+          f"{len(failed)} checks could not run; {len(missing)} results files uncovered")
+    return 1 if differ or failed or missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

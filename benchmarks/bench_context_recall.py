@@ -8,7 +8,8 @@ the repo): each question's context is its gold passages, which by construction h
 span (SQuAD) or the supporting facts (HotpotQA). Reported per set: the share of questions whose
 context contains a gold answer as whole words (the string rule) and the share that recall@k by
 cosine (MiniLM, τ = 0.75, ``metrics.tau_recall``) counts as recalled. Writes
-``benchmarks/results/context_recall.json``.
+``benchmarks/results/context_recall.json`` (the committed run kept only the shares, not the
+per-question outcomes: ``benchmarks/results/archive/context_recall.json``, not re-checkable).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ as in SQuAD 2.0). Every prompt is generated twice with the packaged SmolLM2 (fp3
 with ragray's decline instruction, greedy. Reported: right answers on the answerable questions
 (gold containment) with each prompt and the paired exact McNemar p of the difference; the share of
 unanswerable questions declined (ragray's detector) with each prompt; and how often the detector
-fires on the answerable answers. Writes ``benchmarks/results/declines.json``.
+fires on the answerable answers. Writes ``benchmarks/results/declines.json`` (the committed run
+kept only the counts: ``benchmarks/results/archive/declines.json``, not re-checkable).
 """
 
 from __future__ import annotations

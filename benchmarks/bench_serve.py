@@ -11,6 +11,8 @@ SmolLM2), C at a time. Variants:
 
 Reports per variant: requests/s, p50/p95/mean latency, status codes, and the share of answers
 identical to the naive ones. ``python benchmarks/bench_serve.py [--requests 50 --concurrency 8]``
+writes ``benchmarks/results/serve.json`` (the committed run kept only the totals and percentiles,
+not the per-request latencies: ``benchmarks/results/archive/serve.json``, not re-checkable).
 """
 
 from __future__ import annotations

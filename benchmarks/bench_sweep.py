@@ -14,7 +14,8 @@ SmolLM2 in fp32 with 8-token answers, two one-CPU trials at a time (budget, meas
 AMD EPYC: 3-6 s per question and trial at top_k 1-2, 9-10 s at top_k 3, so the full grid of 2,400
 trial-questions is about 80 minutes). Each sweep gets its own empty cache directory, so neither
 answers the other's calls. Results (written after each sweep): ``benchmarks/results/sweep.json``
-(or ``sweep-<name>.json``).
+(or ``sweep-<name>.json``). The committed runs kept no per-question scores:
+``benchmarks/results/archive/sweep.json`` and ``sweep-threads.json``, not re-checkable.
 """
 
 from __future__ import annotations

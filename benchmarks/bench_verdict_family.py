@@ -22,7 +22,8 @@ sign test of the random draws' median minus DEL_MOST's similarity at α), and ``
 verdicts now (the run's summary: each question's DEL_MOST ranked among its own random draws, the
 K's tests Holm-adjusted together, :mod:`ragray.faithfulness.verdict`). Reported: the share of runs
 with at least one false alarm at K ≥ 2 (the family-wise error rate, with a 95% Wilson interval),
-each K's states, and on ``used`` the verdicts.
+each K's states, and on ``used`` the verdicts. The committed run kept only the counts, not each
+run's verdicts: ``benchmarks/results/archive/verdict_family.json``, not re-checkable.
 """
 
 from __future__ import annotations

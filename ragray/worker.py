@@ -28,7 +28,7 @@ def reserved_cpus() -> int | None:
     and for a fraction of a CPU (a Serve replica's 0.5: that is a scheduling weight, not a core
     count). Several trials on one node's cores must each keep to their share: two trials whose
     models each ran every core of a 2-core node took ~3x as long per question
-    (``benchmarks/results/sweep-threads.json``)."""
+    (``benchmarks/results/archive/sweep-threads.json``)."""
     ctx = _worker_context()
     if ctx is None:
         return None

@@ -19,7 +19,7 @@ level ``decision.alpha``. It holds its level whatever the draws look like:
   DEL_MOST that changed anything counted as "below". On the known-truth set where each removal
   changes the answer by chance (no unit matters at K ≥ 2; ``benchmarks/bench_verdict_family.py``,
   60 runs of 12 questions) that rule raised a false "faithful" or "mixed" in 12 runs of loo's
-  (20%); this test with the K's Holm-adjusted together, in none (``results/verdict_family.json``).
+  (20%); this test with the K's Holm-adjusted together, in none (``results/archive/verdict_family.json``).
 
 - ``undecided``: fewer tested questions than a verdict across questions takes: as many as an
   exact two-sided paired test needs to reach p < α at all (2 / 2ⁿ < α: n ≥ 6 at α = 0.05,
@@ -55,7 +55,7 @@ inverted) where none is more often than α. So the DEL_MOST rank tests of the K'
 with a question kept) are Holm-adjusted together (:func:`family_verdicts`), ``p_holm``, and a K needs
 enough questions for its adjusted p to go below α at all (``min_questions`` at α / the family's
 size). DEL_LEAST stays at α unadjusted: it can only turn "faithful" into "mixed". Measured on known
-truth (``benchmarks/bench_verdict_family.py``, ``results/verdict_family.json``).
+truth (``benchmarks/bench_verdict_family.py``, ``results/archive/verdict_family.json``).
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ import torch
 from context_cite import ContextCiter
 from context_cite.context_partitioner import BaseContextPartitioner
 from context_cite.solver import LassoRegression
-from scipy.stats import spearmanr
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from benchmarks.contextcite_summary import agreement, summarize
 from benchmarks.machine import SHARED_DATA, machine_info
 from ragray.config import GenerationConfig
 from ragray.metrics.linear import fit_lasso
@@ -133,12 +133,6 @@ def cc_targets(cc: ContextCiter) -> np.ndarray:
     return logit_target(log_p)
 
 
-def agreement(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-    """Spearman rank correlation and top-1 agreement of two attribution vectors."""
-    rho = spearmanr(a, b).statistic
-    return {"spearman": None if np.isnan(rho) else float(rho), "top1_agree": int(np.argmax(a) == np.argmax(b))}
-
-
 def check_identical(cc: ContextCiter, gen: Any, question: str, passages: list[Passage]) -> dict[str, Any]:
     """Do both sides score the same token ids (every mask) and the same response tokens?"""
     tok = gen.tokenizer
@@ -197,41 +191,6 @@ def run_question(models: dict[str, Any], tok: Any, gens: dict[str, Any], args: a
         c["attributions"] = [float(v) for v in c.pop("attributions")]
         del c["targets"]
     return row
-
-
-def summarize(rows: list[dict[str, Any]], reference: str) -> dict[str, Any]:
-    """Totals and mean agreements over questions, per side and dtype; ``speedup`` is ragray's
-    fastest dtype against ContextCite as shipped (``reference``: its default float32)."""
-    def mean(vals: list[Any]) -> float | None:
-        vals = [v for v in vals if v is not None]
-        return float(np.mean(vals)) if vals else None
-
-    cc = {d: sum(r["contextcite"][d]["seconds"] for r in rows) / len(rows) for d in rows[0]["contextcite"]}
-    rg: dict[str, Any] = {}
-    for d in rows[0]["ragray"]:
-        per_q = sum(r["ragray"][d]["seconds"] for r in rows) / len(rows)
-        rg[d] = {
-            "s_per_question": per_q,
-            "speedup": {c: cc[c] / per_q for c in cc},
-            "target_max_abs_diff": max(r["ragray"][d]["target_max_abs_diff"] for r in rows),
-            "same_solver_spearman_mean": mean([r["ragray"][d]["same_solver"]["spearman"] for r in rows]),
-            "same_solver_top1_agreement": mean([r["ragray"][d]["same_solver"]["top1_agree"] for r in rows]),
-            "surrogate_spearman_mean": mean([r["ragray"][d]["surrogate"]["spearman"] for r in rows]),
-            "surrogate_top1_agreement": mean([r["ragray"][d]["surrogate"]["top1_agree"] for r in rows]),
-        }
-    best = min(rg, key=lambda d: rg[d]["s_per_question"])
-    return {
-        "questions": len(rows),
-        "contextcite_s_per_question": cc,
-        "ragray": rg,
-        "all_prompt_ids_identical": all(r["identical_prompt_ids"] for r in rows),
-        "all_response_ids_identical": all(r["identical_response_ids"] for r in rows),
-        "fastest_ragray_dtype": best,
-        "contextcite_reference_dtype": reference,
-        "speedup": rg[best]["speedup"][reference],
-        "same_solver_spearman_mean": rg[best]["same_solver_spearman_mean"],
-        "same_solver_top1_agreement": rg[best]["same_solver_top1_agreement"],
-    }
 
 
 def main() -> None:

@@ -561,6 +561,64 @@ def progress(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict[str
     return {"parts": parts, "complete": complete}
 
 
+def default_sets(names: list[str] | None = None) -> dict[str, tuple[Path, list[str]]]:
+    """The benchmark's data sets (``../shared/data``): name -> (file, retrieval settings)."""
+    return {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in names or DATASETS}
+
+
+def _tune_variants() -> list[str]:
+    """The prompt x span variants (the test split's parts are added to VARIANTS once frozen)."""
+    return [v for v in VARIANTS if v not in PARTS]
+
+
+def _header(phase: str, limit: int | None) -> dict[str, Any]:
+    """The settings part of a results JSON; on the test split the frozen settings become its parts'
+    variants."""
+    results: dict[str, Any] = {"phase": phase, "splits": SPLITS, "top_k": TOP_K, "measures": MEASURES,
+                               "shuffle_seed": SHUFFLE_SEED, "limit": limit, "variants": {}}
+    if phase == "test":
+        frozen = _frozen(REPO / "configs" / "evidence_frozen.yaml")
+        for part in PARTS:
+            VARIANTS[part] = [f"{k}={v}" for k, v in frozen.items()]
+        results |= {"parts": {k: {"rows": [a, b], "settings": VARIANTS[k] + extra} for k, (a, b, extra) in PARTS.items()},
+                    "frozen": frozen}
+    return results
+
+
+def _test_report(sets: Mapping[str, tuple[Path, list[str]]], root: Path) -> dict[str, Any]:
+    """The test split's progress, panels and session log, from the exports under ``root``."""
+    return {"progress": progress(sets, root), "variants": test_results(sets, root),
+            "sessions": [entry for v in PARTS if (log := root / "test" / v / "sessions.jsonl").is_file()
+                         for entry in _jsonl(log)]}
+
+
+def _variant_report(got_all: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One tune variant's results from each set's :func:`collect` (plus ``wall_seconds``, ``resumed``)."""
+    return {"sets": {name: {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got.get("wall_seconds"),
+                            "resumed": got.get("resumed")} for name, got in got_all.items()},
+            "pooled": pooled_panel(got_all)[1], "secondary": secondary(got_all)}
+
+
+def report(phase: str, sets: Mapping[str, tuple[Path, list[str]]] | None = None, root: Path = EXPORT,
+           variants: list[str] | None = None, limit: int | None = None) -> dict[str, Any]:
+    """The results JSON of ``phase`` rebuilt from the committed exports alone, no model (``--report``;
+    what ``benchmarks/verify.py`` reruns), less ``machine``. The data sets only restore question text
+    and give the test split's size."""
+    sets = default_sets() if sets is None else sets
+    results = _header(phase, limit)
+    if phase == "test":
+        results |= _test_report(sets, root)
+    else:
+        for variant in variants or _tune_variants():
+            got_all = {name: collect(export_path(phase, variant, name, root),
+                                     {r["id"]: r for r in split_rows(source, phase)})
+                       for name, (source, _) in sets.items()}
+            results["variants"][variant] = _variant_report(got_all)
+    results["goals"] = {v: goals(got) for v, got in results["variants"].items()}
+    results["from_exports"] = True  # no model ran here, the panels are the exports'
+    return results
+
+
 #: the commit this process started on (set by :func:`main`)
 STARTED_AT: str | None = None
 
@@ -606,44 +664,27 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(json.loads(args.table.read_text(encoding="utf-8")), args.subset))
         return 0
     sets = ({args.name: (args.data, [f"retrieval.scope={args.scope}"])} if args.data
-            else {n: (SHARED_DATA / DATASETS[n][0], DATASETS[n][1]) for n in args.datasets})
+            else default_sets(args.datasets))
     sets = {n: (Path(src), r) for n, (src, r) in sets.items()}
-    results: dict[str, Any] = {"phase": args.phase, "splits": SPLITS, "top_k": TOP_K, "measures": MEASURES,
-                               "shuffle_seed": SHUFFLE_SEED, "limit": args.limit, "variants": {}}
-    if args.phase == "test":
-        frozen = _frozen(REPO / "configs" / "evidence_frozen.yaml")
-        for part in PARTS:
-            VARIANTS[part] = [f"{k}={v}" for k, v in frozen.items()]
-        results |= {"parts": {k: {"rows": [a, b], "settings": VARIANTS[k] + extra} for k, (a, b, extra) in PARTS.items()},
-                    "frozen": frozen}
-        run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, args.report, args.parts,
-                       args.stop_after)
-        if args.run_only:
-            return 0
-        results["progress"] = progress(sets, args.export)
-        results["variants"] = test_results(sets, args.export)
-        results["sessions"] = [entry for v in PARTS
-                               if (log := args.export / "test" / v / "sessions.jsonl").is_file()
-                               for entry in _jsonl(log)]
+    if args.report and args.run_only:
+        return 0
+    if args.report:  # no model: the panels of what the exports hold
+        results = report(args.phase, sets, args.export, args.variants, args.limit)
     else:
-        for variant in args.variants or list(VARIANTS):
-            per_set = {}
-            got_all = {}
-            for name, (source, retrieval) in sets.items():
-                if args.report:  # no model: the panels of what the exports hold
-                    records = {r["id"]: r for r in split_rows(source, args.phase)}
-                    got = collect(export_path(args.phase, variant, name, args.export), records)
-                    got |= {"wall_seconds": None, "resumed": None}
-                else:
-                    got = run_one(name, source, retrieval, args.phase, variant, args.runs, args.limit, args.extra,
-                                  args.export)
-                per_set[name] = {"panel": got["panel"], "cost": got["cost"], "wall_seconds": got["wall_seconds"],
-                                 "resumed": got["resumed"]}
-                got_all[name] = got
-            results["variants"][variant] = {"sets": per_set, "pooled": pooled_panel(got_all)[1],
-                                            "secondary": secondary(got_all)}
-    results["goals"] = {v: goals(got) for v, got in results["variants"].items()}
-    results["from_exports"] = bool(args.report)  # True: no model ran here, the panels are the exports'
+        results = _header(args.phase, args.limit)
+        if args.phase == "test":
+            run_test_parts(sets, args.runs, args.chunk, args.extra, args.export, False, args.parts, args.stop_after)
+            if args.run_only:
+                return 0
+            results |= _test_report(sets, args.export)
+        else:
+            for variant in args.variants or _tune_variants():
+                got_all = {name: run_one(name, source, retrieval, args.phase, variant, args.runs, args.limit,
+                                         args.extra, args.export)
+                           for name, (source, retrieval) in sets.items()}
+                results["variants"][variant] = _variant_report(got_all)
+        results["goals"] = {v: goals(got) for v, got in results["variants"].items()}
+        results["from_exports"] = False
 
     results["machine"] = machine_info(("torch", "transformers", "numpy", "scipy"))
     out = args.out or REPO / "benchmarks" / "results" / f"evidence_{args.phase}.json"
@@ -732,17 +773,25 @@ def table_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def save_table(result: Mapping[str, Any], path: Path) -> Path:
-    """:func:`table_rows` as CSV (columns: the union, in first-seen order)."""
+def table_csv(result: Mapping[str, Any]) -> str:
+    """:func:`table_rows` as CSV text (columns: the union, in first-seen order)."""
     import csv
+    import io
 
     rows = table_rows(result)
     columns = list(dict.fromkeys(k for r in rows for k in r))
+    fh = io.StringIO(newline="")
+    writer = csv.DictWriter(fh, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return fh.getvalue()
+
+
+def save_table(result: Mapping[str, Any], path: Path) -> Path:
+    """:func:`table_csv` written to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+        fh.write(table_csv(result))
     return path
 
 
@@ -894,14 +943,20 @@ def publish(result: Mapping[str, Any], readme: Path = REPO / "docs" / "measureme
     write_block(readme, README_BEGIN, README_END, readme_block(result))
     if not result["progress"]["complete"]:
         return
+    save_result(validity, validity_result(result))
+
+
+def validity_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``validity.json`` of a complete test-split result: the gold-evidence metrics of every measure
+    and control."""
     gold = {variant: {name: {subset: {m: panel["subsets"][subset]["metrics"].get(m) for m in GOLD_METRICS}
                              for subset in panel["subsets"]}
                       for name, panel in {**{n: s["panel"] for n, s in v["sets"].items()}, "pooled": v["pooled"]}.items()}
             for variant, v in result["variants"].items()}
-    save_result(validity, {"source": "benchmarks/bench_evidence.py --phase test (pre-registered test split)",
-                           "model": "SmolLM2-135M-Instruct (packaged, greedy)", "frozen": result["frozen"],
-                           "progress": result["progress"], "goals": result["goals"], "gold": gold,
-                           "machine": result.get("machine")})
+    return {"source": "benchmarks/bench_evidence.py --phase test (pre-registered test split)",
+            "model": "SmolLM2-135M-Instruct (packaged, greedy)", "frozen": result["frozen"],
+            "progress": result["progress"], "goals": result["goals"], "gold": gold,
+            "machine": result.get("machine")}
 
 
 def _frozen(path: Path) -> dict[str, Any]:

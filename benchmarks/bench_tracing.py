@@ -223,6 +223,44 @@ def stage2_panel(by_id: dict[str, Any], answers: dict[str, dict[str, Any]], expo
             "no_longer_usable": len(taken) - len(kept), "panel": evidence_panel(qs, ps, cs)}
 
 
+def summary(cases: list[Any], answers: dict[str, dict[str, Any]], sources: dict[str, Any]) -> dict[str, Any]:
+    """Stage 1's figures: candidates, answered, usable (the answer names exactly one candidate)."""
+    asked = [answers[c.record["id"]] for c in cases if c.record["id"] in answers]
+    return {
+        "seed": SEED, "k": K, "candidates": len(cases), "answered": len(asked),
+        "usable": sum(1 for a in asked if a["taken"]),
+        "usable_rate": sum(1 for a in asked if a["taken"]) / len(asked) if asked else None,
+        "taken_original": sum(1 for a in asked if a["taken"] == "original"),
+        "taken_copy": sum(1 for a in asked if a["taken"] == "copy"),
+        "per_set": {n: {"candidates": sum(c.record["id"].startswith(f"{n}:") for c in cases),
+                        "usable": sum(1 for a in asked if a["taken"] and a["id"].startswith(f"{n}:"))}
+                    for n in sources},
+    }
+
+
+def report(candidates: int | None, usable: int, sources: dict[str, Any] | None = None,
+           root: Path = EXPORT) -> dict[str, Any]:
+    """The results (less ``machine``) from the committed exports alone, no model (``--report``; what
+    ``benchmarks/verify.py`` reruns): stage 1's figures, and stage 2's panel so far. The data sets
+    rebuild the cases (which passage id is the original, which the copy); no text of theirs enters
+    a figure. ``skipped_on_recheck``: the cases rechecked on the stage-2 CPU whose answer there names
+    neither or both candidates (``recheck.jsonl``)."""
+    sources = {n: SHARED_DATA / f for n, f in SETS.items()} if sources is None else sources
+    cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), candidates)]
+    answers = {r["id"]: r for r in _read(root / "stage1.jsonl")}
+    cases = [c for c in cases if c.record["id"] in answers]
+    result = summary(cases, answers, sources)
+    if (root / "stage2.jsonl").is_file():
+        by_case = {c.record["id"]: c for c in cases}
+        ran = [r["question"]["question_id"] for r in _read(root / "stage2.jsonl")]
+        by_id = {i: by_case[i] for i in ran}
+        panel = stage2_panel(by_id, answers, root / "stage2.jsonl", [c.record for c in by_id.values()])
+        rechecked = _read(root / "recheck.jsonl") if (root / "recheck.jsonl").is_file() else []
+        result["stage2"] = {**panel, "skipped_on_recheck": sum(1 for r in rechecked if not r.get("taken")),
+                            "interim": panel["n"] < usable}
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     started = machine_info()["commit"]  # the code that runs is this commit's, whatever HEAD becomes meanwhile
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -240,32 +278,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="no model: the results from the committed exports (stage 2 so far)")
     args = ap.parse_args(argv)
     sources = {args.name: args.data} if args.data else {n: SHARED_DATA / SETS[n] for n in args.sets}
-    cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), args.candidates)]
     if args.report:
-        answers = {r["id"]: r for r in _read(args.export / "stage1.jsonl")}
-        cases = [c for c in cases if c.record["id"] in answers]
+        result = report(args.candidates, args.usable, sources, args.export)
     else:
+        cases = [c for name, path in sources.items() for c in cases_for(name, Path(path), args.candidates)]
         answers = stage1(cases, args.runs, args.extra, root=args.export)
-    asked = [answers[c.record["id"]] for c in cases if c.record["id"] in answers]
-    result: dict[str, Any] = {
-        "seed": SEED, "k": K, "candidates": len(cases), "answered": len(asked),
-        "usable": sum(1 for a in asked if a["taken"]),
-        "usable_rate": sum(1 for a in asked if a["taken"]) / len(asked) if asked else None,
-        "taken_original": sum(1 for a in asked if a["taken"] == "original"),
-        "taken_copy": sum(1 for a in asked if a["taken"] == "copy"),
-        "per_set": {n: {"candidates": sum(c.record["id"].startswith(f"{n}:") for c in cases),
-                        "usable": sum(1 for a in asked if a["taken"] and a["id"].startswith(f"{n}:"))}
-                    for n in sources},
-    }
-    if args.report and (args.export / "stage2.jsonl").is_file():
-        by_case = {c.record["id"]: c for c in cases}
-        ran = [r["question"]["question_id"] for r in _read(args.export / "stage2.jsonl")]
-        by_id = {i: by_case[i] for i in ran}
-        panel = stage2_panel(by_id, answers, args.export / "stage2.jsonl", [c.record for c in by_id.values()])
-        result["stage2"] = {**panel, "interim": panel["n"] < args.usable}
-    elif args.stage in ("2", "both") and not args.report:
-        got = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
-        result["stage2"] = {**got, "interim": got["n"] < args.usable}
+        result = summary(cases, answers, sources)
+        if args.stage in ("2", "both"):
+            got = stage2(cases, answers, args.usable, args.runs, args.extra, root=args.export)
+            result["stage2"] = {**got, "interim": got["n"] < args.usable}
     result["machine"] = machine_info(("torch", "transformers")) | {"commit": started}
     save_result(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k not in ("stage2", "machine")}, indent=1))

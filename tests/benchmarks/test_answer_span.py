@@ -1,5 +1,6 @@
 """The default ``influence.answer_span`` is the span the committed known-truth measurement backs
-(``benchmarks/bench_span.py`` → ``benchmarks/results/answer_span.json``): on the demo set and the
+(``benchmarks/bench_span.py`` → ``benchmarks/results/archive/answer_span.json``, archived: its
+per-question tables were never committed): on the demo set and the
 tracing tune split, no fewer top-credit hits than the whole answer, no more false MISALIGNED
 verdicts on right answers, and at most 2 questions leaving the measured state."""
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from ragray.config import load_config
 
-RESULT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "answer_span.json"
+RESULT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "archive" / "answer_span.json"
 
 
 def backed(result: dict, span: str, base: str = "full") -> bool:

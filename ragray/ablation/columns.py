@@ -79,7 +79,8 @@ class QuestionEvidence:
     fit: Interactions | None = None
     decline_margin: float | None = None
 
-    def question_columns(self, span: str) -> dict[str, Any]:
+    def question_columns(self, span: str, ranks: Sequence[int] | None = None) -> dict[str, Any]:
+        """The question's columns; ``ranks``: the passages' retrieval ranks (``carried_by`` names them)."""
         if self.answer is None:
             return {}
         return {"answer_span": span, "scored_answer": self.answer, "scored_tokens": self.tokens,
@@ -88,7 +89,8 @@ class QuestionEvidence:
                 "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
                 "seconds_checks": self.seconds_checks, "decline_margin": finite(self.decline_margin)} | (
                 {} if self.fit is None else {
-                "noise_scale": self.fit.noise, "used_bar": self.fit.bar})
+                "noise_scale": self.fit.noise, "used_bar": self.fit.bar,
+                "carried_by": [ranks[i] if ranks is not None else i + 1 for i in self.fit.carried_by] or None})
 
     def fit_columns(self, i: int) -> dict[str, Any]:
         f = self.fit

@@ -382,7 +382,7 @@ class InfluenceLoop:
             "error": error,
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
-            **ev.question_columns(self.config.answer_span),
+            **ev.question_columns(self.config.answer_span, ranks),
             **answer_columns(q, baseline.text if baseline is not None and baseline.ok else None),
             "dtype": self.generator.precision,
             **engine_columns(self.generator.engine_counts(), counted),

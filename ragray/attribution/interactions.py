@@ -101,6 +101,21 @@ class Interactions:
     main: tuple[float, ...]  # β_i
     pairs: tuple[tuple[int, int, float], ...]  # (i, j, γ_ij) of the fitted interactions
 
+    @property
+    def carried_by(self) -> tuple[int, ...]:
+        """Where the answer depends on the passages but none clears the bar (diffuse): the fewest
+        passages, by descending influence, whose influence sums to at least ½ — the passages that
+        carry the answer together; empty otherwise."""
+        if not self.context_dependent or any(self.used) or not any(v > 0 for v in self.influence):
+            return ()
+        order = sorted(range(len(self.influence)), key=lambda i: -self.influence[i])
+        out: list[int] = []
+        for i in order:
+            out.append(i)
+            if sum(self.influence[j] for j in out) >= 0.5:
+                break
+        return tuple(sorted(out))
+
     def predict(self, kept: Sequence[int]) -> float:
         """The model's v(S) up to its intercept (what the LDS check ranks)."""
         s = set(kept)

@@ -62,6 +62,10 @@ def verdict_words(q: Mapping[str, Any]) -> str:
         return "aligned"
     if q.get("context_dependent") is False:
         return "not measured: the model gives this answer without the passages"
+    carriers = q.get("carried_by")
+    if q.get("state") == "diffuse" and carriers is not None and len(carriers):
+        ranks = " ".join(f"#{int(r)}" for r in carriers)
+        return f"diffuse: no single passage stands clear of the noise; together {ranks} carry the answer"
     return STATE_WORDS.get(q.get("state") or "", f"not measured ({q.get('state')})")
 
 

@@ -299,3 +299,22 @@ def test_a_group_reads_as_copies_only_when_the_text_repeats():
     assert group_words(other) == "Ferries or Fleet (either suffices; 0.80, #1 #2)"
     many = [p(f"m{i}", f"Title {i}", f"Text {i}.", i + 1, 0.1) for i in range(10)]  # one fact in ten articles
     assert group_words(many) == "Title 0 or Title 1 or 8 more (either suffices; 1.00, #1 #2 #3 …)"
+
+
+def test_a_diffuse_answer_names_the_passages_that_carry_it_together():
+    """Three passages each add 1.5 nats (under the 2-nat bar), two do nothing: the answer depends
+    on the passages (4.5 nats), none is used, and the three carry it together; a used answer
+    names no carriers."""
+    r = fit(lambda s: -20.0 + 1.5 * len(s & {0, 2, 3}), jitter=0.05)
+    assert r.context_dependent and not any(r.used)
+    assert set(r.carried_by) <= {0, 2, 3} and len(r.carried_by) >= 2
+    assert sum(r.influence[i] for i in r.carried_by) >= 0.5
+    assert fit(lambda s: -5.0 if 2 in s else -20.0).carried_by == ()
+
+
+def test_the_console_names_the_carriers_of_a_diffuse_answer():
+    from ragray.report.run_console import verdict_words
+
+    words = verdict_words({"state": "diffuse", "context_dependent": True, "carried_by": [2, 5]})
+    assert "together #2 #5 carry the answer" in words
+    assert "no single passage" in verdict_words({"state": "diffuse", "context_dependent": True})

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import bench_evidence, bench_shared_evidence
+from benchmarks import bench_evidence, lighthouse_example, shared_evidence_docs
 from ragray.config import limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +28,11 @@ def _results(path: Path) -> Callable[[], Any]:
 GENERATED: dict[str, tuple[str, str, Callable[[], Any], Callable[[Any], str]]] = {
     "evidence-test": (bench_evidence.README_BEGIN, bench_evidence.README_END, _results(EVIDENCE_TEST),
                       bench_evidence.readme_block),
-    "shared-evidence": (bench_shared_evidence.DOCS_BEGIN, bench_shared_evidence.DOCS_END, _results(SHARED_EVIDENCE),
-                        bench_shared_evidence.docs_block),
+    "shared-evidence": (shared_evidence_docs.DOCS_BEGIN, shared_evidence_docs.DOCS_END, _results(SHARED_EVIDENCE),
+                        shared_evidence_docs.docs_block),
+    # from the committed record of every scored context of the worked example
+    "lighthouse": (lighthouse_example.BEGIN, lighthouse_example.END, _results(lighthouse_example.RECORD),
+                   lighthouse_example.block),
     # not from a results file: from the caps in the code (scripts/serve_limits_table.py writes it)
     "serve-limits": (limits.DOCS_BEGIN, limits.DOCS_END, lambda: limits.CAPS, limits.limits_table),
 }

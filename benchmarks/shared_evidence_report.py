@@ -290,7 +290,10 @@ def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float, f
         fig = figures(tune, interactions(z, m, f))
         rows.append({"noise_z": z, "min_effect": m, "min_share": f, "score": tune_score(fig),
                      **{k: v["share"] for k, v in fig.items() if isinstance(v, dict) and "share" in v}})
-    best = max(rows, key=lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE))
+    # ties: the setting before; then the fewest off-topic marks on all answers; then the strictest bar
+    best = max(rows, key=lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE,
+                                    -round(r["offtopic_marked_used"] or 0.0, 9), r["min_effect"], r["noise_z"],
+                                    r["min_share"] or 0.0))
     return (best["noise_z"], best["min_effect"], best["min_share"]), rows
 
 

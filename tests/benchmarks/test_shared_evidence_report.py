@@ -1,0 +1,91 @@
+"""The shared-evidence report on records of known truth: the figures count what the marks do,
+the edit test scores marks against where the answer moved, the split never moves."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks import shared_evidence_report as report
+from benchmarks.protocol import split_of
+from ragray.attribution.design import design_subsets
+
+
+def record(name, roles, value, *, right=True, edits=None, sim=None):
+    """A text-free record whose scored contexts follow ``value(kept)`` exactly (the design's contexts)."""
+    k = len(roles)
+    full = frozenset(range(k))
+    contexts = {s.kept: value(s.kept) for s in design_subsets(k, "q")}
+    v_all, v_none = contexts[full], contexts[frozenset()]
+    passages = [{"id": f"p{i}", "rank": i + 1, "role": r, "logprob_drop": v_all - contexts[full - {i}],
+                 "keep_alone_gain": contexts[frozenset({i})] - v_none,
+                 "answer_similarity": (sim or [0.0] * k)[i]} for i, r in enumerate(roles)]
+    return {"id": f"{name}:x", "set": name, "split": "test", "answer_correct": right,
+            "context_dependent": v_all - v_none >= 1.0, "answer_elsewhere": False, "logprob_all": v_all,
+            "logprob_none": v_none, "n_calls": len(contexts), "passages": passages,
+            "contexts": [[sorted(s), lp] for s, lp in contexts.items()], "edits": edits}
+
+
+def data():
+    off = record("offtopic_squad", ["gold", "distractor", "offtopic", "offtopic", "distractor"],
+                 lambda s: -20.0 + 10.0 * (0 in s) + 0.3 * (2 in s),
+                 edits={"unedited": "original", "cases": [{"edited": [0], "every_copy": True, "outcome": "substitute"}]},
+                 sim=[0.1, 0.9, 0.0, 0.0, 0.0])
+    dup = record("dup_exact_squad", ["gold", "copy", "distractor", "distractor"],
+                 lambda s: -20.0 + 12.0 * bool(s & {0, 1}),
+                 edits={"unedited": "original", "cases": [
+                     {"edited": [0], "every_copy": False, "outcome": "original"},
+                     {"edited": [1], "every_copy": False, "outcome": "original"},
+                     {"edited": [0, 1], "every_copy": True, "outcome": "substitute"}]})
+    bridge = record("bridge_hotpot", ["support", "support", "distractor", "distractor", "distractor"],
+                    lambda s: -20.0 + 3.0 * len(s & {0, 1}) + 9.0 * ({0, 1} <= s))
+    out = {name: [] for name in report.SETS}
+    for r in (off, dup, bridge):
+        out[r["set"]].append(r)
+    return out
+
+
+def test_the_figures_count_what_each_mark_does_on_known_truth():
+    d = data()
+    new, before = report.figures(d, report.interactions()), report.figures(d, report.drop_one())
+    # the copies: each alone gives the answer, neither is missed; the default credits them, drop-one cannot
+    assert new["gold_copy_used_on_right_answers"]["k"] == 1 and before["gold_copy_used_on_right_answers"]["k"] == 0
+    assert new["gold_recall_right_context_dependent"] == {**report.share(1, 1)}
+    assert new["offtopic_marked_used"]["k"] == 0 and new["offtopic_marked_used"]["n"] == 2
+    assert new["bridge_both_supporting_used"]["k"] == 1 and new["bridge_needed_together"]["k"] == 1
+    groups = report.grouping(d, report.interactions())
+    assert groups["gold_and_copy_one_group"]["k"] == 1 and groups["bridge_supports_called_substitutes"]["k"] == 0
+
+
+def test_the_edit_test_scores_marks_against_where_the_answer_moved():
+    e = report.edit_figures(data(), {"default": report.interactions(), "drop_one": report.drop_one(),
+                                     "answer_similarity_top1": report.top1("answer_similarity")})
+    pooled = e["pooled"]
+    assert pooled["passages_labelled"] == 3 and pooled["moved"] == 1  # the copies, edited alone, moved nothing
+    assert pooled["methods"]["default"]["recall"]["share"] == 1.0
+    assert pooled["methods"]["default"]["precision"] == report.share(1, 3)  # both copies marked, neither moved alone
+    assert pooled["methods"]["answer_similarity_top1"]["recall"]["share"] == 0.0  # its top passage held no answer
+    assert pooled["every_copy_moved_some_copy_used"] == report.share(1, 1)
+
+
+def test_the_frontier_holds_every_candidate_bar_and_drop_one():
+    rows = report.frontier(data(), report.BEFORE)
+    assert len(rows) == len(report.GRID) + len(report.DROP_ONE_FRACTIONS)
+    assert sum(r["default"] for r in rows) == 1
+
+
+def test_the_tune_choice_follows_the_registered_objective():
+    chosen, rows = report.choose(data())
+    assert len(rows) == len(report.GRID) and chosen in report.GRID
+    best = max(r["score"] for r in rows)
+    assert any(math.isclose(r["score"], best) for r in rows if (r["noise_z"], r["min_effect"], r["min_share"]) == chosen)
+
+
+@pytest.mark.parametrize("item", ["offtopic_squad:5727", "bridge_hotpot:5a8b", "dup_exact_hotpot:5ab3"])
+def test_the_split_is_a_hash_of_the_id_and_items_read_before_stay_in_tune(item):
+    assert split_of(item) == split_of(item) in ("tune", "test")
+    assert split_of(item, frozenset({item})) == "tune"
+    ids = [f"offtopic_squad:{i}" for i in range(3000)]
+    share = sum(split_of(i) == "tune" for i in ids) / len(ids)
+    assert 0.3 < share < 0.37  # one in three, by hash

@@ -21,8 +21,8 @@ class InfluenceConfig(Section):
 
     mode: InfluenceMode = Field(
         "auto",
-        description="interactions: each passage's share of the answer's log-prob gain, credited by the Shapley "
-        "value of a fit with pairwise interactions over the full and empty contexts, each passage left out and "
+        description="interactions: each passage's share of the positive credit, 0.25 x what it adds kept alone "
+        "+ 0.75 x what the answer loses without it, from the full and empty contexts, each passage left out and "
         "each kept alone (copies of the evidence share the credit; used when it clears the question's noise); "
         "logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
         "generate: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "

@@ -147,8 +147,8 @@ class PassageRow(Row):
                                                 "checks)")] = None
     keep_alone_gain: Annotated[float | None, doc("log p(answer | this passage alone) - log p(answer | no "
                                                  "passages), nats: does it suffice on its own (interactions)")] = None
-    credit: Annotated[float | None, doc("the passage's Shapley value in the fitted interaction model, nats "
-                                        "(interactions; influence is its share of the positive credit)")] = None
+    credit: Annotated[float | None, doc("0.25 x keep_alone_gain + 0.75 x logprob_drop, nats (interactions; "
+                                        "influence is its share of the positive credit)")] = None
     group: Annotated[int | None, doc("passages with the same number substitute for (either suffices), share "
                                      "evidence with, or complement (needed together) each other; null: alone "
                                      "(interactions)")] = None

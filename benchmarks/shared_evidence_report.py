@@ -104,15 +104,21 @@ def _roles(r: dict[str, Any]) -> list[str]:
     return [p["role"] for p in r["passages"]]
 
 
-def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
-    """The registered known-truth figures of one method over ``data`` (per set → records)."""
+def _counter() -> tuple[dict[str, list[int]], Callable[[str, bool], None]]:
+    """Hits and totals per key, and the function that counts one."""
     n: dict[str, list[int]] = {}
-    misses = {"answer_in_another_passage": 0, "passages_lift_the_answer_under_2_nats": 0, "other": 0}
 
     def count(key: str, hit: bool) -> None:
         n.setdefault(key, [0, 0])
         n[key][0] += bool(hit)
         n[key][1] += 1
+    return n, count
+
+
+def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
+    """The registered known-truth figures of one method over ``data`` (per set → records)."""
+    n, count = _counter()
+    misses = {"answer_in_another_passage": 0, "passages_lift_the_answer_under_2_nats": 0, "other": 0}
 
     for name, records in data.items():
         for r in records:
@@ -189,12 +195,7 @@ GROUP_KEYS = (("gold_and_copy_one_group", "copies"), ("gold_and_copy_either_suff
 
 def grouping(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
     """Groups against known truth (as version 1)."""
-    n: dict[str, list[int]] = {}
-
-    def count(key: str, hit: bool) -> None:
-        n.setdefault(key, [0, 0])
-        n[key][0] += bool(hit)
-        n[key][1] += 1
+    n, count = _counter()
 
     for name, records in data.items():
         for r in records:
@@ -316,11 +317,16 @@ def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
 
     from benchmarks.protocol import PROTOCOL, registered, test_reads
     from benchmarks.shared_evidence_collect import RECORDS
+    from ragray.config import load_config
 
     reg = registered(BENCHMARK)
     tune, test = load("tune"), load("test")
-    chosen = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else choose(tune)[0]
-    chosen_rows = choose(tune)[1]
+    by_rule, chosen_rows = choose(tune)
+    chosen = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule
+    c = load_config().influence
+    if (c.noise_z, c.min_effect, c.min_share) != tuple(chosen):
+        raise ValueError(f"ragray's defaults (noise_z {c.noise_z}, min_effect {c.min_effect}, min_share {c.min_share}) "
+                         f"are not the bar chosen on tune {chosen}: the figures would not be what users see")
     default = interactions()
     methods = {"default": default, "drop_one": drop_one(), "retrieval_top1": top1(None),
                "answer_similarity_top1": top1("answer_similarity")}
@@ -338,7 +344,8 @@ def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         "settings": {"generation.dtype": "float32"},
         "sets": {n: {"tune": len(tune[n]), "test": len(test[n])} for n in SETS},
         "right_answers_test": {n: sum(bool(r["answer_correct"]) for r in rs) for n, rs in test.items()},
-        "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2]},
+        "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2],
+                           "the_rule_gives_it": tuple(chosen) == tuple(by_rule)},
         "tune_grid": chosen_rows,
         "test": {"default": figures(test, default), "drop_one": figures(test, drop_one())},
         "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import bench_evidence, lighthouse_example, shared_evidence_docs
+from benchmarks import bench_evidence, lighthouse_example, readme_example, shared_evidence_docs
 from ragray.config import limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +33,8 @@ GENERATED: dict[str, tuple[str, str, Callable[[], Any], Callable[[Any], str]]] =
     # from the committed record of every scored context of the worked example
     "lighthouse": (lighthouse_example.BEGIN, lighthouse_example.END, _results(lighthouse_example.RECORD),
                    lighthouse_example.block),
+    # rendered by the console code from the kept run's tables
+    "readme-example": (readme_example.BEGIN, readme_example.END, lambda: None, lambda _: readme_example.block()),
     # not from a results file: from the caps in the code (scripts/serve_limits_table.py writes it)
     "serve-limits": (limits.DOCS_BEGIN, limits.DOCS_END, lambda: limits.CAPS, limits.limits_table),
 }

@@ -138,8 +138,8 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
-                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 2.0, min_share: float | None = 0.1,
+                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 2.0,
+                     min_effect: float = 0.5, min_share: float | None = 0.1,
                      suffices_share: float | None = SUFFICES_SHARE, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                      needed_together: bool = True) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).

@@ -47,6 +47,10 @@ SETTINGS = {"generation.dtype": "float32"}
 #: the off-topic sets get this many times ``--batch`` per round: gold recall on right,
 #: context-dependent answers (about one item in five) is the figure that needs the most items
 OFFTOPIC_WEIGHT = 2
+#: ``--split reread``: read-before items from this index on (the first 24 tuned the bar) are run as
+#: ``test_not_fresh`` — the bridge set has no fresh items (the shared HotpotQA file holds 77 bridge
+#: questions with both supports, all read before the protocol)
+REREAD_FROM = 24
 
 
 def records_path(name: str) -> Path:
@@ -80,7 +84,7 @@ def _finite(x: Any) -> float | None:
 
 
 def export(name: str, items: Sequence[dict[str, Any]], out: Path, edits: dict[str, dict[str, Any]],
-           before: frozenset[str]) -> list[dict[str, Any]]:
+           before: frozenset[str], split: str | None = None) -> list[dict[str, Any]]:
     """Text-free records of one finished batch: per question and passage, what the run printed and
     every context it scored."""
     import pyarrow.parquet as pq
@@ -118,7 +122,7 @@ def export(name: str, items: Sequence[dict[str, Any]], out: Path, edits: dict[st
                 contexts.setdefault(tuple(sorted(ids.index(x) for x in s["kept_passage_ids"])), s["logprob"])
         answer = q.get("baseline_answer") or ""
         records.append({
-            "id": item["id"], "set": name, "split": split_of(item["id"], before),
+            "id": item["id"], "set": name, "split": split or split_of(item["id"], before),
             "answer_sha1": hashlib.sha1(normalize_answer(answer).encode()).hexdigest()[:12],
             "answer_correct": q.get("answer_correct"), "context_dependent": q.get("context_dependent"),
             "answer_elsewhere": _answer_elsewhere(item), "state": q.get("state"), "misaligned": q.get("misaligned"),
@@ -196,7 +200,7 @@ def run_edits(items: Sequence[dict[str, Any]], out: Path, pool: Sequence[str], g
 def _items_for(name: str, split: str, per_set: int, start: int, before: frozenset[str]) -> Iterator[dict[str, Any]]:
     from benchmarks.bench_shared_evidence import build
 
-    if split == "tune":
+    if split in ("tune", "reread"):  # read-before items: the first ones tune the bar, later ones are re-read
         yield from [i for i in build(name, len([x for x in before if x.startswith(name + ":")])) if i["id"] in before][
             start: start + per_set]
         return
@@ -238,7 +242,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
         for name in names:
             assert name in SETS
             size = batch * (OFFTOPIC_WEIGHT if name.startswith("offtopic_") else 1)
-            start = r * size if split == "test" else 0
+            start = r * size if split == "test" else REREAD_FROM if split == "reread" else 0
             want = size if split == "test" else per_set
             items = [i for i in _items_for(name, split, want, start, before) if i["id"] not in done[name]]
             if not items:
@@ -248,7 +252,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
             ragray.run(items, out=out, resume=(out / "progress.jsonl").exists(), settings=SETTINGS,
                        top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
             edits = run_edits(items, out, pools[name], generator, config)
-            recs = export(name, items, out, edits, before)
+            recs = export(name, items, out, edits, before, "test_not_fresh" if split == "reread" else None)
             append_records(name, recs)
             done[name] |= {x["id"] for x in recs}
             seconds = time.perf_counter() - began
@@ -256,7 +260,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                 f.write(json.dumps({"set": name, "split": split, "items": len(recs), "seconds": round(seconds, 1),
                                     **{k: machine_info(("torch", "transformers"))[k] for k in ("cpu", "commit")}}) + "\n")
             print(f"{name} {split}: {len(recs)} items in {seconds:.0f} s", flush=True)
-        if split == "tune":
+        if split != "test":
             return
 
 
@@ -264,7 +268,7 @@ def main() -> None:
     from benchmarks.bench_shared_evidence import SETS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "test"], required=True)
+    ap.add_argument("--split", choices=["tune", "test", "reread"], required=True)
     ap.add_argument("--per-set", type=int, default=15, help="tune: items per set")
     ap.add_argument("--batch", type=int, default=5, help="test: items per set per round")
     ap.add_argument("--rounds", type=int, default=1, help="test: rounds")

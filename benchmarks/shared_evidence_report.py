@@ -247,6 +247,8 @@ def edit_figures(data: dict[str, list[dict[str, Any]]], methods: dict[str, Calla
                         continue
                     if case["outcome"] not in ("substitute", "original"):
                         continue
+                    if case["outcome"] == "original" and not case["every_copy"]:
+                        continue  # another passage still holds the answer: the model may have used either
                     i, hit = case["edited"][0], case["outcome"] == "substitute"
                     labelled += 1
                     moved += hit
@@ -298,6 +300,17 @@ def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float, f
     return (best["noise_z"], best["min_effect"], best["min_share"]), rows
 
 
+def with_bridge(fn: Callable[..., dict[str, Any]], test: dict[str, list[dict[str, Any]]],
+                bridge: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
+    """``fn`` on the fresh test split, its bridge (c) figures from the not-fresh bridge items."""
+    out = fn(test, method)
+    from_bridge = fn(bridge, method)
+    for key in out:
+        if key.startswith("bridge_"):
+            out[key] = from_bridge[key]
+    return out
+
+
 def lds() -> dict[str, Any]:
     """Held-out LDS on the evidence benchmark's test exports (per question: benchmarks/lds_credit.py)."""
     from benchmarks.lds_credit import TEST, paired, summary, table
@@ -321,6 +334,8 @@ def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
 
     reg = registered(BENCHMARK)
     tune, test = load("tune"), load("test")
+    # (c) has no fresh items: its figures come from read-before items outside the tune choice
+    bridge = {"bridge_hotpot": load("test_not_fresh")["bridge_hotpot"]}
     by_rule, chosen_rows = choose(tune)
     chosen = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule
     c = load_config().influence
@@ -342,15 +357,19 @@ def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         "records": str(RECORDS.relative_to(REPO)),
         "machines": sorted({s["cpu"] for s in sessions}),
         "settings": {"generation.dtype": "float32"},
-        "sets": {n: {"tune": len(tune[n]), "test": len(test[n])} for n in SETS},
-        "right_answers_test": {n: sum(bool(r["answer_correct"]) for r in rs) for n, rs in test.items()},
+        "sets": {n: {"tune": len(tune[n]), "test": len(test[n]) + len(bridge.get(n, []))} for n in SETS},
+        "not_fresh": {"bridge_hotpot": len(bridge["bridge_hotpot"])},
+        "right_answers_test": {n: sum(bool(r["answer_correct"]) for r in [*rs, *bridge.get(n, [])])
+                               for n, rs in test.items()},
         "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2],
                            "the_rule_gives_it": tuple(chosen) == tuple(by_rule)},
         "tune_grid": chosen_rows,
-        "test": {"default": figures(test, default), "drop_one": figures(test, drop_one())},
+        "test": {"default": with_bridge(figures, test, bridge, default),
+                 "drop_one": with_bridge(figures, test, bridge, drop_one())},
         "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),
-        "groups": {"test": grouping(test, default),
-                   "test_before": grouping(test, interactions(needed_together=False, keep_alone_weight=0.5))},
+        "groups": {"test": with_bridge(grouping, test, bridge, default),
+                   "test_before": with_bridge(grouping, test, bridge,
+                                              interactions(needed_together=False, keep_alone_weight=0.5))},
         "edit_test": edit_figures(test, methods),
         "frontier": frontier(test, chosen),
         "calls_per_question": {"mean": sum(calls) / len(calls) if calls else None,

@@ -62,9 +62,11 @@ def test_the_edit_test_scores_marks_against_where_the_answer_moved():
     e = report.edit_figures(data(), {"default": report.interactions(), "drop_one": report.drop_one(),
                                      "answer_similarity_top1": report.top1("answer_similarity")})
     pooled = e["pooled"]
-    assert pooled["passages_labelled"] == 3 and pooled["moved"] == 1  # the copies, edited alone, moved nothing
+    # a copy edited alone, the other still holding the answer, is no label (the model may have used
+    # either); the lone holder whose edit moved the answer is a positive
+    assert pooled["passages_labelled"] == 1 and pooled["moved"] == 1
     assert pooled["methods"]["default"]["recall"]["share"] == 1.0
-    assert pooled["methods"]["default"]["precision"] == report.share(1, 3)  # both copies marked, neither moved alone
+    assert pooled["methods"]["default"]["precision"] == report.share(1, 1)
     assert pooled["methods"]["answer_similarity_top1"]["recall"]["share"] == 0.0  # its top passage held no answer
     assert pooled["every_copy_moved_some_copy_used"] == report.share(1, 1)
 

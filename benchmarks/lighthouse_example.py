@@ -37,7 +37,7 @@ def run() -> dict[str, Any]:
     q = rows[0]
     by_id = {p["id"]: p for p in q["passages"]}
     passages = [by_id[i] for i in ORDER]
-    copy = dict(passages[0], id="demo-p001-copy", title=f"{passages[0].get('title', '')} (copy)")
+    copy = dict(passages[0], id="demo-p001-copy")
     a = ragray.attribute(q["question"], [*passages, copy], answers=q["answers"], settings={"generation.dtype": "float32"},
                          progress=False)
     table = a.run.passages.sort_values("retrieval_rank")
@@ -74,7 +74,8 @@ def block(record: dict[str, Any]) -> str:
            "|---|---|---|---|---|---|"]
     for i, p in enumerate(record["passages"]):
         used = f"yes, group {fit.group[i]}" if fit.used[i] and fit.group[i] else "yes" if fit.used[i] else "no"
-        out.append(f"| {p['title']} | {fit.keep_alone[i]:.2f} | {fit.drop_one[i]:.2f} | {fit.credit[i]:.2f} | "
+        name = f"{p['title']} (copy)" if p["id"].endswith("-copy") else p["title"]
+        out.append(f"| {name} | {fit.keep_alone[i]:.2f} | {fit.drop_one[i]:.2f} | {fit.credit[i]:.2f} | "
                    f"{fit.influence[i]:.2f} | {used} |")
     out += ["", f"The passages together make the answer {fit.gain:.1f} nats likelier than none (`v(all) − v(none)`); "
             f"the question's jitter σ is {fit.noise:.2f} nats and its bar {fit.bar:.2f} nats. Answer: "

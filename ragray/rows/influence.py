@@ -83,9 +83,6 @@ class QuestionRow(Row):
     used_bar: Annotated[float | None, doc("interactions: the credit a passage needs to count as used, nats "
                                           "(max(influence.min_effect, influence.noise_z x noise_scale, "
                                           "influence.min_share x the passages' gain))")] = None
-    carried_by: Annotated[list[int] | None, doc("interactions, diffuse answers (no passage clears the bar): the "
-                                                "retrieval ranks of the fewest passages whose influence sums to "
-                                                "at least 0.5 — together they carry the answer")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
@@ -110,6 +107,9 @@ class QuestionRow(Row):
     decline_margin: Annotated[float | None, doc("unanswerable questions, log-prob modes: mean per-token log-prob "
                                                 "of the decline phrase minus that of the answer (> 0: declining "
                                                 "was likelier per token)")] = None
+    carried_by: Annotated[list[int] | None, doc("interactions, diffuse answers (no passage clears the bar): the "
+                                                "retrieval ranks of the fewest passages whose influence sums to "
+                                                "at least 0.5 — together they carry the answer")] = None
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,60 @@ def prose() -> Iterator[Figure]:
     sim = m["measures"]["answer_similarity"]
     yield from claim("trust: top-2 drop, cosine", PAGE, "comes close ({}; influence",
                      f"{sim['mean']:.1f} [{sim['low']:.1f}, {sim['high']:.1f}]")
+
+
+@check("trust_shared_evidence_prose")
+def shared_evidence_prose() -> Iterator[Figure]:
+    """The reading after the shared-evidence block, from the recomputed result."""
+    from benchmarks.shared_evidence_report import compute
+
+    published = json.loads((REPO / "benchmarks" / "results" / "shared_evidence.json").read_text())
+    r = compute(published["protocol"]["test_reads"])
+    new, old = r["test"]["default"], r["test"]["drop_one"]
+
+    def kn(f: dict[str, Any]) -> str:
+        return f"{f['k']} of {f['n']}"
+
+    head = new["gold_copy_used_on_right_answers"]
+    yield from claim("trust: headline", PAGE, "whose gold passage is copied, is {}: ahead of drop-one",
+                     f"{head['share']:.2f} ({kn(head)})")
+    yield from claim("trust: headline, drop-one", PAGE, "ahead of drop-one ({}), short of the",
+                     f"{old['gold_copy_used_on_right_answers']['share']:.2f}")
+    rec, rec_old = new["gold_recall_right_context_dependent"], old["gold_recall_right_context_dependent"]
+    pr = r["gold_recall_default_minus_drop_one"]
+    same = rec == rec_old and pr["only_first"] == 0 and pr["only_second"] == 0
+    yield from claim("trust: recall equal", PAGE, "answers drop-one finds ({} each, not one answer apart)",
+                     kn(rec) if same else f"{kn(rec)} against {kn(rec_old)}")
+    off, off_old = new["offtopic_marked_used"], old["offtopic_marked_used"]
+    yield from claim("trust: off-topic overall", PAGE, "fewer off-topic passages overall ({})",
+                     f"{kn(off)} against {kn(off_old)}".replace(" of ", " of ", 1))
+    right, right_old = new["offtopic_marked_used_right_answers"], old["offtopic_marked_used_right_answers"]
+    yield from claim("trust: off-topic on right answers", PAGE, "marks {} off-topic passages used, where drop-one marked",
+                     kn(right))
+    yield from claim("trust: off-topic on right answers, drop-one", PAGE, "where drop-one marked {}: the 5% goal",
+                     str(right_old["k"]))
+    yield from claim("trust: right context-dependent answers", PAGE, "{} right answers cannot decide",
+                     {27: "Twenty-seven"}.get(pr["n"], str(pr["n"])))
+    e = r["edit_test"]["pooled"]["methods"]
+    d = e["default"]
+    yield from claim("trust: edit recall", PAGE, "was marked used ({}), and", kn(d["recall"]))
+    yield from claim("trust: edit precision", PAGE, "and {} edited passages the default", f"{d['precision']['k']} of the "
+                     f"{d['precision']['n']}")
+    missed = e["drop_one"]["recall"]["n"] - e["drop_one"]["recall"]["k"]
+    yield from claim("trust: edit, drop-one", PAGE, "Drop-one missed {} of the", {1: "one"}.get(missed, str(missed)))
+    yield from claim("trust: edit, cosine", PAGE, "answer–passage cosine found {}.", kn(e["answer_similarity_top1"]["recall"]))
+    both, both_old = new["bridge_both_supporting_used"], old["bridge_both_supporting_used"]
+    yield from claim("trust: bridge", PAGE, "credited on {} right answers", kn(both))
+    yield from claim("trust: bridge, drop-one", PAGE, "right answers (drop-one {}), and none", kn(both_old))
+    yield from claim("trust: bridge, needed together", PAGE, "and {} reads \"needed together\"",
+                     "none" if new["bridge_needed_together"]["k"] == 0 else str(new["bridge_needed_together"]["k"]))
+    lds = r["lds"]["pooled"]
+    diff = r["lds"]["printed_minus_drop_one"]
+    yield from claim("trust: LDS printed", PAGE, "ranks held-out subsets at {} against", f"{lds['credit_w0.25_printed']['mean']:.3f}")
+    yield from claim("trust: LDS drop-one", PAGE, "against drop-one's {} (paired", f"{lds['credit_w0']['mean']:.3f}")
+    yield from claim("trust: LDS paired", PAGE, "(paired {}), and above", f"{diff['mean']:+.3f} [{diff['ci95'][0]:+.3f}, "
+                     f"{diff['ci95'][1]:+.3f}]")
+    yield from claim("trust: LDS before", PAGE, "what ragray printed before ({})", f"{lds['credit_w0.5_printed']['mean']:.3f}")
+    yield from claim("trust: LDS model", PAGE, "model's own prediction ({})", f"{lds['interactions_model']['mean']:.3f}")
+    yield from claim("trust: LDS lasso equal calls", PAGE, "random masks reaches {}, and", f"{lds['lasso_2k2']['mean']:.3f}")
+    yield from claim("trust: LDS lasso 24", PAGE, "needs 24 masks to reach {}:", f"{lds['lasso_24']['mean']:.3f}")

@@ -216,18 +216,20 @@ def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp
 
 def test_auto_mode_is_backed_by_the_committed_evidence():
     """The default follows the evidence: ``influence.mode: auto`` gives ``interactions``, whose
-    held-out LDS on the evidence benchmark's test split (``shared_evidence.json``) beats drop-one
-    and the 24-mask surrogate on the same questions at fewer calls than the surrogate; among the
-    measures that cost only the drop-one passes (``influence.mode: logprob`` and ``jsd``) the
-    clipped log-prob share had the best pooled LDS on the frozen variant of the tuning split."""
+    printed influence ranks held-out subsets of the evidence benchmark's test split
+    (``shared_evidence.json``) at least as well as drop-one (issue 65: the quantity users see, not
+    the model's prediction) and better than ContextCite's Lasso at equal calls; among the measures
+    that cost only the drop-one passes (``influence.mode: logprob`` and ``jsd``) the clipped
+    log-prob share had the best pooled LDS on the frozen variant of the tuning split."""
     from benchmarks.machine import REPO
     from ragray.ablation.loop import resolve_mode
     from ragray.generation.scripted import ScriptedGenerator
 
     assert resolve_mode("auto", ScriptedGenerator())[0] == "interactions"
-    shared = json.loads((REPO / "benchmarks" / "results" / "shared_evidence.json").read_text())["lds"]["pooled"]
-    assert shared["interactions_model"]["ci95"][0] > shared["drop_one"]["mean"]
-    assert shared["interactions_model"]["mean"] > shared["surrogate_24"]["mean"]
+    lds = json.loads((REPO / "benchmarks" / "results" / "shared_evidence.json").read_text())["lds"]
+    printed = lds["pooled"]["credit_w0.25_printed"]
+    assert printed["mean"] >= lds["pooled"]["credit_w0"]["mean"] and lds["printed_minus_drop_one"]["ci95"][0] > 0
+    assert printed["mean"] > lds["pooled"]["lasso_2k2"]["mean"]  # ContextCite's Lasso at 2(k + 1) calls
     pilot = json.loads((REPO / "benchmarks" / "results" / "evidence_pilot.json").read_text())
     frozen = bench_evidence._frozen(REPO / "configs" / "evidence_frozen.yaml")
     variant = next(v for v, sets in bench_evidence.VARIANTS.items()

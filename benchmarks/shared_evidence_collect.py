@@ -1,13 +1,16 @@
 """Run the shared-evidence sets under the evidence protocol and keep per-item records.
 
-    python benchmarks/shared_evidence_collect.py --split tune --per-set 15      # read-before items, tune
+    python benchmarks/shared_evidence_collect.py --split tune --per-set 50 --sets offtopic_squad offtopic_hotpot
     python benchmarks/shared_evidence_collect.py --split test --batch 5 --rounds 40   # fresh items, test
+    python benchmarks/shared_evidence_collect.py --split reread --per-set 29 --sets bridge_hotpot   # not fresh
 
 Items come from :func:`benchmarks.bench_shared_evidence.build` (sets built from ``../shared/data``
 at run time). Each item's split is :func:`benchmarks.protocol.split_of` of its id: the items read
 before the protocol are tune for good; fresh items are tune or test by hash. ``--split test`` runs
-fresh test items round-robin over the sets (``--batch`` per set per round), so a session that stops
-leaves every set at about the same size; each round ends with its records written.
+fresh test items round-robin over the sets (``--batch`` per set per round, twice that for the
+off-topic sets), so a session that stops leaves every set at about the same size; each batch ends
+with its records written. ``--split reread`` runs read-before items past the tune choice as
+``test_not_fresh`` (the bridge set has no fresh items).
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit

@@ -10,7 +10,8 @@ before the protocol are tune for good; fresh items are tune or test by hash. ``-
 fresh test items round-robin over the sets (``--batch`` per set per round, twice that for the
 off-topic sets), so a session that stops leaves every set at about the same size; each batch ends
 with its records written. ``--split reread`` runs read-before items past the tune choice as
-``test_not_fresh`` (the bridge set has no fresh items).
+``test_not_fresh`` (the bridge set has no fresh items); ``--split tune_next`` runs fresh items whose
+hash says tune, kept as ``tune_next`` for the next tune round (no current figure reads them).
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit
@@ -208,10 +209,11 @@ def _items_for(name: str, split: str, per_set: int, start: int, before: frozense
             start: start + per_set]
         return
     n = len([x for x in before if x.startswith(name + ":")])
+    want = "tune" if split == "tune_next" else "test"  # tune_next: fresh hash-tune items for the next tune round
     got = 0
     size = n + 4 * (start + per_set) + 40
     for item in build(name, size)[n:]:
-        if split_of(item["id"], before) != "test":
+        if split_of(item["id"], before) != want:
             continue
         if got >= start:
             yield item
@@ -245,8 +247,8 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
         for name in names:
             assert name in SETS
             size = batch * (OFFTOPIC_WEIGHT if name.startswith("offtopic_") else 1)
-            start = r * size if split == "test" else REREAD_FROM if split == "reread" else 0
-            want = size if split == "test" else per_set
+            start = r * size if split in ("test", "tune_next") else REREAD_FROM if split == "reread" else 0
+            want = size if split in ("test", "tune_next") else per_set
             items = [i for i in _items_for(name, split, want, start, before) if i["id"] not in done[name]]
             if not items:
                 continue
@@ -255,7 +257,8 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
             ragray.run(items, out=out, resume=(out / "progress.jsonl").exists(), settings=SETTINGS,
                        top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
             edits = run_edits(items, out, pools[name], generator, config)
-            recs = export(name, items, out, edits, before, "test_not_fresh" if split == "reread" else None)
+            recs = export(name, items, out, edits, before,
+                          {"reread": "test_not_fresh", "tune_next": "tune_next"}.get(split))
             append_records(name, recs)
             done[name] |= {x["id"] for x in recs}
             seconds = time.perf_counter() - began
@@ -263,7 +266,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                 f.write(json.dumps({"set": name, "split": split, "items": len(recs), "seconds": round(seconds, 1),
                                     **{k: machine_info(("torch", "transformers"))[k] for k in ("cpu", "commit")}}) + "\n")
             print(f"{name} {split}: {len(recs)} items in {seconds:.0f} s", flush=True)
-        if split != "test":
+        if split not in ("test", "tune_next"):
             return
 
 
@@ -271,7 +274,7 @@ def main() -> None:
     from benchmarks.bench_shared_evidence import SETS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "test", "reread"], required=True)
+    ap.add_argument("--split", choices=["tune", "test", "reread", "tune_next"], required=True)
     ap.add_argument("--per-set", type=int, default=15, help="tune: items per set")
     ap.add_argument("--batch", type=int, default=5, help="test: items per set per round")
     ap.add_argument("--rounds", type=int, default=1, help="test: rounds")

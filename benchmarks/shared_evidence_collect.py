@@ -11,7 +11,8 @@ fresh test items round-robin over the sets (``--batch`` per set per round, twice
 off-topic sets), so a session that stops leaves every set at about the same size; each batch ends
 with its records written. ``--split reread`` runs read-before items past the tune choice as
 ``test_not_fresh`` (the bridge set has no fresh items); ``--split tune_next`` runs fresh items whose
-hash says tune, kept as ``tune_next`` for the next tune round (no current figure reads them).
+hash says tune, kept as ``tune_next`` for the next tune round (no current figure reads them);
+``--split test3`` runs version 3's test: hash-test items no record holds (never run, never read).
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit
@@ -55,6 +56,9 @@ OFFTOPIC_WEIGHT = 2
 #: ``test_not_fresh`` — the bridge set has no fresh items (the shared HotpotQA file holds 77 bridge
 #: questions with both supports, all read before the protocol)
 REREAD_FROM = 24
+#: ``--split test3`` (version 3): the off-topic sets get 1.5 x more again (3 x ``--batch`` per round), as
+#: the figures version 3 must settle (false alarms and gold recall on right answers) come from them
+TEST3_WEIGHT = 1.5
 
 
 def records_path(name: str) -> Path:
@@ -209,6 +213,9 @@ def _items_for(name: str, split: str, per_set: int, start: int, before: frozense
             start: start + per_set]
         return
     n = len([x for x in before if x.startswith(name + ":")])
+    if split == "test3":  # version 3: hash-test items no record holds (never run, never read), in build order
+        yield from [i for i in build(name, 10**6)[n:] if split_of(i["id"], before) == "test"]
+        return
     want = "tune" if split == "tune_next" else "test"  # tune_next: fresh hash-tune items for the next tune round
     got = 0
     size = n + 4 * (start + per_set) + 40
@@ -247,9 +254,11 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
         for name in names:
             assert name in SETS
             size = batch * (OFFTOPIC_WEIGHT if name.startswith("offtopic_") else 1)
+            size = int(size * (TEST3_WEIGHT if split == "test3" and name.startswith("offtopic_") else 1))
             start = r * size if split in ("test", "tune_next") else REREAD_FROM if split == "reread" else 0
             want = size if split in ("test", "tune_next") else per_set
             items = [i for i in _items_for(name, split, want, start, before) if i["id"] not in done[name]]
+            items = items[:size] if split == "test3" else items
             if not items:
                 continue
             out = RUNS / f"{name}.{split}.{items[0]['id'].split(':', 1)[1]}"
@@ -258,7 +267,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                        top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
             edits = run_edits(items, out, pools[name], generator, config)
             recs = export(name, items, out, edits, before,
-                          {"reread": "test_not_fresh", "tune_next": "tune_next"}.get(split))
+                          {"reread": "test_not_fresh", "tune_next": "tune_next", "test3": "test3"}.get(split))
             append_records(name, recs)
             done[name] |= {x["id"] for x in recs}
             seconds = time.perf_counter() - began
@@ -266,7 +275,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                 f.write(json.dumps({"set": name, "split": split, "items": len(recs), "seconds": round(seconds, 1),
                                     **{k: machine_info(("torch", "transformers"))[k] for k in ("cpu", "commit")}}) + "\n")
             print(f"{name} {split}: {len(recs)} items in {seconds:.0f} s", flush=True)
-        if split not in ("test", "tune_next"):
+        if split not in ("test", "tune_next", "test3"):
             return
 
 
@@ -274,7 +283,7 @@ def main() -> None:
     from benchmarks.bench_shared_evidence import SETS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "test", "reread", "tune_next"], required=True)
+    ap.add_argument("--split", choices=["tune", "test", "reread", "tune_next", "test3"], required=True)
     ap.add_argument("--per-set", type=int, default=15, help="tune: items per set")
     ap.add_argument("--batch", type=int, default=5, help="test: items per set per round")
     ap.add_argument("--rounds", type=int, default=1, help="test: rounds")

@@ -66,9 +66,12 @@ def questions(parts: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
                     yield f"{part}/{path.stem}", json.loads(line)
 
 
-def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
+def per_question(rec: dict[str, Any], bar: tuple[float, float, float | None] | None = None
+                 ) -> dict[str, float | None] | None:
     """Every candidate's LDS on one exported question; None where its design was not all scored
-    or it has too few held-out subsets or masks (the rule of ``lds_on_exports`` before)."""
+    or it has too few held-out subsets or masks (the rule of ``lds_on_exports`` before). ``bar``
+    (noise_z, min_effect, min_share): the interaction model's used bar, which picks its pairs
+    (default: ragray's)."""
     from ragray.attribution.interactions import fit_interactions
     from ragray.attribution.measures import lasso_weights
 
@@ -103,7 +106,9 @@ def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
     points = [(d, table[d]) for d in dict.fromkeys(design)]
     alone = [table[frozenset({i})] - table[frozenset()] for i in range(k)]
     drop = [table[full] - table[full - {i}] for i in range(k)]
-    fit = fit_interactions(k, points, context_threshold=1.0)
+    z, m, f = bar if bar is not None else (None, None, None)
+    fit = fit_interactions(k, points, context_threshold=1.0,
+                           **({} if bar is None else {"noise_z": z, "min_effect": m, "min_share": f}))
     ols = ols_design(k, points)
     row: dict[str, float | None] = {"interactions_model": _spearman([fit.predict(sorted(s)) for s, _ in ev], act)}
     for w in WEIGHTS:
@@ -121,11 +126,12 @@ def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
     return row
 
 
-def table(parts: Sequence[str]) -> dict[str, dict[str, float | None]]:
+def table(parts: Sequence[str], bar: tuple[float, float, float | None] | None = None
+          ) -> dict[str, dict[str, float | None]]:
     """Per question (``<part>/<set>:<question id>``): every candidate's LDS."""
     out = {}
     for where, rec in questions(parts):
-        row = per_question(rec)
+        row = per_question(rec, bar)
         if row is not None:
             out[f"{where}:{rec['question']['question_id']}"] = row
     return out

@@ -20,14 +20,16 @@ distinct prompt scored once). A mask keeps each passage with probability ½, sho
 (as the held-out subsets were), drawn from ``numpy.random.default_rng(int(sha256(question id)[:8],
 16))``; masks equal to the full or empty context, or to one of the question's evaluated held-out
 subsets, are redrawn, so no held-out subset the LDS is taken on is ever fitted on. With k = 6 there
-are only 62 non-trivial subsets, about 30 of them evaluated, so the 64 masks repeat: they cost as
+are only 62 non-trivial subsets, some 25 of them evaluated, so the 64 masks repeat: they cost as
 many scoring passes as they have distinct masks (about 30), and the Lasso sees each as often as drawn.
 
 Reproduction: the rescored full and empty contexts must match the export's ``logprob_all`` and
 ``logprob_none`` within :data:`TOLERANCE` nats and the answer must have the export's
 ``scored_tokens`` (each record also compares the baseline prompt's token count with the export's:
 the prompt is the run's); a question that does not is recorded with ``reproduces: false`` and left out of
-every figure (counted). The exports were measured on several machines (an Intel Xeon, an AMD EPYC,
+every figure (counted). The report also compares the masks the export happened to score in
+retrieval order (drop-one arms, held-out subsets not evaluated, top-k removals) with their rescored
+log-probs. The exports were measured on several machines (an Intel Xeon, an AMD EPYC,
 an H200; ``sessions.jsonl``): each record names the one its question was exported from.
 
 Records (text-free: ids and numbers) are appended per question to
@@ -326,6 +328,20 @@ def lasso_64(record: dict[str, Any], export: dict[str, Any]) -> float | None:
     return None if any(math.isnan(v) for v in w) else lds_credit.additive_lds(w, got.ev)
 
 
+def exported_in_order(export: dict[str, Any]) -> dict[frozenset[int], float]:
+    """The contexts the export scored with their passages in retrieval order, as the masks are shown:
+    the drop-one arms, the closed book, the held-out and top-k subsets (not the surrogate's masks,
+    which were shown shuffled) -> log-prob."""
+    ids = passage_ids(export)
+    full, q = frozenset(range(len(ids))), export["question"]
+    ps = sorted(export["passages"], key=lambda p: p["retrieval_rank"])
+    out = {full - {i}: q["logprob_all"] - p["logprob_drop"] for i, p in enumerate(ps) if p["logprob_drop"] is not None}
+    for sub in export["subsets"]:
+        if sub["purpose"] in ("heldout", "top_k", "closed_book") and sub["logprob"] is not None:
+            out.setdefault(frozenset(ids.index(x) for x in sub["kept_passage_ids"]), sub["logprob"])
+    return out
+
+
 def compute(path: Path = RECORDS, exports: Iterable[tuple[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
     """Every reported figure from the records and the exports: on the recorded questions that
     reproduce, the mean LDS of ``lasso_64`` and of ``lds_credit``'s :data:`ROWS` (bootstrap 95%
@@ -335,6 +351,7 @@ def compute(path: Path = RECORDS, exports: Iterable[tuple[str, dict[str, Any]]] 
     by_key = {it.key: it.export for it in items(exports)}
     rows: dict[str, dict[str, float | None]] = {}
     failed, unknown, masks_ok, deltas = [], [], True, {"logprob_all": 0.0, "logprob_none": 0.0}
+    shared = {"contexts": 0, "max_abs_difference": 0.0}
     for key, r in sorted(records.items()):
         export = by_key.get(key)
         if export is None:
@@ -348,6 +365,11 @@ def compute(path: Path = RECORDS, exports: Iterable[tuple[str, dict[str, Any]]] 
             continue
         for name in deltas:
             deltas[name] = max(deltas[name], abs(r[name] - r[f"{name}_exported"]))
+        known = exported_in_order(export)
+        for kept, lp in {frozenset(m["kept"]): m["logprob"] for m in r["masks"]}.items():
+            if kept in known:
+                shared["contexts"] += 1
+                shared["max_abs_difference"] = max(shared["max_abs_difference"], abs(lp - known[kept]))
         row = lds_credit.per_question(export) or {}
         rows[key] = {**{name: row.get(name) for name in ROWS}, NEW: lasso_64(r, export)}
     means = {}
@@ -358,6 +380,7 @@ def compute(path: Path = RECORDS, exports: Iterable[tuple[str, dict[str, Any]]] 
         "records": len(records), "reproduce": len(rows), "do_not_reproduce": len(failed),
         "not_reproducing": failed, "not_in_exports": unknown, "tolerance": TOLERANCE,
         "max_abs_difference_reproducing": deltas, "masks_are_the_seeded_draw": masks_ok,
+        "masks_the_export_scored": shared,
         "prompt_tokens_as_exported": sum(r.get("prompt_tokens") == r.get("prompt_tokens_exported")
                                          for r in records.values()),
         "lds": means,
@@ -386,6 +409,9 @@ def report_lines(result: dict[str, Any]) -> Iterator[str]:
         yield f"records of questions the exports do not give a row: {', '.join(result['not_in_exports'])}"
     d = result["max_abs_difference_reproducing"]
     yield f"largest |rescored - exported| on those: full {d['logprob_all']:.4f}, empty {d['logprob_none']:.4f} nats"
+    m = result["masks_the_export_scored"]
+    yield (f"distinct masks the export also scored (in retrieval order): {m['contexts']}, largest |difference| "
+           f"{m['max_abs_difference']:.4f} nats")
     yield (f"prompts of the export's length (baseline prompt tokens): {result['prompt_tokens_as_exported']} of "
            f"{result['records']}")
     yield f"masks are the seeded draw, none an evaluated held-out subset: {result['masks_are_the_seeded_draw']}"

@@ -82,6 +82,9 @@ def test_the_report_of_a_known_additive_game(tmp_path):
     assert got["not_reproducing"] == ["squad:q3"]
     assert got["masks_are_the_seeded_draw"] is True
     assert got["prompt_tokens_as_exported"] == 3
+    # masks the export also scored in retrieval order (drop-one arms, held-out singletons) agree
+    assert got["masks_the_export_scored"]["contexts"] > 0
+    assert got["masks_the_export_scored"]["max_abs_difference"] == 0.0
     # an additive game: the Lasso on 64 masks, drop-one and the printed credit all rank exactly
     for name in ("lasso_64", "credit_w0", "credit_w0.25_printed"):
         assert got["lds"][name]["mean"] == pytest.approx(1.0) and got["lds"][name]["n"] == 2

@@ -92,6 +92,14 @@ class InfluenceConfig(Section):
         "passages and record the answer's log-prob drop (e.g. [1, 2, 3]; empty: off)"
     )
     check_seed: int = Field(1, description="seed of the held-out subsets and the random control")
+    edit_test: bool = Field(
+        False, description="the validity panel's known-truth check, the answer follows the edit: after each "
+        "question with gold answers, replace the gold answer in each passage holding it (alone, and in all "
+        "of them where two or more do) by a same-kind substitute drawn from the data set's gold answers and "
+        "regenerate; the passages table's edit_moved says whether the answer moved with the edit. Costs one "
+        "generation per passage holding the answer, plus the unedited prompt and the every-copy case, in one "
+        "batched call per question; off by default for that cost (docs/trust.md)",
+    )
 
     similarity: Annotated[str, _registered("similarity")] = Field(
         "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"

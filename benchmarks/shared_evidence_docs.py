@@ -246,15 +246,16 @@ def reading(result: dict[str, Any]) -> list[str]:
 
 def _lasso64(r: dict[str, Any] | None) -> list[str]:
     """The 64-mask Lasso row, measured on a hash-ordered prefix of the same questions."""
-    if not r or not r.get("questions"):
+    if not r or not r.get("reproduce") or r["lds"]["lasso_64"].get("n", 0) == 0:
         return ["", "A Lasso on 64 random masks was not measured (the exports hold 24 masks per question)."]
-    p = r["pooled"]
+    p = r["lds"]
     d = r["printed_minus_lasso_64"]
-    return ["", f"ContextCite-style Lasso on 64 random masks, scored anew on the first {r['questions']} of these "
+    return ["", f"ContextCite-style Lasso on 64 random masks, scored anew on the first {r['reproduce']} of these "
             f"questions in hash order (`benchmarks/lds_lasso64.py`; each reproduces the exported full and empty "
-            f"log-probs; {r['not_reproduced']} did not and are left out): Lasso 64 {_lds(p['lasso_64'])}, printed "
-            f"influence on the same questions {_lds(p['credit_w0.25_printed'])} (2(k + 1) calls), drop-one "
-            f"{_lds(p['credit_w0'])}; printed − Lasso 64, paired: {_mean(d)}."]
+            f"log-probs within {r['tolerance']} nats; {r['do_not_reproduce']} did not and are left out): Lasso 64 "
+            f"{_lds(p['lasso_64'])}, printed influence on the same questions {_lds(p['credit_w0.25_printed'])} "
+            f"(2(k + 1) calls), drop-one {_lds(p['credit_w0'])}"
+            + (f"; printed − Lasso 64, paired: {_mean(d)}." if d.get("mean") is not None else ".")]
 
 
 def _lds(f: dict[str, Any]) -> str:

@@ -432,7 +432,10 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
 def compute() -> dict[str, Any]:
     """The whole published result from the records and the protocol files: the current version,
     and version 2 as read (``superseded``). What verify.py recomputes."""
+    from benchmarks import lds_lasso64
+
     out = compute_version(CURRENT, current=True)
+    out["lasso_64"] = lds_lasso64.compute()
     out["superseded"] = {"version_2": compute_version(V2, current=False)}
     return out
 

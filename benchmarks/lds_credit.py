@@ -24,7 +24,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,12 +66,24 @@ def questions(parts: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
                     yield f"{part}/{path.stem}", json.loads(line)
 
 
-def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
-    """Every candidate's LDS on one exported question; None where its design was not all scored
-    or it has too few held-out subsets or masks (the rule of ``lds_on_exports`` before)."""
-    from ragray.attribution.interactions import fit_interactions
-    from ragray.attribution.measures import lasso_weights
+class Scored(NamedTuple):
+    """What :func:`per_question` reads of one exported question: ``k`` passages (indices in retrieval
+    order), every scored context's log-prob (``table``: full, drop-one arms, every subset row), the
+    design's contexts, the committed random masks (``surrogate`` rows, in export order), the first
+    2(k + 1) of them not in the design (``extra``), and the held-out subsets the LDS is taken on
+    (``ev``: held-out rows neither in the design nor in ``extra``) with their log-probs."""
 
+    k: int
+    table: dict[frozenset[int], float]
+    design: list[frozenset[int]]
+    masks: list[tuple[frozenset[int], float]]
+    extra: list[frozenset[int]]
+    ev: list[tuple[frozenset[int], float]]
+
+
+def scored(rec: dict[str, Any]) -> Scored | None:
+    """The question's scored contexts and held-out evaluation subsets; None where its design was not
+    all scored or it has too few held-out subsets or masks (the rule of ``lds_on_exports`` before)."""
     q = rec["question"]
     ps = sorted(rec["passages"], key=lambda p: p["retrieval_rank"])
     ids = [p["passage_id"] for p in ps]
@@ -95,15 +107,38 @@ def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
     ev = [(s, lp) for s, lp in held if s not in design and s not in extra]
     if len(ev) < 8 or len(extra) < 2 * (k + 1):
         return None
+    return Scored(k, table, design, masks, extra, ev)
+
+
+def additive_lds(weights: Sequence[float], ev: Sequence[tuple[frozenset[int], float]]) -> float | None:
+    """LDS of per-passage ``weights`` read additively on the held-out subsets ``ev``."""
+    return _spearman([sum(weights[i] for i in s) for s, _ in ev], [lp for _, lp in ev])
+
+
+def per_question(rec: dict[str, Any], bar: tuple[float, float, float | None] | None = None
+                 ) -> dict[str, float | None] | None:
+    """Every candidate's LDS on one exported question; None where :func:`scored` is None. ``bar``
+    (noise_z, min_effect, min_share): the interaction model's used bar, which picks its pairs
+    (default: ragray's)."""
+    from ragray.attribution.interactions import fit_interactions
+    from ragray.attribution.measures import lasso_weights
+
+    got = scored(rec)
+    if got is None:
+        return None
+    k, table, design, masks, ev = got.k, got.table, got.design, got.masks, got.ev
+    full = frozenset(range(k))
     act = [lp for _, lp in ev]
 
     def lds(w: Sequence[float]) -> float | None:
-        return _spearman([sum(w[i] for i in s) for s, _ in ev], act)
+        return additive_lds(w, ev)
 
     points = [(d, table[d]) for d in dict.fromkeys(design)]
     alone = [table[frozenset({i})] - table[frozenset()] for i in range(k)]
     drop = [table[full] - table[full - {i}] for i in range(k)]
-    fit = fit_interactions(k, points, context_threshold=1.0)
+    z, m, f = bar if bar is not None else (None, None, None)
+    fit = fit_interactions(k, points, context_threshold=1.0,
+                           **({} if bar is None else {"noise_z": z, "min_effect": m, "min_share": f}))
     ols = ols_design(k, points)
     row: dict[str, float | None] = {"interactions_model": _spearman([fit.predict(sorted(s)) for s, _ in ev], act)}
     for w in WEIGHTS:
@@ -121,11 +156,12 @@ def per_question(rec: dict[str, Any]) -> dict[str, float | None] | None:
     return row
 
 
-def table(parts: Sequence[str]) -> dict[str, dict[str, float | None]]:
+def table(parts: Sequence[str], bar: tuple[float, float, float | None] | None = None
+          ) -> dict[str, dict[str, float | None]]:
     """Per question (``<part>/<set>:<question id>``): every candidate's LDS."""
     out = {}
     for where, rec in questions(parts):
-        row = per_question(rec)
+        row = per_question(rec, bar)
         if row is not None:
             out[f"{where}:{rec['question']['question_id']}"] = row
     return out

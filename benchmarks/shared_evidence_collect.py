@@ -16,10 +16,10 @@ hash says tune, kept as ``tune_next`` for the next tune round (no current figure
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit
-test (:mod:`ragray.data.edits`): one generation per passage holding the answer, with the answer
-replaced there by a same-kind substitute, and one with every such passage edited where there are
-two or more; plus the unedited prompt, which must reproduce the run's answer (a check that the edit
-prompts are the run's).
+test (:mod:`ragray.pipeline.edit_test`, the code ``influence.edit_test`` runs): one generation per
+passage holding the answer, with the answer replaced there by a same-kind substitute, and one with
+every such passage edited where there are two or more; plus the unedited prompt, which must
+reproduce the run's answer (a check that the edit prompts are the run's).
 
 Records (text-free: ids, roles, log-probs, marks, outcomes; no question, passage or answer text)
 go to ``benchmarks/results/records/shared_evidence/<set>.jsonl.gz``, appended per batch (a later
@@ -155,13 +155,13 @@ def export(name: str, items: Sequence[dict[str, Any]], out: Path, edits: dict[st
 
 def run_edits(items: Sequence[dict[str, Any]], out: Path, pool: Sequence[str], generator: Any, config: Any
               ) -> dict[str, dict[str, Any]]:
-    """The edit test of each finished question: outcome per case (``substitute`` / ``original`` /
-    ``both`` / ``neither``), the edited passages as retrieval ranks (0-based)."""
+    """The edit test of each finished question (:func:`ragray.pipeline.edit_test.edit_test`, the
+    one ``ragray run`` runs with ``influence.edit_test``): outcome per case (``substitute`` /
+    ``original`` / ``both`` / ``neither``), the edited passages as retrieval ranks (0-based)."""
     import pyarrow.parquet as pq
 
-    from ragray.data.conflicts import _contains, taken_source
-    from ragray.data.edits import edit_cases
     from ragray.generation.prompts import get_template, system_message
+    from ragray.pipeline.edit_test import edit_test
     from ragray.types import Passage
 
     template = get_template(config.generation.template)
@@ -176,32 +176,17 @@ def run_edits(items: Sequence[dict[str, Any]], out: Path, pool: Sequence[str], g
         if q is None or q.get("error") or item["id"] not in order:
             continue
         by_id = {p["id"]: p for p in item["passages"]}
-        shown = [by_id[pid] for pid in order[item["id"]]]
-        cases = edit_cases(shown, item["answers"], pool, seed=item["id"])
-        if not cases:
+        ids = order[item["id"]]
+        shown = [Passage(id=pid, text=by_id[pid]["text"], title=by_id[pid].get("title") or "") for pid in ids]
+        test = edit_test(item["question"], item["answers"], shown, pool, generator, template, system,
+                         seed=item["id"], run_answer=q.get("baseline_answer") or "")
+        if not test.cases:
             result[item["id"]] = {"cases": []}
             continue
-
-        def prompt(passages: Sequence[dict[str, Any]]) -> Any:
-            return template.build(item["question"], [Passage(id=p["id"], text=p["text"], title=p.get("title") or "")
-                                                     for p in passages], system)
-
-        gens = generator.generate([prompt(shown), *(prompt(c.passages) for c in cases)])
-        answers = [g.text or "" for g in gens]
-        a, b = cases[0].answer, cases[0].substitute
-
-        def taken(text: str) -> str:
-            got = taken_source(text, a, b)
-            if got is not None:
-                return "original" if got == "original" else "substitute"
-            return "both" if _contains(text, a) and _contains(text, b) else "neither"
-
-        ids = order[item["id"]]
         result[item["id"]] = {
-            "kind": "number" if any(c.isdigit() for c in a) else "name" if a[:1].isupper() else "phrase",
-            "unedited": taken(answers[0]), "reproduces_run": answers[0].strip() == (q.get("baseline_answer") or "").strip(),
+            "kind": test.kind, "unedited": test.unedited, "reproduces_run": test.reproduces_run,
             "cases": [{"edited": sorted(ids.index(pid) for pid in c.edited), "every_copy": c.every_copy,
-                       "outcome": taken(t)} for c, t in zip(cases, answers[1:])]}
+                       "outcome": c.outcome} for c in test.cases]}
     return result
 
 

@@ -6,9 +6,12 @@
 The marks validated are the ones users see: ragray's :func:`fit_interactions` at the run's
 defaults (``load_config().influence``) on each question's scored contexts — the function a run
 calls — and, beside it, the rule before (drop-one's log-prob share ≥ 0.75 × the question's
-largest). Definitions, goals and candidates: ``benchmarks/protocol/shared_evidence.json``
-(committed before the test split was read). :func:`compute` is what ``benchmarks/verify.py``
-reruns.
+largest). Each version has its pre-registration (definitions, goals, candidates, the bar chosen on
+tune), committed before its test split was read: ``benchmarks/protocol/shared_evidence.json``
+(version 2) and ``shared_evidence_v3.json`` (version 3, current: version 2's read test split joined
+tune, the bar was re-chosen, a fresh split was read). The published result is the current version's,
+with version 2's figures kept as read (at its own bar) under ``superseded``. :func:`compute` is what
+``benchmarks/verify.py`` reruns.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,19 @@ DROP_ONE_FRACTIONS = (0.5, 0.75, 0.9)
 #: figures defined after a test read of version 1 and kept, labelled
 POST_HOC = ("gold_copy_used_where_the_gold_suffices",)
 Marks = dict[str, Any]
+Bar = tuple[float, float, float | None]
+
+
+@dataclass(frozen=True)
+class Version:
+    """One pre-registered round: where its pre-registration and test reads live, which records are
+    its tune and test splits, and how it chose the bar on tune."""
+
+    number: int
+    registration: str  # benchmarks/protocol/<registration>.json (and .test_reads.json)
+    tune: tuple[str, ...]  # record splits that tune
+    test: str  # the record split read as test
+    rule: str  # "v2": recall - 4 x false alarms over 5%; "v3": the highest recall under a 3% false-alarm cap
 
 
 def wilson(k: int, n: int) -> list[float | None]:
@@ -51,11 +68,19 @@ def share(k: int, n: int) -> dict[str, Any]:
     return {"k": k, "n": n, "share": k / n if n else None, "ci95": wilson(k, n)}
 
 
-def load(split: str) -> dict[str, list[dict[str, Any]]]:
-    """The records of ``split`` per set (errors left out)."""
+V2 = Version(2, BENCHMARK, ("tune",), "test", "v2")
+#: version 3: version 2's read test split joins tune; a fresh split (``test3``) is read
+V3 = Version(3, f"{BENCHMARK}_v3", ("tune", "tune_next", "test"), "test3", "v3")
+CURRENT = V3
+#: version 3's cap on off-topic passages marked used on right answers, on tune
+V3_CAP = 0.03
+
+
+def load(*splits: str) -> dict[str, list[dict[str, Any]]]:
+    """The records of ``splits`` per set (errors left out)."""
     from benchmarks.shared_evidence_collect import load_records
 
-    return {name: [r for r in load_records(name) if r["split"] == split and not r.get("error")] for name in SETS}
+    return {name: [r for r in load_records(name) if r["split"] in splits and not r.get("error")] for name in SETS}
 
 
 def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
@@ -115,8 +140,10 @@ def _counter() -> tuple[dict[str, list[int]], Callable[[str, bool], None]]:
     return n, count
 
 
-def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
-    """The registered known-truth figures of one method over ``data`` (per set → records)."""
+def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks],
+            version: int = CURRENT.number) -> dict[str, Any]:
+    """The registered known-truth figures of one method over ``data`` (per set → records), as
+    ``version`` defines them (version 3 adds off-topic passages that hold no gold answer)."""
     n, count = _counter()
     misses = {"answer_in_another_passage": 0, "passages_lift_the_answer_under_2_nats": 0, "other": 0}
 
@@ -143,6 +170,10 @@ def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, A
                         count("off", u)
                         if right:
                             count("off_right", u)
+                if right:
+                    for u, p in zip(used, r["passages"]):
+                        if p["role"] == "offtopic" and not p.get("holds_answer"):
+                            count("off_right_clean", u)
                 if right and dependent:
                     hit = any(u for u, role in zip(used, roles) if role in ("gold", "support"))
                     count("gold", hit)
@@ -160,6 +191,8 @@ def figures(data: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, A
             ("offtopic_marked_used_right_answers", "off_right"), ("gold_recall_right_context_dependent", "gold"),
             ("gold_recall_right_context_dependent_unambiguous", "gold_clean"), ("bridge_both_supporting_used", "both"),
             ("bridge_needed_together", "together"))
+    if version >= 3:
+        keys += (("offtopic_marked_used_right_answers_not_holding_answer", "off_right_clean"),)
     out: dict[str, Any] = {key: share(*n.get(c, [0, 0])) for key, c in keys}
     out["gold_copy_misses_on_right_answers"] = misses
     return out
@@ -263,7 +296,7 @@ def edit_figures(data: dict[str, list[dict[str, Any]]], methods: dict[str, Calla
     return out
 
 
-def frontier(data: dict[str, list[dict[str, Any]]], chosen: tuple[float, float, float | None]) -> list[dict[str, Any]]:
+def frontier(data: dict[str, list[dict[str, Any]]], chosen: Bar) -> list[dict[str, Any]]:
     """Every grid setting's (off-topic marked used on right answers, gold recall on right,
     context-dependent answers), and drop-one's at each fraction."""
     rows = []
@@ -280,42 +313,56 @@ def frontier(data: dict[str, list[dict[str, Any]]], chosen: tuple[float, float, 
     return rows
 
 
-def tune_score(f: dict[str, Any]) -> float:
-    """The registered objective: recall of the evidence minus 4 x clear false alarms over 5%."""
+def recall_sum(f: dict[str, Any]) -> float:
+    """Recall of the evidence: gold copy on (a)+(b), gold on (d), both supports on (c), right answers."""
     return ((f["gold_copy_used_on_right_answers"]["share"] or 0) + (f["gold_recall_right_context_dependent"]["share"] or 0)
-            + (f["bridge_both_supporting_used"]["share"] or 0)
-            - 4 * max(0.0, (f["offtopic_marked_used_right_answers"]["share"] or 0) - 0.05))
+            + (f["bridge_both_supporting_used"]["share"] or 0))
 
 
-def choose(tune: dict[str, list[dict[str, Any]]]) -> tuple[tuple[float, float, float | None], list[dict[str, Any]]]:
+def tune_score(f: dict[str, Any], rule: str = CURRENT.rule) -> float:
+    """The registered objective. ``v2``: recall of the evidence minus 4 x clear false alarms over
+    5%. ``v3``: recall of the evidence where clear false alarms are at most :data:`V3_CAP`, else −inf."""
+    off = f["offtopic_marked_used_right_answers"]["share"] or 0
+    if rule == "v2":
+        return recall_sum(f) - 4 * max(0.0, off - 0.05)
+    return recall_sum(f) if off <= V3_CAP + 1e-12 else -math.inf
+
+
+def choose(tune: dict[str, list[dict[str, Any]]], version: Version = CURRENT) -> tuple[Bar, list[dict[str, Any]]]:
+    """The bar ``version``'s rule picks on ``tune``, and every grid setting's tune figures."""
     rows = []
     for z, m, f in GRID:
-        fig = figures(tune, interactions(z, m, f))
-        rows.append({"noise_z": z, "min_effect": m, "min_share": f, "score": tune_score(fig),
+        fig = figures(tune, interactions(z, m, f), version.number)
+        rows.append({"noise_z": z, "min_effect": m, "min_share": f, "score": tune_score(fig, version.rule),
                      **{k: v["share"] for k, v in fig.items() if isinstance(v, dict) and "share" in v}})
-    # ties: the setting before; then the fewest off-topic marks on all answers; then the strictest bar
-    best = max(rows, key=lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE,
-                                    -round(r["offtopic_marked_used"] or 0.0, 9), r["min_effect"], r["noise_z"],
-                                    r["min_share"] or 0.0))
+    if version.rule == "v2":  # ties: the setting before; then the fewest off-topic marks; then the strictest bar
+        key = lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE,  # noqa: E731
+                         -round(r["offtopic_marked_used"] or 0.0, 9), r["min_effect"], r["noise_z"], r["min_share"] or 0.0)
+    else:  # ties: the fewest off-topic marks on all answers; then the strictest bar
+        key = lambda r: (round(r["score"], 9), -round(r["offtopic_marked_used"] or 0.0, 9),  # noqa: E731
+                         r["min_effect"], r["noise_z"], r["min_share"] or 0.0)
+    best = max(rows, key=key)
     return (best["noise_z"], best["min_effect"], best["min_share"]), rows
 
 
 def with_bridge(fn: Callable[..., dict[str, Any]], test: dict[str, list[dict[str, Any]]],
-                bridge: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks]) -> dict[str, Any]:
+                bridge: dict[str, list[dict[str, Any]]], method: Callable[[dict[str, Any]], Marks],
+                *args: Any) -> dict[str, Any]:
     """``fn`` on the fresh test split, its bridge (c) figures from the not-fresh bridge items."""
-    out = fn(test, method)
-    from_bridge = fn(bridge, method)
+    out = fn(test, method, *args)
+    from_bridge = fn(bridge, method, *args)
     for key in out:
         if key.startswith("bridge_"):
             out[key] = from_bridge[key]
     return out
 
 
-def lds() -> dict[str, Any]:
-    """Held-out LDS on the evidence benchmark's test exports (per question: benchmarks/lds_credit.py)."""
+def lds(bar: Bar) -> dict[str, Any]:
+    """Held-out LDS on the evidence benchmark's test exports (per question: benchmarks/lds_credit.py);
+    ``bar`` picks the interaction model's pairs."""
     from benchmarks.lds_credit import TEST, paired, summary, table
 
-    rows = table(TEST)
+    rows = table(TEST, bar)
     names = sorted({n for r in rows.values() for n in r})
     pooled = {n: summary([r[n] for r in rows.values() if r.get(n) is not None]) for n in names}
     return {"questions": len(rows), "pooled": pooled,
@@ -324,59 +371,73 @@ def lds() -> dict[str, Any]:
             "printed_minus_printed_before": paired(rows, "credit_w0.25_printed", "credit_w0.5_printed")}
 
 
-def compute(reads: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The whole result from the records (and the protocol files): what verify.py recomputes."""
+def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
+    """One version's result from the records and its protocol files. ``current``: its bar must be
+    ragray's defaults (the figures are what users see); a superseded version is computed at the bar
+    it chose, as read."""
     import json
 
     from benchmarks.protocol import PROTOCOL, registered, test_reads
     from benchmarks.shared_evidence_collect import RECORDS
     from ragray.config import load_config
 
-    reg = registered(BENCHMARK)
-    tune, test = load("tune"), load("test")
+    reg = registered(version.registration)
+    tune, test = load(*version.tune), load(version.test)
     # (c) has no fresh items: its figures come from read-before items outside the tune choice
     bridge = {"bridge_hotpot": load("test_not_fresh")["bridge_hotpot"]}
-    by_rule, chosen_rows = choose(tune)
-    chosen = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule
+    by_rule, chosen_rows = choose(tune, version)
+    chosen: Bar = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule  # type: ignore[assignment]
     c = load_config().influence
-    if (c.noise_z, c.min_effect, c.min_share) != tuple(chosen):
+    if current and (c.noise_z, c.min_effect, c.min_share) != tuple(chosen):
         raise ValueError(f"ragray's defaults (noise_z {c.noise_z}, min_effect {c.min_effect}, min_share {c.min_share}) "
                          f"are not the bar chosen on tune {chosen}: the figures would not be what users see")
-    default = interactions()
+    default = interactions(*chosen)
+    n = version.number
     methods = {"default": default, "drop_one": drop_one(), "retrieval_top1": top1(None),
                "answer_similarity_top1": top1("answer_similarity")}
     calls = [r["n_calls"] for rs in test.values() for r in rs]
     ks = [len(r["passages"]) for rs in test.values() for r in rs]
     sessions = [json.loads(x) for x in (RECORDS / "sessions.jsonl").read_text().splitlines() if x.strip()]
+    sessions = [s for s in sessions if s["split"] in (*version.tune, version.test, "reread")]
     return {
-        "benchmark": BENCHMARK, "version": 2,
-        "protocol": {"preregistration": str((PROTOCOL / f"{BENCHMARK}.json").relative_to(REPO)),
+        "benchmark": BENCHMARK, "version": n,
+        "protocol": {"preregistration": str((PROTOCOL / f"{version.registration}.json").relative_to(REPO)),
                      "preregistered_commit": reg["commit"], "preregistered_date": reg["committed"],
-                     "test_reads": list(reads if reads is not None else test_reads(BENCHMARK)),
-                     "post_hoc": list(POST_HOC)},
+                     "test_reads": test_reads(version.registration), "post_hoc": list(POST_HOC)},
         "records": str(RECORDS.relative_to(REPO)),
         "machines": sorted({s["cpu"] for s in sessions}),
         "settings": {"generation.dtype": "float32"},
-        "sets": {n: {"tune": len(tune[n]), "test": len(test[n]) + len(bridge.get(n, []))} for n in SETS},
+        "sets": {name: {"tune": len(tune[name]), "test": len(test[name]) + len(bridge.get(name, []))} for name in SETS},
         "not_fresh": {"bridge_hotpot": len(bridge["bridge_hotpot"])},
-        "right_answers_test": {n: sum(bool(r["answer_correct"]) for r in [*rs, *bridge.get(n, [])])
-                               for n, rs in test.items()},
+        "right_answers_test": {name: sum(bool(r["answer_correct"]) for r in [*rs, *bridge.get(name, [])])
+                               for name, rs in test.items()},
         "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2],
                            "the_rule_gives_it": tuple(chosen) == tuple(by_rule)},
         "tune_grid": chosen_rows,
-        "test": {"default": with_bridge(figures, test, bridge, default),
-                 "drop_one": with_bridge(figures, test, bridge, drop_one())},
+        "test": {"default": with_bridge(figures, test, bridge, default, n),
+                 "drop_one": with_bridge(figures, test, bridge, drop_one(), n)},
         "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),
         "groups": {"test": with_bridge(grouping, test, bridge, default),
                    "test_before": with_bridge(grouping, test, bridge,
-                                              interactions(needed_together=False, keep_alone_weight=0.5))},
+                                              interactions(*chosen, needed_together=False, keep_alone_weight=0.5))},
         "edit_test": edit_figures(test, methods),
         "frontier": frontier(test, chosen),
         "calls_per_question": {"mean": sum(calls) / len(calls) if calls else None,
                                "k_mean": sum(ks) / len(ks) if ks else None,
                                "design": "2(k + 1): full, empty, each left out, each kept alone"},
-        "lds": lds(),
+        "lds": lds(chosen),
     }
+
+
+def compute() -> dict[str, Any]:
+    """The whole published result from the records and the protocol files: the current version,
+    and version 2 as read (``superseded``). What verify.py recomputes."""
+    from benchmarks import lds_lasso64
+
+    out = compute_version(CURRENT, current=True)
+    out["lasso_64"] = lds_lasso64.compute()
+    out["superseded"] = {"version_2": compute_version(V2, current=False)}
+    return out
 
 
 def main() -> None:
@@ -385,15 +446,16 @@ def main() -> None:
     ap.add_argument("--publish", action="store_true")
     args = ap.parse_args()
     if args.split == "tune":
-        chosen, rows = choose(load("tune"))
+        tune = load(*CURRENT.tune)
+        chosen, rows = choose(tune, CURRENT)
         for r in sorted(rows, key=lambda r: -r["score"])[:12]:
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
-        print("chosen:", chosen, {n: len(v) for n, v in load("tune").items()})
+        print("chosen:", chosen, {n: len(v) for n, v in tune.items()})
         return
     from benchmarks.protocol import record_read
 
-    reads = record_read(BENCHMARK, "shared_evidence_report.py test: every registered figure")
-    result = compute(reads)
+    record_read(CURRENT.registration, "shared_evidence_report.py test: every registered figure")
+    result = compute()
     save_result(RESULT, result)
     if args.publish:
         from benchmarks.shared_evidence_docs import publish

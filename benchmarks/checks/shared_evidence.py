@@ -16,6 +16,6 @@ def shared_evidence() -> Iterator[Figure]:
     from benchmarks.shared_evidence_report import RESULT, compute
 
     published = json.loads(RESULT.read_text(encoding="utf-8"))
-    fresh = compute(published["protocol"]["test_reads"])
+    fresh = compute()
     yield from compare_json("shared_evidence.json", published, fresh)
     yield from compare_block("docs/trust.md#shared-evidence", DOCS, DOCS_BEGIN, DOCS_END, docs_block(fresh))

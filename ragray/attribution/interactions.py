@@ -43,7 +43,7 @@ answer alone** (``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of differ
 merged) and are **not needed** (``d`` under the bar) are one group, however many, and either
 suffices; used passages that are each **missed** when left out (``d`` over the bar) and each give
 less than that alone are one group "needed together" (a bridge question's two paragraphs). The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune split of
-``benchmarks/bench_shared_evidence.py``.
+``benchmarks/bench_shared_evidence.py`` (the bar: version 3, ``benchmarks/protocol/shared_evidence_v3.json``).
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
-                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 2.0,
-                     min_effect: float = 0.5, min_share: float | None = 0.1,
+                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
+                     min_effect: float = 1.0, min_share: float | None = 0.1,
                      suffices_share: float | None = SUFFICES_SHARE, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                      needed_together: bool = True) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).

@@ -45,16 +45,16 @@ class InfluenceConfig(Section):
     interaction_shrinkage: float = Field(
         0.1, ge=0, description="interactions: ridge penalty on the pairwise terms (main effects: 0.01)")
     noise_z: float = Field(
-        2.0, ge=0, description="interactions: a passage is used when its credit is at least this many times the "
+        3.0, ge=0, description="interactions: a passage is used when its credit is at least this many times the "
         "question's jitter (1.4826 x the median |drop-one loss| of its passages) ...",
     )
     min_effect: float = Field(
-        0.5, ge=0, description="interactions: ... and at least this many nats ...",
+        1.0, ge=0, description="interactions: ... and at least this many nats ...",
     )
     min_share: float | None = Field(
         0.1, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
         "the closed book (null: no such floor); the three were chosen on the tune split of the shared-evidence "
-        "benchmark (benchmarks/protocol/shared_evidence.json)",
+        "benchmark (benchmarks/protocol/shared_evidence_v3.json)",
     )
     answer_span: Literal["full", "first_sentence", "first_line", "first_clause", "through_gold"] = Field(
         "through_gold",
@@ -92,6 +92,14 @@ class InfluenceConfig(Section):
         "passages and record the answer's log-prob drop (e.g. [1, 2, 3]; empty: off)"
     )
     check_seed: int = Field(1, description="seed of the held-out subsets and the random control")
+    edit_test: bool = Field(
+        False, description="the validity panel's known-truth check, the answer follows the edit: after each "
+        "question with gold answers, replace the gold answer in each passage holding it (alone, and in all "
+        "of them where two or more do) by a same-kind substitute drawn from the data set's gold answers and "
+        "regenerate; the passages table's edit_moved says whether the answer moved with the edit. Costs one "
+        "generation per passage holding the answer, plus the unedited prompt and the every-copy case, in one "
+        "batched call per question; off by default for that cost (docs/trust.md)",
+    )
 
     similarity: Annotated[str, _registered("similarity")] = Field(
         "rouge_l", description="rouge_l | exact_match | token_jaccard | edit"

@@ -8,7 +8,8 @@ the edited passage(s) produced the answer, by construction; where it keeps ``a``
 take ``a`` from there (another passage, or memory, gave it). An answer that holds both or neither
 is unusable (:func:`ragray.data.conflicts.taken_source`).
 
-This module builds the cases; scoring them needs one generation per case.
+This module builds the cases; scoring them needs one generation per case
+(:mod:`ragray.pipeline.edit_test` makes them).
 """
 
 from __future__ import annotations

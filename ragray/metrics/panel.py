@@ -19,6 +19,11 @@ The metric is the AUC against the gold passages (a gold passage scored above a n
 questions answered correctly (the answer contains a gold answer) whose answer depends on the
 passages (log-prob modes measure that with a closed-book pass); where dependence is not measured
 (generate mode), the questions answered correctly.
+
+With ``influence.edit_test`` the panel also holds ``edit_test``
+(:func:`ragray.metrics.edit_panel.edit_test_block`): ``used`` and the free controls scored against
+where the answer followed an edit of the passage; it needs gold answers, not gold passage ids, and
+gives no verdict of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ragray.metrics.edit_panel import edit_test_line
 from ragray.metrics.evidence import MIN_VERDICT_QUESTIONS, PRIMARY
 
 __all__ = ["METRIC", "MEASURE_NAMES", "SUBSET_WORDS", "validity_summary", "panel_lines"]
@@ -85,8 +91,16 @@ def _rows(evidence: Mapping[str, Any], keys: list[str], influence_name: str) -> 
 
 
 def validity_summary(evidence: Mapping[str, Any] | None, influence_name: str = "influence",
-                     reason: str | None = None) -> dict[str, Any]:
-    """``summary.json``'s ``panel``: the evidence statistics in plain words with one verdict."""
+                     reason: str | None = None, edit_test: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``summary.json``'s ``panel``: the evidence statistics in plain words with one verdict, and
+    ``edit_test`` (:func:`ragray.metrics.edit_panel.edit_test_block`) where the run made the edit
+    test — it needs gold answers, not gold passages, so it stands beside any verdict."""
+    panel = _gold_panel(evidence, influence_name, reason)
+    return panel if edit_test is None else {**panel, "edit_test": dict(edit_test)}
+
+
+def _gold_panel(evidence: Mapping[str, Any] | None, influence_name: str, reason: str | None) -> dict[str, Any]:
+    """The panel against gold passages."""
     keys = ["all", "answered", PRIMARY]
     base = {"metric": METRIC_WORDS, "subsets": [], "rows": [], "primary": None}
     if not evidence:
@@ -144,6 +158,8 @@ def panel_lines(panel: Mapping[str, Any] | None) -> tuple[list[str], list[list[s
     if not panel:
         return ["validity: not measured (run written before the validity panel)"], []
     lines = [f"validity against gold passages: {panel['verdict']} — {panel['sentence']}"]
+    if (edit := edit_test_line(panel.get("edit_test"))) is not None:
+        lines.append(edit)
     if not panel.get("rows"):
         return lines, []
     lines.append(f"  measure: {panel['metric']}; subsets: " + "; ".join(

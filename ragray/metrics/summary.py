@@ -23,7 +23,9 @@ from ragray.generation.engine_counts import engine_summary
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
 from ragray.metrics.evidence import evidence_panel
+from ragray.metrics.edit_panel import edit_test_block
 from ragray.metrics.panel import validity_summary
+from ragray.metrics.rates import wilson_interval
 from ragray.metrics.validity import validity_panel
 from ragray.rows.influence import InfluenceRecord
 from ragray.rows.summaries import AlignmentSummary, MeanCI, PositionSummary, RunQuality, RunSummary
@@ -41,17 +43,6 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float | None,
         return mean, None, None
     half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
     return mean, mean - half, mean + half
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float | None, float | None]:
-    """Wilson score interval of the rate k / n (None, None for n = 0): stays inside [0, 1] and is
-    honest at 0 of n or n of n, where the normal interval collapses."""
-    if n == 0:
-        return None, None
-    p, z2 = k / n, z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -242,7 +233,8 @@ def summarize_run(records: Sequence[InfluenceRecord], config: ExperimentConfig, 
         evidence=(evidence := _evidence(questions, passages, records, config)),
         panel=validity_summary(evidence, influence_label(mode["influence_mode"], config.influence.similarity),
                                reason=None if any(p.get("is_gold") for p in passages)
-                               else "no retrieved passage is marked gold (the data has no gold passage ids)"),
+                               else "no retrieved passage is marked gold (the data has no gold passage ids)",
+                               edit_test=edit_test_block(questions, passages, config.influence.edit_test)),
         engine=engine_summary(questions),
     )
 

@@ -12,7 +12,8 @@ Tune trials (``ragray.adapters.sweep.trial``), simulation mode (``ragray.simulat
           │   ├ open_generator                generators.py: the backend behind the call cache
           │   ├ InFlight                      in_flight.py: up to max_questions_in_flight at once
           │   └ influence_processor / faithfulness_processor   processors.py, one per process or actor
-          │       └ InfluenceLoop / FaithfulnessExperiment → InfluenceRecord / FaithfulnessRecord
+          │       ├ InfluenceLoop / FaithfulnessExperiment → InfluenceRecord / FaithfulnessRecord
+          │       └ edit_test                 edit_test.py: influence.edit_test, after the attribution
           └ write_record_tables, summary.json, report.html
     run_audit                                audit.py: RetrievalStage → audit_entry per query
     run_score                                score.py: QualityScorer over a user's records

@@ -1,7 +1,8 @@
 """What a command will cost in model calls, from its config, before it starts.
 
 A run's cost is its questions times one question's calls with ``retrieval.top_k`` passages (a
-question has at most that many): :func:`~ragray.ablation.cost.influence_calls` for ``run``,
+question has at most that many): :func:`~ragray.ablation.cost.influence_calls` for ``run`` (plus
+:func:`~ragray.pipeline.edit_test.edit_test_calls` with ``influence.edit_test``),
 :func:`~ragray.faithfulness.cost.faithfulness_calls` for ``interpret``, the two explanation calls of
 :func:`~ragray.audit.explain.explain_audits` for ``audit`` with ``audit.llm`` (none without). The
 questions are ``data.limit``, else the dataset's, read once here. The HTTP server refuses a request
@@ -17,6 +18,7 @@ from ragray.config import DataConfig, ExperimentConfig
 from ragray.config.limits import Limits
 from ragray.errors import RagrayError
 from ragray.faithfulness.cost import faithfulness_calls, is_upper_bound
+from ragray.pipeline.edit_test import edit_test_calls
 
 __all__ = ["Cost", "check_cost", "command_cost", "question_calls", "questions_of"]
 
@@ -50,7 +52,8 @@ def question_calls(config: ExperimentConfig, command: str, passages: int) -> tup
         return faithfulness_calls(config.faithfulness, passages), is_upper_bound(config.faithfulness)
     if command == "audit":
         return (AUDIT_LLM_CALLS if config.audit.llm else 0), True
-    return influence_calls(config.influence, passages), True
+    edits = edit_test_calls(passages) if config.influence.edit_test else 0
+    return influence_calls(config.influence, passages) + edits, True
 
 
 def questions_of(data: DataConfig) -> int:

@@ -9,6 +9,7 @@ executors resume the same way and give the same tables.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import functools
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,6 +38,7 @@ from ragray.retrieval.stage import QuestionHits, describe_sources
 from ragray.rows.base import QuestionRecord
 from ragray.rows.summaries import FaithfulnessSummary, RunSummary
 from ragray.store.recording import recorded_run
+from ragray.types import Dataset
 
 __all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "run_questions"]
 
@@ -160,6 +162,9 @@ class QuestionCommand:
     postfix: Callable[[], Callable[[Any], dict[str, str]]] | None = None
     #: part -> schema where a table's columns depend on the config (``arms``: the measures)
     schemas: Callable[[ExperimentConfig], Mapping[str, pa.Schema]] | None = None
+    #: ``prepare(config, dataset)``: keyword arguments the builder takes from the run's data set
+    #: (``run``: the edit test's substitute pool); they travel with the builder, to Ray actors too
+    prepare: Callable[[ExperimentConfig, Dataset], Mapping[str, Any]] | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -181,8 +186,10 @@ class QuestionCommand:
             qr = open_checked_run(checked, config, record_type=self.record_type)
             config = resolve_decline(config, qr.dataset)  # the prompt says how to decline where the set needs it
             postfix = self.postfix() if self.postfix else None
+            inputs = self.prepare(config, qr.dataset) if self.prepare else {}
+            builder = functools.partial(self.builder, **inputs) if inputs else self.builder
             began = time.perf_counter()
-            executor = run_questions(qr, config, self.builder, self.command, progress, postfix, self.record_type,
+            executor = run_questions(qr, config, builder, self.command, progress, postfix, self.record_type,
                                      generator, on_record)
             loop_s = time.perf_counter() - began
             records = qr.records()

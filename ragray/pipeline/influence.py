@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from ragray.metrics.summary import summarize_run
 from ragray.pipeline.executors import QuestionCommand
-from ragray.pipeline.processors import influence_processor
+from ragray.pipeline.processors import edit_test_inputs, influence_processor
 from ragray.rows.influence import InfluenceRecord
 
 __all__ = ["run_influence"]
@@ -31,7 +31,8 @@ def _calls_per_second() -> Callable[[InfluenceRecord], dict[str, str]]:
 
 
 run_influence = QuestionCommand(
-    "run", InfluenceRecord, influence_processor, summarize_run, postfix=_calls_per_second,
-    doc="Retrieve → baseline → drop-one → influence for every question (see :mod:`ragray.pipeline.influence`); "
+    "run", InfluenceRecord, influence_processor, summarize_run, postfix=_calls_per_second, prepare=edit_test_inputs,
+    doc="Retrieve → baseline → drop-one → influence for every question (see :mod:`ragray.pipeline.influence`), "
+        "then the edit test where ``influence.edit_test`` is on (:mod:`ragray.pipeline.edit_test`); "
         "``generator`` overrides the configured backend (tests, Serve replicas that hold a model).",
 )

@@ -6,7 +6,8 @@ Shape read here::
      "sentence": str, "metric": str, "primary": subset key,
      "subsets": [{"key", "name", "definition", "n"}],
      "rows": [{"name", "control": bool, "values": {subset key: {"mean", "low", "high"} | None},
-               "beats_every_control": bool | None}]}
+               "beats_every_control": bool | None}],
+     "edit_test": {...}}   # only with influence.edit_test: ragray.metrics.edit_panel, shown as one line
 
 Rows are measures, columns subsets (the primary one first); a control is marked "free control".
 Runs without the key keep the older validity sections (:mod:`ragray.report.trust`).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ragray.metrics.edit_panel import edit_test_line
 from ragray.report.page import esc, fmt, table
 
 __all__ = ["PANEL_CSS", "panel_section"]
@@ -43,9 +45,10 @@ def panel_section(panel: dict[str, Any]) -> str:
     head = (f'<p data-key="panel.verdict" data-value="{esc(json.dumps(verdict))}">'
             f'<span class="pverdict {esc(verdict.replace(" ", "-"))}">{esc(verdict)}</span>'
             f'{esc(panel.get("sentence") or "")}</p>')
+    edit = _edit_test(panel.get("edit_test"))
     if not panel.get("available"):
         return (_HEADING + head + f'<p class=muted data-key="panel.available" data-value="false">not measured: '
-                f'{esc(panel.get("reason") or "no reason given")}</p>')
+                f'{esc(panel.get("reason") or "no reason given")}</p>' + edit)
     primary = panel.get("primary")
     subsets = sorted(panel.get("subsets") or [], key=lambda s: s.get("key") != primary)
     headers = ["measure"] + [f'{s.get("name") or s.get("key")} ({s.get("n")})' for s in subsets] + ["beats every control"]
@@ -63,4 +66,13 @@ def panel_section(panel: dict[str, Any]) -> str:
     numeric = tuple(range(1, len(subsets) + 1))
     return (_HEADING + head + f"<p class=sub>{esc(panel.get('metric') or '')}: mean over questions "
             "[95% interval]; a free control costs no model call.</p>"
-            + table(headers, rows, attrs=' id="panel"', numeric=numeric) + f"<ul class=small>{defs}</ul>")
+            + table(headers, rows, attrs=' id="panel"', numeric=numeric) + f"<ul class=small>{defs}</ul>" + edit)
+
+
+def _edit_test(block: dict[str, Any] | None) -> str:
+    """The edit test's one line (nothing when the run did not make it)."""
+    line = edit_test_line(block)
+    if line is None:
+        return ""
+    return (f'<p data-key="panel.edit_test.available" data-value="{esc(json.dumps(bool(block.get("available"))))}">'
+            f"{esc(line)}</p>")

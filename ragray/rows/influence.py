@@ -110,6 +110,14 @@ class QuestionRow(Row):
     carried_by: Annotated[list[int] | None, doc("interactions, diffuse answers (no passage clears the bar): the "
                                                 "retrieval ranks of the fewest passages whose influence sums to "
                                                 "at least 0.5 — together they carry the answer")] = None
+    edit_calls: Annotated[int | None, doc("influence.edit_test: generations of the edit test (the unedited "
+                                          "prompt and one per edit; 0: no passage holds a gold answer or no "
+                                          "substitute of its kind); null: not run")] = None
+    edit_unedited: Annotated[str | None, doc("influence.edit_test: what the unedited prompt's answer holds: "
+                                             "original | substitute | both | neither (passages are labelled "
+                                             "only on original)")] = None
+    edit_reproduces: Annotated[bool | None, doc("influence.edit_test: the unedited prompt gave the run's answer "
+                                                "(the edit prompts are the run's)")] = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,11 @@ class PassageRow(Row):
                                      "clears the question's noise bar; other modes: influence.used_rule over the "
                                      "question's influences; never on an answer that does not depend on the "
                                      "passages; null where not measured")] = None
+    edit_moved: Annotated[bool | None, doc("influence.edit_test: the answer moved to the substitute when the gold "
+                                           "answer was replaced in this passage alone (true: used, by "
+                                           "construction), or stayed though no other passage held it (false); "
+                                           "null: not labelled (not holding the answer, a copy held it too, an "
+                                           "answer holding both or neither, or the test off)")] = None
     title: str | None = None
     text: str | None = None
 

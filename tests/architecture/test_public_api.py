@@ -35,8 +35,8 @@ SIGNATURES = {
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "
                      "'type[QuestionRecord]', generator: 'ModelSource | None' = None, on_record: "
                      "'Callable[[QuestionRecord], None] | None' = None) -> 'Executor'",
-    "influence_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "
-                           "'Callable[[QuestionHits], InfluenceRecord]'",
+    "influence_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None, *, substitutes: "
+                           "'Sequence[str] | None' = None) -> 'Callable[[QuestionHits], InfluenceRecord]'",
     "faithfulness_processor": "(config: 'ExperimentConfig', generator: 'Generator | None' = None) -> "
                               "'Callable[[QuestionHits], FaithfulnessRecord]'",
     "audit_entry": "(qid: 'str', query: 'str', hits: 'Sequence[Hit]', relevant_ids: 'Sequence[str]', k: 'int', "

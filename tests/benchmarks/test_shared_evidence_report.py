@@ -91,3 +91,25 @@ def test_the_split_is_a_hash_of_the_id_and_items_read_before_stay_in_tune(item):
     ids = [f"offtopic_squad:{i}" for i in range(3000)]
     share = sum(split_of(i) == "tune" for i in ids) / len(ids)
     assert 0.3 < share < 0.37  # one in three, by hash
+
+
+def test_version_3_never_chooses_a_bar_over_its_false_alarm_cap_and_version_2_keeps_its_rule():
+    rows = {(r["noise_z"], r["min_effect"], r["min_share"]): r for r in report.choose(data(), report.V2)[1]}
+    v3_chosen, v3_rows = report.choose(data(), report.V3)
+    for r in v3_rows:
+        if (r["offtopic_marked_used_right_answers"] or 0) > report.V3_CAP:
+            assert r["score"] == -math.inf
+    assert (v3_rows[report.GRID.index(v3_chosen)]["offtopic_marked_used_right_answers"] or 0) <= report.V3_CAP
+    # version 2's objective: recall minus 4 x false alarms over 5%, unchanged
+    assert all(math.isclose(r["score"], report.recall_sum(r_fig) - 4 * max(0.0, (r_fig["offtopic_marked_used_right_answers"]["share"] or 0) - 0.05))
+               for key, r in rows.items()
+               for r_fig in [report.figures(data(), report.interactions(*key), 2)])
+
+
+def test_off_topic_passages_that_hold_the_answer_are_counted_apart_from_version_3_on():
+    d = data()
+    d["offtopic_squad"][0]["passages"][2]["holds_answer"] = True
+    v3, v2 = report.figures(d, report.interactions(), 3), report.figures(d, report.interactions(), 2)
+    assert v3["offtopic_marked_used_right_answers_not_holding_answer"]["n"] == 1
+    assert v3["offtopic_marked_used_right_answers"]["n"] == 2
+    assert "offtopic_marked_used_right_answers_not_holding_answer" not in v2

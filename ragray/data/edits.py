@@ -15,6 +15,7 @@ This module builds the cases; scoring them needs one generation per case
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,14 +52,24 @@ def answer_in(passages: Sequence[Mapping[str, Any]], answers: Sequence[str]) -> 
 
 def substitute_for(answer: str, pool: Sequence[str], passages: Sequence[Mapping[str, Any]], seed: str) -> str | None:
     """A same-kind answer from ``pool`` (other questions' answers) that stands in none of
-    ``passages`` and neither contains nor is contained in ``answer``; seeded by ``seed``."""
+    ``passages`` and neither contains nor is contained in ``answer`` — for a number, one of the same
+    shape where the pool has one; seeded by ``seed``."""
     kind = _kind(answer)
     a = normalize_answer(answer)
     texts = [p.get("text") or "" for p in passages]
     candidates = sorted({b for b in pool if normalize_answer(b) and _kind(b) == kind
                          and a not in normalize_answer(b) and normalize_answer(b) not in a
                          and not any(_contains(t, b) for t in texts)})
+    if kind[0]:  # a number: one of the same shape (a year for a year, not "31 metres"), the same leading
+        # digit where there is one (1899 for 1871, not 3850: a small model declines an implausible edit)
+        candidates = [b for b in candidates if _shape(b) == _shape(answer)] or candidates
+        candidates = [b for b in candidates if b.strip()[:1] == answer.strip()[:1]] or candidates
     return random.Random(seed).choice(candidates) if candidates else None
+
+
+def _shape(text: str) -> str:
+    """``text`` with every digit read as 0: "1871" and "1899" share a shape, "2,400" and "31 metres" not."""
+    return re.sub(r"\d", "0", text.strip().lower())
 
 
 def edit_cases(passages: Sequence[Mapping[str, Any]], answers: Sequence[str], pool: Sequence[str],

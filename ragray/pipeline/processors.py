@@ -84,9 +84,14 @@ def influence_processor(
 
 def edit_test_inputs(config: ExperimentConfig, dataset: Dataset) -> dict[str, Any]:
     """What :func:`influence_processor` takes from the run's data set: with ``influence.edit_test``,
-    the substitute pool (every gold answer of the data set); nothing without it."""
+    the substitute pool (every gold answer of the data set, the questions past ``data.limit`` too);
+    nothing without it."""
     if not config.influence.edit_test:
         return {}
+    if config.data.limit is not None:  # the pool is the whole data set's, not the first questions' (--limit 1)
+        from ragray.data.loading import load_dataset
+
+        dataset = load_dataset(config.data.model_copy(update={"limit": None}))
     return {"substitutes": substitute_pool(q.answers for q in dataset.questions)}
 
 

@@ -164,3 +164,13 @@ def test_a_run_without_the_option_makes_no_edit_generation_and_no_block():
     assert _calls(on) - _calls(off) == 8  # the edit test's generations, and only with the option
     assert "edit_test" not in r.summary["panel"]
     assert r.passages["edit_moved"].isna().all() and r.questions["edit_calls"].isna().all()
+
+
+def test_a_year_is_replaced_by_a_year_of_the_same_shape_and_leading_digit():
+    from ragray.data.edits import substitute_for
+
+    pool = ["31 metres", "2,400", "3850", "1962", "Hester Quaile"]
+    passages = [{"id": "p", "text": "first lit in 1871"}]
+    assert substitute_for("1871", pool, passages, seed="q") == "1962"
+    assert substitute_for("1871", ["31 metres"], passages, seed="q") == "31 metres"  # no year: any number
+    assert substitute_for("Kell", pool, passages, seed="q") == "Hester Quaile"

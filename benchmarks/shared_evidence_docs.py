@@ -218,14 +218,14 @@ def reading(result: dict[str, Any]) -> list[str]:
     lo, hi = (pr["ci95"] if pr["ci95"][0] is not None else (None, None))
     out = ["", f"**Read plainly** (version {result['version']}, written from the result): the pre-registered headline, "
            f"a gold copy marked used on right answers whose gold passage is copied, is {head['share']:.2f} "
-           f"({_kn(head)}), {_versus(head['share'], head_d['share'])} drop-one ({head_d['share']:.2f}): the goal "
-           f"(≥ drop-one) is {'met' if head_ok else '**not met**'}. On right answers the default marks "
+           f"({_kn(head)}), {_versus(head['share'], head_d['share'])} drop-one ({head_d['share']:.2f}): its goal, "
+           f"≥ drop-one, is {'met' if head_ok else '**not met**'}. On right answers the default marks "
            f"{_kn(off)} off-topic passages used ({_pct(off).split(' ')[0]}; drop-one {_kn(off_d)}): the 5% goal is "
            f"{'met' if off_ok else '**not met**'}, and its 95% interval reaches {off['ci95'][1]:.2f}"
            + (f" (of those that hold no gold answer, {_kn(clean)})." if clean else ".")
            + f" It finds the gold on {_kn(rec)} right, context-dependent answers against drop-one's {_kn(rec_d)} "
            f"(default − drop-one {_mean(pr, 2)}; default only {pr.get('only_first', 0)}, drop-one only "
-           f"{pr.get('only_second', 0)}): the recall goal (the interval includes 0 or lies above it) is "
+           f"{pr.get('only_second', 0)}): the recall goal, an interval that includes 0 or lies above it, is "
            f"{'met' if rec_ok else '**not met**'}"
            + ("; the interval lies below 0: drop-one finds the gold on answers the default misses, beyond noise."
               if hi is not None and hi < 0 else

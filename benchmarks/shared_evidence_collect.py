@@ -12,7 +12,8 @@ off-topic sets), so a session that stops leaves every set at about the same size
 with its records written. ``--split reread`` runs read-before items past the tune choice as
 ``test_not_fresh`` (the bridge set has no fresh items); ``--split tune_next`` runs fresh items whose
 hash says tune, kept as ``tune_next`` for the next tune round (no current figure reads them);
-``--split test3`` runs version 3's test: hash-test items no record holds (never run, never read).
+``--split test3`` runs version 3's test: hash-test items no record holds (never run, never read);
+``--split test4`` runs version 4's the same way, with ``--dup-batch`` items per duplicate set per round.
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit
@@ -59,6 +60,8 @@ REREAD_FROM = 24
 #: ``--split test3`` (version 3): the off-topic sets get 1.5 x more again (3 x ``--batch`` per round), as
 #: the figures version 3 must settle (false alarms and gold recall on right answers) come from them
 TEST3_WEIGHT = 1.5
+#: the fresh test splits: hash-test items no record holds when they are run (never run, never read)
+FRESH_TESTS = ("test3", "test4")
 
 
 def records_path(name: str) -> Path:
@@ -198,7 +201,7 @@ def _items_for(name: str, split: str, per_set: int, start: int, before: frozense
             start: start + per_set]
         return
     n = len([x for x in before if x.startswith(name + ":")])
-    if split == "test3":  # version 3: hash-test items no record holds (never run, never read), in build order
+    if split in FRESH_TESTS:  # versions 3 and 4: hash-test items no record holds (never run, never read), in build order
         yield from [i for i in build(name, 10**6)[n:] if split_of(i["id"], before) == "test"]
         return
     want = "tune" if split == "tune_next" else "test"  # tune_next: fresh hash-tune items for the next tune round
@@ -223,7 +226,7 @@ def answer_pool(name: str) -> list[str]:
     return sorted({a for r in _jsonl(SHARED_DATA / src) for a in r["answers"][:1] if a and a.lower() not in ("yes", "no")})
 
 
-def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: int) -> None:
+def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: int, dup_batch: int | None = None) -> None:
     import ragray
     from benchmarks.bench_shared_evidence import SETS
     from ragray.config import load_config
@@ -239,11 +242,13 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
         for name in names:
             assert name in SETS
             size = batch * (OFFTOPIC_WEIGHT if name.startswith("offtopic_") else 1)
-            size = int(size * (TEST3_WEIGHT if split == "test3" and name.startswith("offtopic_") else 1))
+            size = int(size * (TEST3_WEIGHT if split in FRESH_TESTS and name.startswith("offtopic_") else 1))
+            if split == "test4" and dup_batch is not None and not name.startswith("offtopic_"):
+                size = dup_batch
             start = r * size if split in ("test", "tune_next") else REREAD_FROM if split == "reread" else 0
             want = size if split in ("test", "tune_next") else per_set
             items = [i for i in _items_for(name, split, want, start, before) if i["id"] not in done[name]]
-            items = items[:size] if split == "test3" else items
+            items = items[:size] if split in FRESH_TESTS else items
             if not items:
                 continue
             out = RUNS / f"{name}.{split}.{items[0]['id'].split(':', 1)[1]}"
@@ -252,7 +257,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                        top_k=max(len(i["passages"]) for i in items), history=False, progress=False)
             edits = run_edits(items, out, pools[name], generator, config)
             recs = export(name, items, out, edits, before,
-                          {"reread": "test_not_fresh", "tune_next": "tune_next", "test3": "test3"}.get(split))
+                          {"reread": "test_not_fresh", "tune_next": "tune_next", "test3": "test3", "test4": "test4"}.get(split))
             append_records(name, recs)
             done[name] |= {x["id"] for x in recs}
             seconds = time.perf_counter() - began
@@ -260,7 +265,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
                 f.write(json.dumps({"set": name, "split": split, "items": len(recs), "seconds": round(seconds, 1),
                                     **{k: machine_info(("torch", "transformers"))[k] for k in ("cpu", "commit")}}) + "\n")
             print(f"{name} {split}: {len(recs)} items in {seconds:.0f} s", flush=True)
-        if split not in ("test", "tune_next", "test3"):
+        if split not in ("test", "tune_next", *FRESH_TESTS):
             return
 
 
@@ -268,13 +273,14 @@ def main() -> None:
     from benchmarks.bench_shared_evidence import SETS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "test", "reread", "tune_next", "test3"], required=True)
+    ap.add_argument("--split", choices=["tune", "test", "reread", "tune_next", *FRESH_TESTS], required=True)
     ap.add_argument("--per-set", type=int, default=15, help="tune: items per set")
     ap.add_argument("--batch", type=int, default=5, help="test: items per set per round")
     ap.add_argument("--rounds", type=int, default=1, help="test: rounds")
+    ap.add_argument("--dup-batch", type=int, default=None, help="test4: items per duplicate set per round")
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
     args = ap.parse_args()
-    collect(args.sets, args.split, args.per_set, args.rounds, args.batch)
+    collect(args.sets, args.split, args.per_set, args.rounds, args.batch, args.dup_batch)
 
 
 if __name__ == "__main__":

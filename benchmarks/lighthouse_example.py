@@ -6,7 +6,7 @@ checks).
     python benchmarks/lighthouse_example.py publish   # the docs/trust.md table, from the record
 
 The record (``benchmarks/results/records/lighthouse.json``) keeps every scored context; the table
-is ragray's ``fit_interactions`` at the defaults on it, so ``benchmarks/verify.py`` rebuilds it.
+is ragray's ``fit_at`` (``fit_interactions`` at the defaults) on it, so ``benchmarks/verify.py`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -62,14 +62,11 @@ def run() -> dict[str, Any]:
 
 def block(record: dict[str, Any]) -> str:
     """The table: per passage, kept alone, left out, credit and the used mark, from the record."""
-    from ragray.attribution.interactions import fit_interactions
+    from ragray.attribution.interactions import fit_at
     from ragray.config import load_config
 
-    c = load_config().influence
     k = len(record["passages"])
-    fit = fit_interactions(k, [(frozenset(s), v) for s, v in record["contexts"]], context_threshold=c.context_threshold,
-                           pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage, noise_z=c.noise_z,
-                           min_effect=c.min_effect, min_share=c.min_share)
+    fit = fit_at(load_config().influence, k, [(frozenset(s), v) for s, v in record["contexts"]])
     out = ["| passage | kept alone: gain over no passages (nats) | left out: loss (nats) | credit (nats) | influence | used |",
            "|---|---|---|---|---|---|"]
     for i, p in enumerate(record["passages"]):

@@ -85,7 +85,11 @@ def _pareto(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _bar(c: dict[str, Any]) -> str:
-    return f"`noise_z` {c['noise_z']:g}, `min_effect` {c['min_effect']:g}, `min_share` {c['min_share']}"
+    """A setting: the bar, and the leader where the version's grid has one."""
+    bar = f"`noise_z` {c['noise_z']:g}, `min_effect` {c['min_effect']:g}, `min_share` {c['min_share']}"
+    if "lead_z" not in c:
+        return bar
+    return bar + (", no leader" if c["lead_z"] is None else f", leader `lead_z` {c['lead_z']:g}, `lead_share` {c['lead_share']:g}")
 
 
 def _reads(proto: dict[str, Any]) -> str:
@@ -93,18 +97,18 @@ def _reads(proto: dict[str, Any]) -> str:
 
 
 #: version 3 compares its headline with drop-one; version 2's goal was 0.9
-HEADLINE_GOAL = {2: "≥ 0.9", 3: "≥ drop-one"}
+HEADLINE_GOAL = {2: "≥ 0.9", 3: "≥ drop-one", 4: "≥ drop-one"}
 #: the short table of a superseded version
 SUPERSEDED_FIGURES = ("gold_copy_used_on_right_answers", "offtopic_marked_used_right_answers",
                       "gold_recall_right_context_dependent", "offtopic_marked_used")
 
 
-def _superseded(v: dict[str, Any]) -> list[str]:
+def _superseded(v: dict[str, Any], current: int) -> list[str]:
     t, proto = v["test"], v["protocol"]
     sets = ", ".join(f"{n} {x['test']}" for n, x in v["sets"].items() if n not in v["not_fresh"])
     out = ["", f"Version {v['version']}, superseded (its own bar {_bar(v['chosen_on_tune'])}; pre-registered in "
            f"`{proto['preregistration']}` at {proto['preregistered_commit']}, test read at {_reads(proto)}; test "
-           f"split {sets}; its items now tune version 3). Kept as read:", "",
+           f"split {sets}; its items now tune version {current}). Kept as read:", "",
            f"| figure (version {v['version']}) | default then | drop-one, 0.75 × max |", "|---|---|---|"]
     labels = {key: label for key, label, _ in FIGURES}
     out += [f"| {labels[key]} | {_ci(t['default'][key])} | {_ci(t['drop_one'][key])} |" for key in SUPERSEDED_FIGURES]
@@ -147,11 +151,10 @@ def docs_block(result: dict[str, Any]) -> str:
             "|---|---|---|"]
     for r in _pareto(result["frontier"]):
         name = (f"drop-one, {r['fraction']:g} × max" if r["rule"] == "drop-one" else
-                f"`noise_z` {r['noise_z']:g}, `min_effect` {r['min_effect']:g}, `min_share` {r['min_share']}"
-                + (" **(default)**" if r["default"] else ""))
+                _bar(r) + (" **(default)**" if r["default"] else ""))
         out.append(f"| {name} | {_ci(r['offtopic_right'])} | {_ci(r['gold_recall'])} |")
     for v in (result.get("superseded") or {}).values():
-        out += _superseded(v)
+        out += _superseded(v, version)
     e = result["edit_test"]
     out += ["", "The answer follows the edit (test split; the answer replaced by a same-kind substitute in one passage "
             "that holds it: the passage was used when the answer moves to the substitute). Precision / recall of each "

@@ -39,6 +39,7 @@ DROP_ONE_FRACTIONS = (0.5, 0.75, 0.9)
 POST_HOC = ("gold_copy_used_where_the_gold_suffices",)
 Marks = dict[str, Any]
 Bar = tuple[float, float, float | None]
+Lead = tuple[float, float] | None  # (lead_z, lead_share) of the leader rule; None: no leader
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Version:
     tune: tuple[str, ...]  # record splits that tune
     test: str  # the record split read as test
     rule: str  # "v2": recall - 4 x false alarms over 5%; "v3": the highest recall under a 3% false-alarm cap
+    leads: tuple[Lead, ...] = (None,)  # the leader settings in its grid (versions 2 and 3: none)
 
 
 def wilson(k: int, n: int) -> list[float | None]:
@@ -71,7 +73,10 @@ def share(k: int, n: int) -> dict[str, Any]:
 V2 = Version(2, BENCHMARK, ("tune",), "test", "v2")
 #: version 3: version 2's read test split joins tune; a fresh split (``test3``) is read
 V3 = Version(3, f"{BENCHMARK}_v3", ("tune", "tune_next", "test"), "test3", "v3")
-CURRENT = V3
+#: version 4: version 3's read test split joins tune; the leader joins the grid; a fresh split (``test4``) is read
+V4 = Version(4, f"{BENCHMARK}_v4", ("tune", "tune_next", "test", "test3"), "test4", "v3",
+             (None, (2.0, 0.0), (2.0, 0.25)))
+CURRENT = V4
 #: version 3's cap on off-topic passages marked used on right answers, on tune
 V3_CAP = 0.03
 
@@ -88,19 +93,21 @@ def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
 
 
 def interactions(z: float | None = None, m: float | None = None, f: float | None | str = "default",
-                 **keywords: Any) -> Callable[[dict[str, Any]], Marks]:
+                 lead: Lead | str = "default", **keywords: Any) -> Callable[[dict[str, Any]], Marks]:
     """The default's marks (``fit_interactions`` at ragray's influence defaults; ``z``, ``m``, ``f``
-    override the bar)."""
+    and ``lead`` override the bar and the leader)."""
     from ragray.attribution.interactions import fit_interactions
     from ragray.config import load_config
 
     c = load_config().influence
+    lead_z, lead_share = (c.lead_z, c.lead_share) if lead == "default" else lead or (None, 0.0)
 
     def marks(r: dict[str, Any]) -> Marks:
         fit = fit_interactions(len(r["passages"]), contexts(r), context_threshold=c.context_threshold,
                                pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
                                noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
-                               min_share=c.min_share if f == "default" else f, **keywords)
+                               min_share=c.min_share if f == "default" else f, lead_z=lead_z, lead_share=lead_share,
+                               **keywords)
         return {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
                 "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
     return marks
@@ -296,14 +303,23 @@ def edit_figures(data: dict[str, list[dict[str, Any]]], methods: dict[str, Calla
     return out
 
 
-def frontier(data: dict[str, list[dict[str, Any]]], chosen: Bar) -> list[dict[str, Any]]:
+def _lead_keys(lead: Lead, leads: Sequence[Lead]) -> dict[str, Any]:
+    """A row's leader columns, where the version's grid has a leader (versions 2 and 3 have none)."""
+    if leads == (None,):
+        return {}
+    return {"lead_z": lead[0] if lead else None, "lead_share": lead[1] if lead else None}
+
+
+def frontier(data: dict[str, list[dict[str, Any]]], chosen: Bar, leads: Sequence[Lead] = (None,),
+             lead: Lead = None) -> list[dict[str, Any]]:
     """Every grid setting's (off-topic marked used on right answers, gold recall on right,
     context-dependent answers), and drop-one's at each fraction."""
     rows = []
-    for z, m, f in GRID:
-        fig = figures(data, interactions(z, m, f))
-        rows.append({"rule": "interactions", "noise_z": z, "min_effect": m, "min_share": f,
-                     "default": (z, m, f) == chosen, "offtopic_right": fig["offtopic_marked_used_right_answers"],
+    for (z, m, f), ld in ((bar, ld) for bar in GRID for ld in leads):
+        fig = figures(data, interactions(z, m, f, ld))
+        rows.append({"rule": "interactions", "noise_z": z, "min_effect": m, "min_share": f, **_lead_keys(ld, leads),
+                     "default": (z, m, f) == chosen and ld == lead,
+                     "offtopic_right": fig["offtopic_marked_used_right_answers"],
                      "gold_recall": fig["gold_recall_right_context_dependent"]})
     for frac in DROP_ONE_FRACTIONS:
         fig = figures(data, drop_one(frac))
@@ -328,21 +344,25 @@ def tune_score(f: dict[str, Any], rule: str = CURRENT.rule) -> float:
     return recall_sum(f) if off <= V3_CAP + 1e-12 else -math.inf
 
 
-def choose(tune: dict[str, list[dict[str, Any]]], version: Version = CURRENT) -> tuple[Bar, list[dict[str, Any]]]:
-    """The bar ``version``'s rule picks on ``tune``, and every grid setting's tune figures."""
+def choose(tune: dict[str, list[dict[str, Any]]], version: Version = CURRENT
+           ) -> tuple[Bar, Lead, list[dict[str, Any]]]:
+    """The bar and leader ``version``'s rule picks on ``tune``, and every grid setting's tune figures."""
     rows = []
-    for z, m, f in GRID:
-        fig = figures(tune, interactions(z, m, f), version.number)
-        rows.append({"noise_z": z, "min_effect": m, "min_share": f, "score": tune_score(fig, version.rule),
+    for (z, m, f), ld in ((bar, ld) for bar in GRID for ld in version.leads):
+        fig = figures(tune, interactions(z, m, f, ld), version.number)
+        rows.append({"noise_z": z, "min_effect": m, "min_share": f, **_lead_keys(ld, version.leads),
+                     "score": tune_score(fig, version.rule),
                      **{k: v["share"] for k, v in fig.items() if isinstance(v, dict) and "share" in v}})
     if version.rule == "v2":  # ties: the setting before; then the fewest off-topic marks; then the strictest bar
         key = lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE,  # noqa: E731
                          -round(r["offtopic_marked_used"] or 0.0, 9), r["min_effect"], r["noise_z"], r["min_share"] or 0.0)
-    else:  # ties: the fewest off-topic marks on all answers; then the strictest bar
+    else:  # ties: the fewest off-topic marks on all answers; then the strictest bar (and leader)
         key = lambda r: (round(r["score"], 9), -round(r["offtopic_marked_used"] or 0.0, 9),  # noqa: E731
-                         r["min_effect"], r["noise_z"], r["min_share"] or 0.0)
+                         r["min_effect"], r["noise_z"], r["min_share"] or 0.0,
+                         math.inf if r.get("lead_z") is None else r["lead_z"], r.get("lead_share") or 0.0)
     best = max(rows, key=key)
-    return (best["noise_z"], best["min_effect"], best["min_share"]), rows
+    lead = None if best.get("lead_z") is None else (best["lead_z"], best["lead_share"])
+    return (best["noise_z"], best["min_effect"], best["min_share"]), lead, rows
 
 
 def with_bridge(fn: Callable[..., dict[str, Any]], test: dict[str, list[dict[str, Any]]],
@@ -385,13 +405,16 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
     tune, test = load(*version.tune), load(version.test)
     # (c) has no fresh items: its figures come from read-before items outside the tune choice
     bridge = {"bridge_hotpot": load("test_not_fresh")["bridge_hotpot"]}
-    by_rule, chosen_rows = choose(tune, version)
+    by_rule, lead_by_rule, chosen_rows = choose(tune, version)
     chosen: Bar = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule  # type: ignore[assignment]
+    lead: Lead = tuple(reg["used_bar"]["chosen_lead"]) if reg["used_bar"].get("chosen_lead") else None  # type: ignore[assignment]
     c = load_config().influence
-    if current and (c.noise_z, c.min_effect, c.min_share) != tuple(chosen):
-        raise ValueError(f"ragray's defaults (noise_z {c.noise_z}, min_effect {c.min_effect}, min_share {c.min_share}) "
-                         f"are not the bar chosen on tune {chosen}: the figures would not be what users see")
-    default = interactions(*chosen)
+    if current and ((c.noise_z, c.min_effect, c.min_share) != tuple(chosen)
+                    or (None if c.lead_z is None else (c.lead_z, c.lead_share)) != lead):
+        raise ValueError(f"ragray's defaults (noise_z {c.noise_z}, min_effect {c.min_effect}, min_share {c.min_share}, "
+                         f"lead_z {c.lead_z}, lead_share {c.lead_share}) are not the setting chosen on tune "
+                         f"{chosen}, leader {lead}: the figures would not be what users see")
+    default = interactions(*chosen, lead)
     n = version.number
     methods = {"default": default, "drop_one": drop_one(), "retrieval_top1": top1(None),
                "answer_similarity_top1": top1("answer_similarity")}
@@ -412,16 +435,18 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
         "right_answers_test": {name: sum(bool(r["answer_correct"]) for r in [*rs, *bridge.get(name, [])])
                                for name, rs in test.items()},
         "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2],
-                           "the_rule_gives_it": tuple(chosen) == tuple(by_rule)},
+                           **_lead_keys(lead, version.leads),
+                           "the_rule_gives_it": tuple(chosen) == tuple(by_rule) and lead == lead_by_rule},
         "tune_grid": chosen_rows,
         "test": {"default": with_bridge(figures, test, bridge, default, n),
                  "drop_one": with_bridge(figures, test, bridge, drop_one(), n)},
         "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),
         "groups": {"test": with_bridge(grouping, test, bridge, default),
                    "test_before": with_bridge(grouping, test, bridge,
-                                              interactions(*chosen, needed_together=False, keep_alone_weight=0.5))},
+                                              interactions(*chosen, lead, needed_together=False,
+                                                           keep_alone_weight=0.5))},
         "edit_test": edit_figures(test, methods),
-        "frontier": frontier(test, chosen),
+        "frontier": frontier(test, chosen, version.leads, lead),
         "calls_per_question": {"mean": sum(calls) / len(calls) if calls else None,
                                "k_mean": sum(ks) / len(ks) if ks else None,
                                "design": "2(k + 1): full, empty, each left out, each kept alone"},
@@ -436,7 +461,7 @@ def compute() -> dict[str, Any]:
 
     out = compute_version(CURRENT, current=True)
     out["lasso_64"] = lds_lasso64.compute()
-    out["superseded"] = {"version_2": compute_version(V2, current=False)}
+    out["superseded"] = {"version_3": compute_version(V3, current=False), "version_2": compute_version(V2, current=False)}
     return out
 
 
@@ -447,10 +472,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.split == "tune":
         tune = load(*CURRENT.tune)
-        chosen, rows = choose(tune, CURRENT)
+        chosen, lead, rows = choose(tune, CURRENT)
         for r in sorted(rows, key=lambda r: -r["score"])[:12]:
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
-        print("chosen:", chosen, {n: len(v) for n, v in tune.items()})
+        print("chosen:", chosen, "leader:", lead, {n: len(v) for n, v in tune.items()})
         return
     from benchmarks.protocol import record_read
 

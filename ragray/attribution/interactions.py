@@ -31,7 +31,12 @@ The question's own jitter is read from the design: ``σ = 1.4826 × median |d_i|
 losses (a small model's log-prob moves whenever any passage leaves the prompt; most passages do
 nothing, and copies leave ~0 each, so the median loss is jitter). A passage is used when its credit clears ``max(min_effect, noise_z × σ, min_share × gain)`` and the answer depends on the
 passages at all (``gain = v(all) − v(∅) ≥ influence.context_threshold``): the last term because a
-small model's log-prob moves more where the passages move it a lot.
+small model's log-prob moves more where the passages move it a lot. **The leader:** on such an answer
+some passage lifted it, so the one passage with the largest credit is also used when its credit clears
+a bar of its own, ``max(min_effect, lead_z × σ, lead_share × gain)`` — it only has to stand out from
+jitter, not pass a test every passage takes at once (where the passages lift the answer by 1–2 nats
+spread over two, or the jitter is large, no passage clears ``noise_z × σ`` though the top one carried
+the answer; shared-evidence version 4, ``benchmarks/protocol/shared_evidence_v4.json``).
 Passages that share evidence (both clear the bar alone and ``γ_ij ≤ −½ min(β_i, β_j)``) form a
 group; it reads "either suffices" when no member is missed when left out (``d`` under the bar: the
 others do its part), else "share evidence" (one carries what the other cannot); complements
@@ -58,9 +63,10 @@ import numpy as np
 from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
+from ragray.config import InfluenceConfig
 
 __all__ = ["COMPLEMENTS", "KEEP_ALONE_WEIGHT", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions",
-           "fit_interactions", "jitter"]
+           "fit_at", "fit_interactions", "jitter"]
 
 #: how much of the context's gain passages must each give alone (with nothing lost without them)
 #: to be read as one group of copies, however many
@@ -100,6 +106,7 @@ class Interactions:
     context_dependent: bool
     main: tuple[float, ...]  # β_i
     pairs: tuple[tuple[int, int, float], ...]  # (i, j, γ_ij) of the fitted interactions
+    lead_bar: float = math.inf  # the credit the passage with the largest credit needs (inf: no leader rule)
 
     @property
     def carried_by(self) -> tuple[int, ...]:
@@ -140,12 +147,14 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
                      min_effect: float = 1.0, min_share: float | None = 0.1,
+                     lead_z: float | None = 2.0, lead_share: float = 0.25,
                      suffices_share: float | None = SUFFICES_SHARE, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                      needed_together: bool = True) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored. ``suffices_share`` None: the rule
     before (a passage sufficed when its keep-alone gain cleared the bar; groups from pairs only),
-    kept for the benchmark's comparison. ``keep_alone_weight`` 0.5: the Shapley credit (the credit
+    kept for the benchmark's comparison. ``lead_z`` None: no leader (the rule of versions 1–3).
+    ``keep_alone_weight`` 0.5: the Shapley credit (the credit
     before); ``needed_together`` False: complements from pairs only (the rule before)."""
     table: dict[frozenset[int], float] = {}
     for kept, lp in scored:  # one point per context: the arms and the design repeat some
@@ -185,6 +194,9 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
                        else f for a, d, f in zip(alone, drop, fitted)])
     dependent = bool(gain >= context_threshold)
     used = [dependent and bool(c >= bar) for c in credit]
+    lead_bar = math.inf if lead_z is None else max(min_effect, lead_z * noise, lead_share * max(gain, 0.0))
+    if dependent and k and credit.max() >= lead_bar:
+        used[int(np.argmax(credit))] = True
     positive = np.clip(credit, 0.0, None)
     total = float(positive.sum())
     influence = [float(v / total) if total > 0 else 0.0 for v in positive]
@@ -198,7 +210,15 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
         credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
         relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
         bar=bar, context_dependent=dependent, main=tuple(float(b) for b in beta),
-        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)))
+        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)), lead_bar=float(lead_bar))
+
+
+def fit_at(config: InfluenceConfig, k: int, scored: Sequence[tuple[frozenset[int], float]]) -> Interactions | None:
+    """:func:`fit_interactions` at an ``influence`` config's settings (what a run does)."""
+    c = config
+    return fit_interactions(k, scored, context_threshold=c.context_threshold, pairs_among=c.interaction_pairs,
+                            shrinkage=c.interaction_shrinkage, noise_z=c.noise_z, min_effect=c.min_effect,
+                            min_share=c.min_share, lead_z=c.lead_z, lead_share=c.lead_share)
 
 
 def _sufficient_not_needed(used: Sequence[bool], alone: Sequence[float], drop: Sequence[float], enough: float,
@@ -289,10 +309,7 @@ class InteractionMeasure(Measure):
         return design_subsets(n, question_id, c.budget if c is not None else None, c.mask_seed if c is not None else 0)
 
     def fit(self, evidence: Evidence) -> Interactions | None:
-        c = self.config
-        return fit_interactions(evidence.n, evidence.points(), context_threshold=c.context_threshold,
-                                pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
-                                noise_z=c.noise_z, min_effect=c.min_effect, min_share=c.min_share)
+        return fit_at(self.config, evidence.n, evidence.points())
 
     def scores(self, evidence: Evidence) -> list[float]:
         """The credit (Shapley value of the fitted game, nats) per passage."""

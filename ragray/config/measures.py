@@ -56,6 +56,17 @@ class InfluenceConfig(Section):
         "the closed book (null: no such floor); the three were chosen on the tune split of the shared-evidence "
         "benchmark (benchmarks/protocol/shared_evidence_v3.json)",
     )
+    lead_z: float | None = Field(
+        2.0, ge=0, description="interactions: on a context-dependent answer, the passage with the largest credit "
+        "is also used when its credit is at least this many jitters, min_effect nats and lead_share x the gain "
+        "(the leader: some passage lifted the answer, and the top one only has to stand out from jitter; null: "
+        "no leader); chosen on the tune split of the shared-evidence benchmark "
+        "(benchmarks/protocol/shared_evidence_v4.json)",
+    )
+    lead_share: float = Field(
+        0.25, ge=0, le=1, description="interactions: the leader's floor, a share of the answer's log-prob gain "
+        "over the closed book",
+    )
     answer_span: Literal["full", "first_sentence", "first_line", "first_clause", "through_gold"] = Field(
         "through_gold",
         description="the part of the baseline answer that is scored (log-prob, jsd, surrogate): through_gold "

@@ -82,7 +82,9 @@ class QuestionRow(Row):
                                              "question's passages but the largest, nats (a small model's jitter)")] = None
     used_bar: Annotated[float | None, doc("interactions: the credit a passage needs to count as used, nats "
                                           "(max(influence.min_effect, influence.noise_z x noise_scale, "
-                                          "influence.min_share x the passages' gain))")] = None
+                                          "influence.min_share x the passages' gain)); the passage with the "
+                                          "largest credit needs only max(influence.min_effect, influence.lead_z x "
+                                          "noise_scale, influence.lead_share x the gain)")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None

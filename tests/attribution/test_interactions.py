@@ -144,6 +144,20 @@ def test_jitter_alone_is_rarely_use():
     assert marked / (300 * K) < 0.05
 
 
+def test_the_leader_is_used_where_jitter_hides_it_from_the_bar_every_passage_takes():
+    """Passage 0 carries 3 nats (alone and left out); the four inert passages move the log-prob by
+    ±0.8–0.9 nats when left out, so σ ≈ 1.26 and the bar 3σ ≈ 3.8 is over its credit of 3. The
+    answer depends on the passages, so the top passage needs only 2σ ≈ 2.5: it alone is used."""
+    full, v_all, v_none = frozenset(range(K)), -7.0, -10.0
+    points = [(full, v_all), (frozenset(), v_none), (full - {0}, v_none), (frozenset({0}), v_all)]
+    points += [(full - {i}, v_all - d) for i, d in zip(range(1, K), (-0.9, 0.9, -0.8, 0.8))]
+    points += [(frozenset({i}), v_none + e) for i, e in zip(range(1, K), (0.1, -0.1, 0.2, -0.2))]
+    r = fit_interactions(K, points, context_threshold=1.0)
+    assert r.noise == pytest.approx(1.26, abs=0.01) and r.bar > r.credit[0] == pytest.approx(3.0)
+    assert r.lead_bar == pytest.approx(2 * r.noise) and r.used == (True, False, False, False, False)
+    assert fit_interactions(K, points, context_threshold=1.0, lead_z=None).used == (False,) * K
+
+
 def test_a_used_passage_stands_clear_of_jitter_that_would_pass_the_old_relative_bar():
     """The old rule marked a passage used at 0.75 x the question's largest drop: here the jitter of
     an inert passage is as large as the carrying passage's drop-one loss (copies hide most of it)."""

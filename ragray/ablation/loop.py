@@ -61,6 +61,7 @@ from ragray.metrics.position import PositionResult, content_influence, control_o
 from ragray.metrics.quality import QualityItem, QualityScorer
 from ragray.metrics.retrieval import doc_ranking, ranking_metrics
 from ragray.metrics.similarity import Similarity
+from ragray.metrics.stages import stage_of
 from ragray.progress import calls_planned
 from ragray.retrieval.stage import QuestionHits
 from ragray.rows.influence import InfluenceRecord, PassageRow, QuestionRow, SubsetRow
@@ -417,6 +418,9 @@ class InfluenceLoop:
             )
             for i, h in enumerate(hits)
         )
+        stage = stage_of(question, [{"retrieval_rank": h.rank, "is_gold": h.passage.doc_id in gold, "used": used[i]}
+                                    for i, h in enumerate(hits)])
+        question |= {"stage": stage.stage, "stage_why": stage.why}
         call_rows = []
         for o, arms in enumerate(orders):
             gens_o = calls.gens[o] if o < len(calls.gens) else []

@@ -16,7 +16,7 @@ from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
 __all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "question_lines", "short_of_top_k_line",
-           "sources_words", "used_groups", "verdict_words", "print_run", "score_headline"]
+           "sources_words", "stage_line", "used_groups", "verdict_words", "print_run", "score_headline"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
 MAX_QUESTIONS = 20
@@ -32,6 +32,14 @@ STATE_WORDS = {
     "too_few_passages": "no verdict: fewer than 2 passages, no order to check",
     "error": "error",
 }
+
+
+#: a wrong answer's stage (``stage`` column, ragray.metrics.stages) as the verdict leads with it
+FAILED_WORDS = {"retrieval": "RETRIEVAL failed", "ranking": "RANKING failed", "generation": "GENERATION failed",
+                "memory": "answered from MEMORY"}
+#: what each failed stage points at
+FIX_WORDS = {"retrieval": "the retriever, top-k or the corpus", "ranking": "the reranker or the prompt's order",
+             "generation": "the model or the prompt", "memory": "the prompt (the model answers without the passages)"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,10 @@ def verdict_words(q: Mapping[str, Any]) -> str:
         if q.get("declined"):
             return "unanswerable, and the model declined (right)"
         return "unanswerable: the answer is made up (used = what it leaned on; no verdict)"
+    stage = q.get("stage")
+    if stage in FAILED_WORDS:  # a wrong answer: the stage that failed first, the alignment beside it
+        align = {True: "; misaligned", False: "; aligned"}.get(q.get("misaligned"), "")
+        return f"{FAILED_WORDS[stage]}: {q.get('stage_why')}{align}"
     if q.get("misaligned") is True:
         return "MISALIGNED: the retriever's order does not match use"
     if q.get("misaligned") is False:
@@ -227,6 +239,20 @@ def correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary | None = 
     return "; ".join(parts) + (f"; {rest} not judged (no gold answer or no answer)" if rest else "")
 
 
+def stage_line(questions: Sequence[Mapping[str, Any]]) -> str | None:
+    """``wrong answers by stage: 3 retrieval (…), 2 ranking (…), …`` — what to fix, counted; None
+    where no wrong answer has a stage."""
+    wrong = [q for q in questions if q.get("stage") in FAILED_WORDS]
+    unknown = sum(q.get("answer_correct") is False and q.get("stage") == "not_judged" for q in questions)
+    if not wrong and not unknown:
+        return None
+    counts = {st: sum(q["stage"] == st for q in wrong) for st in FAILED_WORDS}
+    parts = [f"{n} {st} ({FIX_WORDS[st]})" for st, n in counts.items() if n]
+    if unknown:
+        parts.append(f"{unknown} not located (no gold passages to tell retrieval from generation)")
+    return "wrong answers by stage: " + ", ".join(parts)
+
+
 def score_headline(s: Any) -> str:
     """``ragray score``'s first line: how many answers are right, and for the wrong ones whether the
     contexts held a gold answer (the generator missed it) or not (retrieval did)."""
@@ -308,6 +334,9 @@ def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: S
     print()
     print(headline(s))
     print(correct_line(questions, s))
+    stages = stage_line(questions)
+    if stages:
+        print(stages)
     verdict, table = panel_lines(s.panel)
     print("\n".join(verdict))
     if table:

@@ -120,6 +120,11 @@ class QuestionRow(Row):
                                              "only on original)")] = None
     edit_reproduces: Annotated[bool | None, doc("influence.edit_test: the unedited prompt gave the run's answer "
                                                 "(the edit prompts are the run's)")] = None
+    stage: Annotated[str | None, doc("which stage failed (ragray.metrics.stages): right | declined | retrieval "
+                                     "(no gold passage retrieved) | ranking (gold below what the answer leaned "
+                                     "on) | generation | memory (the answer does not depend on the passages) | "
+                                     "made_up (unanswerable, answered) | no_content | not_judged")] = None
+    stage_why: Annotated[str | None, doc("the stage in words, with the ranks it rests on")] = None
 
 
 @dataclass(frozen=True)

@@ -96,9 +96,9 @@ def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     assert qs["q1"]["answer_correct"] is True and qs["q3"]["answer_correct"] is False
     assert "precision" not in qs["q1"] and "dtype" in qs["q1"]
     columns = list(read(res.out, "questions")[0])  # appended, in this order
-    assert columns[-14:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",
+    assert columns[-16:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",
                              "tokens_minimum", "padding_tokens", "answerable", "declined", "decline_margin",
-                             "carried_by", "edit_calls", "edit_unedited", "edit_reproduces"]
+                             "carried_by", "edit_calls", "edit_unedited", "edit_reproduces", "stage", "stage_why"]
     assert qs["q1"]["forward_passes"] is None  # a scripted generator counts nothing: null, not 0
     assert not (res.out / "checks.csv").exists() and not (res.out / "checks.parquet").exists()
     from ragray.rows.influence import QuestionRow

@@ -234,6 +234,19 @@ def reading(result: dict[str, Any]) -> list[str]:
               if hi is not None and hi < 0 else
               f"; {pr['n']} answers cannot decide a 0.1 difference (the pre-registered calculation asks for about 142)."
               if pr["n"] < 142 else ".")]
+    strict = min((r for r in result["frontier"] if r["rule"] == "drop-one"),
+                 key=lambda r: (r["offtopic_right"]["share"] or 0.0, -(r["gold_recall"]["share"] or 0.0)))
+    beats = ((strict["gold_recall"]["share"] or 0) > (rec["share"] or 0)
+             and (strict["offtopic_right"]["share"] or 0) <= (off["share"] or 0) + 0.02)
+    out += ["", ("The cheaper rule is a rival here: " if beats else "The strictest drop-one rule: ")
+            + f"drop-one at {strict['fraction']:g} × max (k + 1 calls, no "
+            f"keep-alone contexts) marks {_kn(strict['offtopic_right'])} off-topic passages used on right answers and "
+            f"finds the gold on {_kn(strict['gold_recall'])}"
+            + (" — more recall than the default at nearly its false alarms on this split. It was not a candidate "
+               "(the grid held the interaction bar only), so this is a reading after the fact, not a result; "
+               "it can only be settled on a fresh split." if beats else
+               f" — {'behind' if (strict['gold_recall']['share'] or 0) < (rec['share'] or 0) else 'beside'} "
+               "the default.")]
     e = result["edit_test"]["pooled"]["methods"]
     out += ["", f"Where the answer follows an edit, {_kn(e['default']['recall'])} passages whose edit moved the answer "
             f"were marked used, and {_kn(e['default']['precision'])} edited passages the default marked did move it "

@@ -44,12 +44,12 @@ def run() -> None:
 
 
 def transcript() -> str:
-    """The console's table, headline, correct line and validity verdict, from the record."""
+    """The console's table, the lines under it and the validity verdict, from the record."""
     import pyarrow.parquet as pq
 
     from ragray.console import print_table
     from ragray.metrics.panel import panel_lines
-    from ragray.report.run_console import QUESTION_COLUMNS, correct_line, headline, question_lines
+    from ragray.report.run_console import QUESTION_COLUMNS, lead_lines, question_lines
     from ragray.rows.summaries import RunSummary
 
     questions = pq.read_table(RECORD / "questions.parquet").to_pylist()
@@ -60,8 +60,7 @@ def transcript() -> str:
         lines, _ = question_lines(questions, passages)
         print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
         print()
-        print(headline(s))
-        print(correct_line(questions, s))
+        print("\n".join(lead_lines(s, questions)))
         print(panel_lines(s.panel)[0][0])
     return buf.getvalue().rstrip("\n")
 

@@ -159,7 +159,9 @@ class Run:
             lines.append(f"misaligned {a['misaligned_rate']:.0%} of {a['n_scored']} questions (usage nDCG &lt; "
                          f"{a['misalignment_threshold']:g})")
         if panel:
-            lines.append(f"validity against gold passages: <b>{esc(panel['verdict'])}</b> — {esc(panel['sentence'])}")
+            # the console and the report print the panel's numbers below its sentence; this card does not
+            sentence = esc(panel["sentence"]).replace("the numbers below are", "the numbers (in <code>.report()</code>) are")
+            lines.append(f"validity against gold passages: <b>{esc(panel['verdict'])}</b> — {sentence}")
         if answer := self._answer():
             lines.append(esc(answer))
         lines.append(f"tables: {', '.join(sorted(self.tables))}; <code>.report()</code> shows the report")

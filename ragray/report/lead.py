@@ -6,10 +6,12 @@ Wilson interval and one sentence saying what it means; runs written before that 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragray.faithfulness.stats import share_ci
 from ragray.report.page import badge, esc, fmt
+from ragray.report.run_console import correct_line, stage_line, unverdicted_words
 from ragray.report.rundata import RunData
 
 __all__ = ["LEAD_CSS", "headline", "run_header"]
@@ -42,8 +44,17 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
-def headline(summary: dict[str, Any]) -> str:
-    """The misaligned rate with its interval, and what it means, in one box."""
+def _lines(questions: Sequence[Mapping[str, Any]]) -> str:
+    """The console's lines under its headline: answered correctly / declined, and wrong answers by stage."""
+    if not questions:
+        return ""
+    lines = [correct_line(questions), stage_line(questions)]
+    return "".join(f'<p data-key="headline.line">{esc(line)}</p>' for line in lines if line)
+
+
+def headline(summary: dict[str, Any], questions: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The misaligned rate with its interval, what it means, and the console's lines under it
+    (``questions``: the run's question rows), in one box."""
     a = summary.get("alignment")
     n_all = summary.get("n_questions") or 0
     if not a:
@@ -54,12 +65,13 @@ def headline(summary: dict[str, Any]) -> str:
     rate = a.get("misaligned_rate")
     threshold = fmt(a.get("misalignment_threshold"), "g")
     unscored = max(0, n_all - n)
-    rest = (f" {unscored} of {n_all} questions are not measured: their answer did not depend on any single "
-            "passage, or the question failed." if unscored else "")
+    why = unverdicted_words(questions) if questions else None
+    rest = (f" {unscored} of {n_all} questions have no alignment verdict" + (f": {why}." if why else
+            ": their answer did not depend on any single passage, or the question failed.") if unscored else "")
     if not n or rate is None:
         return ('<div class=headline data-key="headline.misaligned_rate" data-value="null"><div class=big>'
                 "Misaligned rate: not measured</div><p>No question's answer depended on its passages, so there "
-                f"is nothing to compare with the retrieval order.{esc(rest)}</p></div>")
+                f"is nothing to compare with the retrieval order.{esc(rest)}</p>{_lines(questions)}</div>")
     count = round(rate * n)
     ci = share_ci(count, n)
     return (f'<div class=headline data-key="headline.misaligned_rate" data-value="{esc(rate)}">'
@@ -68,4 +80,4 @@ def headline(summary: dict[str, Any]) -> str:
             f"<p>A question is misaligned when the passages its answer relied on sit low in the retriever's "
             f"order (usage nDCG below {esc(threshold)}): the retriever put first what the model did not use. "
             f"Each question below shows its passages in retrieval order with how much "
-            f"the answer changed without each one.{esc(rest)}</p></div>")
+            f"the answer changed without each one.{esc(rest)}</p>{_lines(questions)}</div>")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ragray.report.page import esc, fmt
+from ragray.report.run_console import FAILED_WORDS
 
 __all__ = ["CARD_LIMIT", "QUESTIONS_CSS", "VERDICT_SCRIPT", "Verdict", "question_card", "question_cards", "verdict"]
 
@@ -31,6 +32,7 @@ QUESTIONS_CSS = """
 .qcard .qanswer { font-size: .9rem; margin: 3px 0 6px; }
 .verdict { border-radius: 9px; padding: 0 8px; font-size: .78rem; font-weight: 600; white-space: nowrap; }
 .verdict.misaligned { background: #fee2e2; color: #991b1b; } .verdict.aligned { background: #dcfce7; color: #166534; }
+.verdict.stage { background: #ffedd5; color: #9a3412; margin-right: 6px; }
 .verdict.unmeasured { background: #e5e7eb; color: #374151; }
 .mark-ok { color: #166534; font-weight: 700; } .mark-no { color: #991b1b; font-weight: 700; }
 ol.psgs { list-style: none; margin: 0; padding: 0; }
@@ -148,13 +150,30 @@ def _group_mark(p: dict[str, Any], passages: list[dict[str, Any]]) -> str:
             f'{esc(word)} {esc(" ".join(others))} ({esc(relation)})</span>')
 
 
+#: what ``used`` means, per group kind (a passage alone: its credit clears the question's noise bar)
+USED_TITLES = {
+    None: "the answer leaned on this passage: its credit clears the question's noise bar",
+    "either suffices": "the answer leaned on this passage or the others of its group: any one of them was enough, "
+                       "so none was needed",
+    "share evidence": "the answer leaned on this passage and the others of its group: they share evidence, and "
+                      "one carries what the other cannot",
+    "needed together": "the answer needed this passage together with the others of its group",
+}
+
+
+def _used_title(p: dict[str, Any]) -> str:
+    g = p.get("group")
+    relation = p.get("relation") if g is not None and g == g else None
+    return USED_TITLES.get(relation, USED_TITLES[None])
+
+
 def _passage(p: dict[str, Any], without: str | None, group: str = "") -> str:
     infl = p.get("influence")
     width = 0.0 if infl is None else min(1.0, max(0.0, float(infl)))
     bar = (f'<span class=ibar title="influence {fmt(infl)}"><span style="width:{width * 100:.1f}%"></span></span>'
            f'<span class=ival data-key="influence" data-value="{esc(infl)}">{fmt(infl, ".2f")}</span>')
     used, gold = p.get("used"), p.get("is_gold")
-    marks = (('<span class="mk used" title="the answer needed this passage">used</span>' if used else "")
+    marks = ((f'<span class="mk used" title="{esc(_used_title(p))}">used</span>' if used else "")
              + ('<span class="mk gold" title="a gold passage of the dataset">gold</span>' if gold else "") + group)
     cls = " ".join(c for c, on in (("used", used), ("gold", gold)) if on)
     extra = f'<div class=without>without it: {esc(without)}</div>' if without is not None else ""
@@ -174,8 +193,10 @@ def _card(q: dict[str, Any], passages: list[dict[str, Any]], drops: dict[str, st
     qid = esc(q["question_id"])
     ident = f'<a class=qid href="{esc(link(q["question_id"]))}">{qid}</a>' if link else f"<span class=qid>{qid}</span>"
     rows = "".join(_passage(p, drops.get(p["passage_id"]), _group_mark(p, passages)) for p in passages)
-    return (f'<article class=qcard data-qid="{qid}" data-verdict="{v.key}" '
-            f'data-flags="{esc(" ".join(q.get("flags") or []))}"><div class=qhead>'
+    stage = (f'<span class="verdict stage">'
+             f'{esc(FAILED_WORDS[q["stage"]])}: {esc(q.get("stage_why"))}</span>' if q.get("stage") in FAILED_WORDS else "")
+    return (f'<article class=qcard data-qid="{qid}" data-verdict="{v.key}" data-stage="{esc(q.get("stage") or "")}" '
+            f'data-flags="{esc(" ".join(q.get("flags") or []))}"><div class=qhead>{stage}'
             f'<span class="verdict {v.key}">{esc(v.text)}</span><span class=qtext>{esc(q.get("question"))}</span>'
             f'{ident}<span class="muted small">{" · ".join(b for b in bits if b)}</span></div>{_answer(q)}'
             f'<ol class=psgs>{rows}</ol></article>')
@@ -185,6 +206,8 @@ def _filter(counts: dict[str, int], n: int) -> str:
     options = [("all", "all", n), ("misaligned", "misaligned", counts.get("misaligned", 0)),
                ("aligned", "aligned", counts.get("aligned", 0)),
                ("unmeasured", "not measured", counts.get("unmeasured", 0))]
+    if counts.get("unanswerable"):  # every card belongs to one filter
+        options.append(("unanswerable", "unanswerable", counts["unanswerable"]))
     radios = "".join(f'<label><input type=radio name=verdict value="{key}"{" checked" if key == "all" else ""}> '
                      f"{label} ({count})</label>" for key, label, count in options)
     return (f'<div class=vfilter data-verdict-filter="qcards">show: {radios}'

@@ -310,7 +310,7 @@ def run_report(data: RunData) -> str:
     """The body of a ``run`` report: the questions lead, the aggregate panels follow."""
     s = data.summary
     validity = panel_section(s["panel"]) if s.get("panel") else validity_section(s) + evidence_section(s)
-    return (run_header(data) + headline(s)
+    return (run_header(data) + headline(s, data.table("questions"))
             + question_cards(data.table("questions"), data.table("passages"), data.table("calls"))
             + recommended_plots(data) + validity + alignment_section(s) + _influence_summary(s) + detail_plots(data))
 

@@ -15,8 +15,8 @@ from ragray.console import print_pairs, print_table
 from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "question_lines", "short_of_top_k_line",
-           "sources_words", "stage_line", "used_groups", "verdict_words", "print_run", "score_headline"]
+__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "lead_lines", "question_lines", "short_of_top_k_line",
+           "sources_words", "stage_line", "unverdicted_words", "used_groups", "verdict_words", "print_run", "score_headline"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
 MAX_QUESTIONS = 20
@@ -39,7 +39,7 @@ FAILED_WORDS = {"retrieval": "RETRIEVAL failed", "ranking": "RANKING failed", "g
                 "memory": "answered from MEMORY"}
 #: what each failed stage points at
 FIX_WORDS = {"retrieval": "the retriever, top-k or the corpus", "ranking": "the reranker or the prompt's order",
-             "generation": "the model or the prompt", "memory": "the prompt (the model answers without the passages)"}
+             "generation": "the model or the prompt", "memory": "the prompt or the model: it answers without the passages"}
 
 
 @dataclass(frozen=True)
@@ -239,6 +239,22 @@ def correct_line(questions: Sequence[Mapping[str, Any]], s: RunSummary | None = 
     return "; ".join(parts) + (f"; {rest} not judged (no gold answer or no answer)" if rest else "")
 
 
+def unverdicted_words(questions: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the questions without an alignment verdict have none, counted by reason (the console
+    and the report say the same): ``3 unanswerable, 1 answered without the passages, …``."""
+    reasons: dict[str, int] = {}
+    for q in questions:
+        if q.get("misaligned") is not None:
+            continue
+        why = ("failed" if q.get("error") or q.get("state") == "error" else
+               "unanswerable" if q.get("answerable") is False else
+               "answered without the passages" if q.get("context_dependent") is False else
+               "no single passage stands clear of the noise" if q.get("state") == "diffuse" else
+               STATE_WORDS.get(q.get("state") or "", f"not measured ({q.get('state')})").split(": ")[-1])
+        reasons[why] = reasons.get(why, 0) + 1
+    return ", ".join(f"{n} {why}" for why, n in reasons.items()) or None
+
+
 def stage_line(questions: Sequence[Mapping[str, Any]]) -> str | None:
     """``wrong answers by stage: 3 retrieval (…), 2 ranking (…), …`` — what to fix, counted; None
     where no wrong answer has a stage."""
@@ -321,6 +337,11 @@ def _calls_line(s: RunSummary) -> str:
     return line + (f"; {hits} answered from the call cache (no model call, so not a speed)" if hits else "")
 
 
+def lead_lines(s: RunSummary, questions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines under the table: the headline, answered correctly, wrong answers by stage."""
+    return [line for line in (headline(s), correct_line(questions, s), stage_line(questions)) if line]
+
+
 def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
               mode_text: str) -> None:
     """The questions, the headline, the validity panel, the details."""
@@ -332,11 +353,7 @@ def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: S
         if note:
             print(f"({note})")
     print()
-    print(headline(s))
-    print(correct_line(questions, s))
-    stages = stage_line(questions)
-    if stages:
-        print(stages)
+    print("\n".join(lead_lines(s, questions)))
     verdict, table = panel_lines(s.panel)
     print("\n".join(verdict))
     if table:

@@ -12,7 +12,8 @@ question's stage, read from its row and its passages' rows:
 - ``retrieval``: a wrong answer, and no gold passage among those retrieved (recall: top-k, the
   retriever, the corpus).
 - ``memory``: a wrong answer the passages do not change (``context_dependent`` false: the model
-  gives it without them), the gold retrieved or not known.
+  gives it without them; or state ``context_ignored``: no passage left out changes it), the gold
+  retrieved or not known.
 - ``ranking``: a wrong answer; a gold passage was retrieved, but ranked below every passage the
   answer leaned on (the reranker, or the prompt's order).
 - ``generation``: a wrong answer; a gold passage was retrieved and ranked above what the answer
@@ -66,8 +67,11 @@ def stage_of(q: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> Sta
         return Stage("no_content", "no answer: the model generated nothing")
     used = _ranks(passages, "used")
     right = q.get("answer_correct")
+    # the answer does not depend on the passages: the closed book gives it, or (generate mode) no
+    # passage left out changes it
+    ignored = q.get("context_dependent") is False or q.get("state") == "context_ignored"
     if right is None:
-        if q.get("context_dependent") is False:
+        if ignored:
             return Stage("not_judged", "no gold answer; the model gives this answer without the passages")
         if used:
             return Stage("not_judged", f"no gold answer; the answer leaned on {_hash(used)}")
@@ -78,7 +82,7 @@ def stage_of(q: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> Sta
     gold = _ranks(passages, "is_gold") if gold_known else []
     if gold_known and not gold:
         return Stage("retrieval", "no gold passage retrieved")
-    if q.get("context_dependent") is False:
+    if ignored:
         return Stage("memory", "the model gives this answer without the passages")
     if not gold_known:
         where = f"the answer leaned on {_hash(used)}" if used else "no passage stands out"

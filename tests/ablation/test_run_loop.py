@@ -94,6 +94,8 @@ def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     assert not any(p["used"] for p in ps.values() if p["question_id"] == "q3")  # the answer ignores context
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
     assert qs["q1"]["answer_correct"] is True and qs["q3"]["answer_correct"] is False
+    # the stage through the loop: a right answer; a wrong one the passages do not change
+    assert qs["q1"]["stage"] == "right" and qs["q3"]["stage"] in ("memory", "retrieval") and qs["q3"]["stage_why"]
     assert "precision" not in qs["q1"] and "dtype" in qs["q1"]
     columns = list(read(res.out, "questions")[0])  # appended, in this order
     assert columns[-16:] == ["answer_correct", "dtype", "forward_passes", "host_syncs", "tokens_computed",

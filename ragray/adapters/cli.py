@@ -323,8 +323,17 @@ def _anchor_path_args(args: argparse.Namespace) -> None:
             setattr(args, name, os.path.abspath(value))
 
 
+def quiet_third_party_bars(verbose: int) -> None:
+    """Without ``-v``, the model libraries' own load bars (transformers' "Loading weights 0/272",
+    huggingface_hub's downloads) stay off, so ragray's bars are the only ones; a user's own setting
+    of ``HF_HUB_DISABLE_PROGRESS_BARS`` wins. Set before the libraries are imported (they read it then)."""
+    if not verbose:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def _dispatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     _anchor_path_args(args)
+    quiet_third_party_bars(args.verbose)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "no_progress", False):

@@ -58,3 +58,20 @@ def test_the_calls_bar_shows_though_tqdm_was_first_imported_under_no_progress():
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TQDM_DISABLE": "1"},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_model_libraries_load_bars_are_off_unless_verbose(monkeypatch):
+    """Issue 66: transformers' own "Loading weights 0/272" bar appeared among ragray's; it is off
+    without -v, on with it, and a user's own setting wins."""
+    import os
+
+    from ragray.adapters.cli import quiet_third_party_bars
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    quiet_third_party_bars(1)
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+    quiet_third_party_bars(0)
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    quiet_third_party_bars(0)
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"

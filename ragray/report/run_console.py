@@ -146,6 +146,9 @@ def _used(passages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
     if not entries:
         return "none", ()
     shown = entries[:MAX_USED]
+    hidden_gold = next((e for e in entries[MAX_USED:] if any(p.get("is_gold") for p in e)), None)
+    if hidden_gold is not None and not any(p.get("is_gold") for e in shown for p in e):
+        shown = [*entries[: MAX_USED - 1], hidden_gold]  # a used gold passage is never hidden in "+N more"
     more = f" +{len(entries) - len(shown)} more" if len(entries) > len(shown) else ""
     return "; ".join(group_words(e) for e in shown) + more, tuple(p["passage_id"] for e in shown for p in e)
 

@@ -65,3 +65,4 @@ def test_the_console_leads_a_wrong_answer_with_its_stage_and_counts_them():
 def test_generate_modes_context_ignored_is_memory_without_a_closed_book():
     s = stage_of(question(context_dependent=None, state="context_ignored", hit_at_k=None), passages())
     assert s.stage == "memory"
+

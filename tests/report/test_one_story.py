@@ -66,3 +66,15 @@ def test_the_headline_says_why_the_rest_have_no_verdict_and_carries_the_consoles
     for line in (correct_line(QUESTIONS), stage_line(QUESTIONS)):
         assert line in box.replace("&#x27;", "'")
     assert "declined 1 of 2 unanswerable" in box and "or the question failed" not in box
+
+
+def test_a_used_gold_passage_is_never_hidden_in_more():
+    """Issue 66: 'A (…, #2 #5 #6); A (0.12, #9); A (0.12, #7) +2 more' hid the used gold at #1."""
+    from ragray.report.run_console import question_lines
+
+    q = {"question_id": "q", "question": "which?", "answer_correct": True}
+    infl = {2: 0.3, 5: 0.2, 9: 0.15, 7: 0.14, 1: 0.1}
+    ps = [{"question_id": "q", "passage_id": f"p{r}", "retrieval_rank": r, "used": True, "is_gold": r == 1,
+           "influence": v, "title": "1973 oil crisis", "text": f"text {r}"} for r, v in infl.items()]
+    [line], _ = question_lines([q], ps)
+    assert "#1)" in line.cells[3] and line.cells[3].endswith("+2 more") and "p1" in line.used_ids

@@ -40,6 +40,7 @@ POST_HOC = ("gold_copy_used_where_the_gold_suffices",)
 Marks = dict[str, Any]
 Bar = tuple[float, float, float | None]
 Lead = tuple[float, float] | None  # (lead_z, lead_share) of the leader rule; None: no leader
+Drop = tuple[float, float] | None  # (drop_z, drop_floor) of the leave-out rule; None: no such rule
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Version:
     test: str  # the record split read as test
     rule: str  # "v2": recall - 4 x false alarms over 5%; "v3": the highest recall under a 3% false-alarm cap
     leads: tuple[Lead, ...] = (None,)  # the leader settings in its grid (versions 2 and 3: none)
+    drops: tuple[Drop, ...] = (None,)  # the leave-out rule's settings in its grid (versions 2–4: none)
 
 
 def wilson(k: int, n: int) -> list[float | None]:
@@ -76,7 +78,11 @@ V3 = Version(3, f"{BENCHMARK}_v3", ("tune", "tune_next", "test"), "test3", "v3")
 #: version 4: version 3's read test split joins tune; the leader joins the grid; a fresh split (``test4``) is read
 V4 = Version(4, f"{BENCHMARK}_v4", ("tune", "tune_next", "test", "test3"), "test4", "v3",
              (None, (2.0, 0.0), (2.0, 0.25)))
-CURRENT = V4
+#: version 5: version 4's read test split joins tune; the leave-out rule joins the grid (the leader
+#: as version 4 chose it); a fresh split (``test5``) is read
+V5 = Version(5, f"{BENCHMARK}_v5", ("tune", "tune_next", "test", "test3", "test4"), "test5", "v3",
+             ((2.0, 0.25),), (None, (3.0, 0.25), (3.0, 0.5), (4.0, 0.25), (4.0, 0.5)))
+CURRENT = V5
 #: version 3's cap on off-topic passages marked used on right answers, on tune
 V3_CAP = 0.03
 
@@ -93,21 +99,23 @@ def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
 
 
 def interactions(z: float | None = None, m: float | None = None, f: float | None | str = "default",
-                 lead: Lead | str = "default", **keywords: Any) -> Callable[[dict[str, Any]], Marks]:
-    """The default's marks (``fit_interactions`` at ragray's influence defaults; ``z``, ``m``, ``f``
-    and ``lead`` override the bar and the leader)."""
+                 lead: Lead | str = "default", drop: Drop | str = "default", **keywords: Any
+                 ) -> Callable[[dict[str, Any]], Marks]:
+    """The default's marks (``fit_interactions`` at ragray's influence defaults; ``z``, ``m``, ``f``,
+    ``lead`` and ``drop`` override the bar, the leader and the leave-out rule)."""
     from ragray.attribution.interactions import fit_interactions
     from ragray.config import load_config
 
     c = load_config().influence
     lead_z, lead_share = (c.lead_z, c.lead_share) if lead == "default" else lead or (None, 0.0)
+    drop_z, drop_floor = (c.drop_z, c.drop_floor) if drop == "default" else drop or (None, 0.0)
 
     def marks(r: dict[str, Any]) -> Marks:
         fit = fit_interactions(len(r["passages"]), contexts(r), context_threshold=c.context_threshold,
                                pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
                                noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
                                min_share=c.min_share if f == "default" else f, lead_z=lead_z, lead_share=lead_share,
-                               **keywords)
+                               drop_z=drop_z, drop_floor=drop_floor, **keywords)
         return {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
                 "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
     return marks
@@ -303,22 +311,33 @@ def edit_figures(data: dict[str, list[dict[str, Any]]], methods: dict[str, Calla
     return out
 
 
-def _lead_keys(lead: Lead, leads: Sequence[Lead]) -> dict[str, Any]:
-    """A row's leader columns, where the version's grid has a leader (versions 2 and 3 have none)."""
-    if leads == (None,):
-        return {}
-    return {"lead_z": lead[0] if lead else None, "lead_share": lead[1] if lead else None}
+def _lead_keys(lead: Lead, leads: Sequence[Lead], drop: Drop = None, drops: Sequence[Drop] = (None,)
+               ) -> dict[str, Any]:
+    """A row's leader and leave-out columns, where the version's grid has them (versions 2 and 3 have
+    neither, version 4 no leave-out rule)."""
+    out: dict[str, Any] = {}
+    if leads != (None,):
+        out |= {"lead_z": lead[0] if lead else None, "lead_share": lead[1] if lead else None}
+    if drops != (None,):
+        out |= {"drop_z": drop[0] if drop else None, "drop_floor": drop[1] if drop else None}
+    return out
 
 
-def frontier(data: dict[str, list[dict[str, Any]]], chosen: Bar, leads: Sequence[Lead] = (None,),
-             lead: Lead = None) -> list[dict[str, Any]]:
-    """Every grid setting's (off-topic marked used on right answers, gold recall on right,
-    context-dependent answers), and drop-one's at each fraction."""
+def _settings(version: Version) -> list[tuple[Bar, Lead, Drop]]:
+    """Every (bar, leader, leave-out rule) of ``version``'s grid."""
+    return [(bar, ld, dr) for bar in GRID for ld in version.leads for dr in version.drops]
+
+
+def frontier(data: dict[str, list[dict[str, Any]]], chosen: Bar, version: Version = V2,
+             lead: Lead = None, drop: Drop = None) -> list[dict[str, Any]]:
+    """Every ``version`` grid setting's (off-topic marked used on right answers, gold recall on
+    right, context-dependent answers), and drop-one's at each fraction."""
     rows = []
-    for (z, m, f), ld in ((bar, ld) for bar in GRID for ld in leads):
-        fig = figures(data, interactions(z, m, f, ld))
-        rows.append({"rule": "interactions", "noise_z": z, "min_effect": m, "min_share": f, **_lead_keys(ld, leads),
-                     "default": (z, m, f) == chosen and ld == lead,
+    for (z, m, f), ld, dr in _settings(version):
+        fig = figures(data, interactions(z, m, f, ld, dr))
+        rows.append({"rule": "interactions", "noise_z": z, "min_effect": m, "min_share": f,
+                     **_lead_keys(ld, version.leads, dr, version.drops),
+                     "default": (z, m, f) == chosen and ld == lead and dr == drop,
                      "offtopic_right": fig["offtopic_marked_used_right_answers"],
                      "gold_recall": fig["gold_recall_right_context_dependent"]})
     for frac in DROP_ONE_FRACTIONS:
@@ -344,25 +363,31 @@ def tune_score(f: dict[str, Any], rule: str = CURRENT.rule) -> float:
     return recall_sum(f) if off <= V3_CAP + 1e-12 else -math.inf
 
 
+def _pair(row: dict[str, Any], z: str, second: str) -> tuple[float, float] | None:
+    return None if row.get(z) is None else (row[z], row[second])
+
+
 def choose(tune: dict[str, list[dict[str, Any]]], version: Version = CURRENT
-           ) -> tuple[Bar, Lead, list[dict[str, Any]]]:
-    """The bar and leader ``version``'s rule picks on ``tune``, and every grid setting's tune figures."""
+           ) -> tuple[Bar, Lead, Drop, list[dict[str, Any]]]:
+    """The bar, leader and leave-out rule ``version``'s rule picks on ``tune``, and every grid
+    setting's tune figures."""
     rows = []
-    for (z, m, f), ld in ((bar, ld) for bar in GRID for ld in version.leads):
-        fig = figures(tune, interactions(z, m, f, ld), version.number)
-        rows.append({"noise_z": z, "min_effect": m, "min_share": f, **_lead_keys(ld, version.leads),
-                     "score": tune_score(fig, version.rule),
+    for (z, m, f), ld, dr in _settings(version):
+        fig = figures(tune, interactions(z, m, f, ld, dr), version.number)
+        rows.append({"noise_z": z, "min_effect": m, "min_share": f,
+                     **_lead_keys(ld, version.leads, dr, version.drops), "score": tune_score(fig, version.rule),
                      **{k: v["share"] for k, v in fig.items() if isinstance(v, dict) and "share" in v}})
     if version.rule == "v2":  # ties: the setting before; then the fewest off-topic marks; then the strictest bar
         key = lambda r: (round(r["score"], 9), (r["noise_z"], r["min_effect"], r["min_share"]) == BEFORE,  # noqa: E731
                          -round(r["offtopic_marked_used"] or 0.0, 9), r["min_effect"], r["noise_z"], r["min_share"] or 0.0)
-    else:  # ties: the fewest off-topic marks on all answers; then the strictest bar (and leader)
+    else:  # ties: the fewest off-topic marks on all answers; then the strictest bar (leader, leave-out rule)
         key = lambda r: (round(r["score"], 9), -round(r["offtopic_marked_used"] or 0.0, 9),  # noqa: E731
                          r["min_effect"], r["noise_z"], r["min_share"] or 0.0,
-                         math.inf if r.get("lead_z") is None else r["lead_z"], r.get("lead_share") or 0.0)
+                         math.inf if r.get("lead_z") is None else r["lead_z"], r.get("lead_share") or 0.0,
+                         math.inf if r.get("drop_z") is None else r["drop_z"], r.get("drop_floor") or 0.0)
     best = max(rows, key=key)
-    lead = None if best.get("lead_z") is None else (best["lead_z"], best["lead_share"])
-    return (best["noise_z"], best["min_effect"], best["min_share"]), lead, rows
+    return ((best["noise_z"], best["min_effect"], best["min_share"]), _pair(best, "lead_z", "lead_share"),
+            _pair(best, "drop_z", "drop_floor"), rows)
 
 
 def with_bridge(fn: Callable[..., dict[str, Any]], test: dict[str, list[dict[str, Any]]],
@@ -405,16 +430,19 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
     tune, test = load(*version.tune), load(version.test)
     # (c) has no fresh items: its figures come from read-before items outside the tune choice
     bridge = {"bridge_hotpot": load("test_not_fresh")["bridge_hotpot"]}
-    by_rule, lead_by_rule, chosen_rows = choose(tune, version)
+    by_rule, lead_by_rule, drop_by_rule, chosen_rows = choose(tune, version)
     chosen: Bar = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule  # type: ignore[assignment]
     lead: Lead = tuple(reg["used_bar"]["chosen_lead"]) if reg["used_bar"].get("chosen_lead") else None  # type: ignore[assignment]
+    drop: Drop = tuple(reg["used_bar"]["chosen_drop"]) if reg["used_bar"].get("chosen_drop") else None  # type: ignore[assignment]
     c = load_config().influence
     if current and ((c.noise_z, c.min_effect, c.min_share) != tuple(chosen)
-                    or (None if c.lead_z is None else (c.lead_z, c.lead_share)) != lead):
+                    or (None if c.lead_z is None else (c.lead_z, c.lead_share)) != lead
+                    or (None if c.drop_z is None else (c.drop_z, c.drop_floor)) != drop):
         raise ValueError(f"ragray's defaults (noise_z {c.noise_z}, min_effect {c.min_effect}, min_share {c.min_share}, "
-                         f"lead_z {c.lead_z}, lead_share {c.lead_share}) are not the setting chosen on tune "
-                         f"{chosen}, leader {lead}: the figures would not be what users see")
-    default = interactions(*chosen, lead)
+                         f"lead_z {c.lead_z}, lead_share {c.lead_share}, drop_z {c.drop_z}, drop_floor "
+                         f"{c.drop_floor}) are not the setting chosen on tune {chosen}, leader {lead}, leave-out "
+                         f"rule {drop}: the figures would not be what users see")
+    default = interactions(*chosen, lead, drop)
     n = version.number
     methods = {"default": default, "drop_one": drop_one(), "retrieval_top1": top1(None),
                "answer_similarity_top1": top1("answer_similarity")}
@@ -435,18 +463,19 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
         "right_answers_test": {name: sum(bool(r["answer_correct"]) for r in [*rs, *bridge.get(name, [])])
                                for name, rs in test.items()},
         "chosen_on_tune": {"noise_z": chosen[0], "min_effect": chosen[1], "min_share": chosen[2],
-                           **_lead_keys(lead, version.leads),
-                           "the_rule_gives_it": tuple(chosen) == tuple(by_rule) and lead == lead_by_rule},
+                           **_lead_keys(lead, version.leads, drop, version.drops),
+                           "the_rule_gives_it": (tuple(chosen) == tuple(by_rule) and lead == lead_by_rule
+                                                 and drop == drop_by_rule)},
         "tune_grid": chosen_rows,
         "test": {"default": with_bridge(figures, test, bridge, default, n),
                  "drop_one": with_bridge(figures, test, bridge, drop_one(), n)},
         "gold_recall_default_minus_drop_one": paired_recall(test, default, drop_one()),
         "groups": {"test": with_bridge(grouping, test, bridge, default),
                    "test_before": with_bridge(grouping, test, bridge,
-                                              interactions(*chosen, lead, needed_together=False,
+                                              interactions(*chosen, lead, drop, needed_together=False,
                                                            keep_alone_weight=0.5))},
         "edit_test": edit_figures(test, methods),
-        "frontier": frontier(test, chosen, version.leads, lead),
+        "frontier": frontier(test, chosen, version, lead, drop),
         "calls_per_question": {"mean": sum(calls) / len(calls) if calls else None,
                                "k_mean": sum(ks) / len(ks) if ks else None,
                                "design": "2(k + 1): full, empty, each left out, each kept alone"},
@@ -456,12 +485,12 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
 
 def compute() -> dict[str, Any]:
     """The whole published result from the records and the protocol files: the current version,
-    and version 2 as read (``superseded``). What verify.py recomputes."""
+    and the versions before as read (``superseded``). What verify.py recomputes."""
     from benchmarks import lds_lasso64
 
     out = compute_version(CURRENT, current=True)
     out["lasso_64"] = lds_lasso64.compute()
-    out["superseded"] = {"version_3": compute_version(V3, current=False), "version_2": compute_version(V2, current=False)}
+    out["superseded"] = {f"version_{v.number}": compute_version(v, current=False) for v in (V4, V3, V2)}
     return out
 
 
@@ -472,10 +501,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.split == "tune":
         tune = load(*CURRENT.tune)
-        chosen, lead, rows = choose(tune, CURRENT)
+        chosen, lead, drop, rows = choose(tune, CURRENT)
         for r in sorted(rows, key=lambda r: -r["score"])[:12]:
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
-        print("chosen:", chosen, "leader:", lead, {n: len(v) for n, v in tune.items()})
+        print("chosen:", chosen, "leader:", lead, "leave-out rule:", drop, {n: len(v) for n, v in tune.items()})
         return
     from benchmarks.protocol import record_read
 

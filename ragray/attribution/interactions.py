@@ -36,7 +36,12 @@ some passage lifted it, so the one passage with the largest credit is also used 
 a bar of its own, ``max(min_effect, lead_z × σ, lead_share × gain)`` — it only has to stand out from
 jitter, not pass a test every passage takes at once (where the passages lift the answer by 1–2 nats
 spread over two, or the jitter is large, no passage clears ``noise_z × σ`` though the top one carried
-the answer; shared-evidence version 4, ``benchmarks/protocol/shared_evidence_v4.json``).
+the answer; shared-evidence version 4, ``benchmarks/protocol/shared_evidence_v4.json``). **The
+needed:** on such an answer a passage is also used when leaving it out costs at least
+:data:`DROP_FRACTION` (0.75) of the largest leave-out loss and clears ``max(drop_floor, drop_z × σ)``:
+drop-one's own rule, guarded by the question's jitter (where the passages lift the answer by under 2
+nats, what each passage carries is under ``min_effect`` though well clear of jitter; shared-evidence
+version 5, ``benchmarks/protocol/shared_evidence_v5.json``).
 Passages that share evidence (both clear the bar alone and ``γ_ij ≤ −½ min(β_i, β_j)``) form a
 group; it reads "either suffices" when no member is missed when left out (``d`` under the bar: the
 others do its part), else "share evidence" (one carries what the other cannot); complements
@@ -48,7 +53,7 @@ answer alone** (``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of differ
 merged) and are **not needed** (``d`` under the bar) are one group, however many, and either
 suffices; used passages that are each **missed** when left out (``d`` over the bar) and each give
 less than that alone are one group "needed together" (a bridge question's two paragraphs). The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune split of
-``benchmarks/bench_shared_evidence.py`` (the bar: version 3, ``benchmarks/protocol/shared_evidence_v3.json``).
+``benchmarks/bench_shared_evidence.py`` (the bar: version 5, ``benchmarks/protocol/shared_evidence_v5.json``).
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
 
-__all__ = ["COMPLEMENTS", "KEEP_ALONE_WEIGHT", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions",
+__all__ = ["COMPLEMENTS", "DROP_FRACTION", "KEEP_ALONE_WEIGHT", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions",
            "fit_at", "fit_interactions", "jitter"]
 
 #: how much of the context's gain passages must each give alone (with nothing lost without them)
@@ -76,6 +81,10 @@ SUFFICES_SHARE = 0.75
 #: the evidence benchmark's tune exports: 0.782 against least squares on the design 0.773 and the
 #: Shapley credit, w 0.5, 0.727)
 KEEP_ALONE_WEIGHT = 0.25
+#: the needed: a passage whose leave-out loss is at least this share of the question's largest (and
+#: clears its jitter guard) is used whatever its credit — drop-one's relative rule, the rule before
+#: version 1
+DROP_FRACTION = 0.75
 #: how the passages of a group relate: each alone gives the answer; they carry some of the same
 #: evidence (each adds less beside the other) but not each enough alone; the answer needs them together
 SUBSTITUTES = "either suffices"
@@ -107,6 +116,7 @@ class Interactions:
     main: tuple[float, ...]  # β_i
     pairs: tuple[tuple[int, int, float], ...]  # (i, j, γ_ij) of the fitted interactions
     lead_bar: float = math.inf  # the credit the passage with the largest credit needs (inf: no leader rule)
+    drop_bar: float = math.inf  # the leave-out loss that makes a passage used whatever its credit (inf: no such rule)
 
     @property
     def carried_by(self) -> tuple[int, ...]:
@@ -146,14 +156,16 @@ def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) ->
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
                      pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 1.0, min_share: float | None = 0.1,
+                     min_effect: float = 1.0, min_share: float | None = 0.05,
                      lead_z: float | None = 2.0, lead_share: float = 0.25,
+                     drop_z: float | None = 3.0, drop_floor: float = 0.25,
                      suffices_share: float | None = SUFFICES_SHARE, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                      needed_together: bool = True) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
     None when the full or the empty context was not scored. ``suffices_share`` None: the rule
     before (a passage sufficed when its keep-alone gain cleared the bar; groups from pairs only),
     kept for the benchmark's comparison. ``lead_z`` None: no leader (the rule of versions 1–3).
+    ``drop_z`` None: no passage is used by its leave-out loss alone (the rule of versions 1–4).
     ``keep_alone_weight`` 0.5: the Shapley credit (the credit
     before); ``needed_together`` False: complements from pairs only (the rule before)."""
     table: dict[frozenset[int], float] = {}
@@ -197,6 +209,10 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     lead_bar = math.inf if lead_z is None else max(min_effect, lead_z * noise, lead_share * max(gain, 0.0))
     if dependent and k and credit.max() >= lead_bar:
         used[int(np.argmax(credit))] = True
+    losses = [d for d in drop if not math.isnan(d)]
+    drop_bar = (math.inf if drop_z is None or not losses
+                else max(drop_floor, drop_z * noise, DROP_FRACTION * max(losses)))
+    used = [u or (dependent and not math.isnan(d) and d >= drop_bar) for u, d in zip(used, drop)]
     positive = np.clip(credit, 0.0, None)
     total = float(positive.sum())
     influence = [float(v / total) if total > 0 else 0.0 for v in positive]
@@ -210,7 +226,8 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
         credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
         relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
         bar=bar, context_dependent=dependent, main=tuple(float(b) for b in beta),
-        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)), lead_bar=float(lead_bar))
+        pairs=tuple((i, j, float(g)) for (i, j), g in zip(pairs, gamma)), lead_bar=float(lead_bar),
+        drop_bar=float(drop_bar))
 
 
 def fit_at(config: InfluenceConfig, k: int, scored: Sequence[tuple[frozenset[int], float]]) -> Interactions | None:
@@ -218,7 +235,8 @@ def fit_at(config: InfluenceConfig, k: int, scored: Sequence[tuple[frozenset[int
     c = config
     return fit_interactions(k, scored, context_threshold=c.context_threshold, pairs_among=c.interaction_pairs,
                             shrinkage=c.interaction_shrinkage, noise_z=c.noise_z, min_effect=c.min_effect,
-                            min_share=c.min_share, lead_z=c.lead_z, lead_share=c.lead_share)
+                            min_share=c.min_share, lead_z=c.lead_z, lead_share=c.lead_share, drop_z=c.drop_z,
+                            drop_floor=c.drop_floor)
 
 
 def _sufficient_not_needed(used: Sequence[bool], alone: Sequence[float], drop: Sequence[float], enough: float,

@@ -72,6 +72,8 @@ CAPS: tuple[Cap, ...] = (
     Cap("influence.min_share", 1, "a floor, a share of the log-prob gain"),
     Cap("influence.lead_z", 100, "the leader's noise bar, in jitters"),
     Cap("influence.lead_share", 1, "the leader's floor, a share of the log-prob gain"),
+    Cap("influence.drop_z", 100, "the leave-out rule's noise bar, in jitters"),
+    Cap("influence.drop_floor", 1000, "the leave-out rule's floor, in nats"),
     Cap("influence.context_threshold", 1000, "a threshold, in nats"),
     Cap("influence.masks", 512, "random subsets scored per question for the surrogate"),
     Cap("influence.mask_seed", _SEED, _SEED_WHY),

@@ -52,9 +52,9 @@ class InfluenceConfig(Section):
         1.0, ge=0, description="interactions: ... and at least this many nats ...",
     )
     min_share: float | None = Field(
-        0.1, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
+        0.05, ge=0, le=1, description="interactions: ... and at least this share of the answer's log-prob gain over "
         "the closed book (null: no such floor); the three were chosen on the tune split of the shared-evidence "
-        "benchmark (benchmarks/protocol/shared_evidence_v3.json)",
+        "benchmark (benchmarks/protocol/shared_evidence_v5.json)",
     )
     lead_z: float | None = Field(
         2.0, ge=0, description="interactions: on a context-dependent answer, the passage with the largest credit "
@@ -66,6 +66,16 @@ class InfluenceConfig(Section):
     lead_share: float = Field(
         0.25, ge=0, le=1, description="interactions: the leader's floor, a share of the answer's log-prob gain "
         "over the closed book",
+    )
+    drop_z: float | None = Field(
+        3.0, ge=0, description="interactions: on a context-dependent answer, a passage is also used when leaving it "
+        "out costs at least 0.75 x the question's largest leave-out loss, this many jitters and drop_floor nats "
+        "(drop-one's rule guarded by the jitter; null: no such rule); chosen on the tune split of the "
+        "shared-evidence benchmark (benchmarks/protocol/shared_evidence_v5.json)",
+    )
+    drop_floor: float = Field(
+        0.25, ge=0, description="interactions: the least leave-out loss, in nats, that makes a passage used by "
+        "drop_z's rule",
     )
     answer_span: Literal["full", "first_sentence", "first_line", "first_clause", "through_gold"] = Field(
         "through_gold",

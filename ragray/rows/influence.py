@@ -84,7 +84,9 @@ class QuestionRow(Row):
                                           "(max(influence.min_effect, influence.noise_z x noise_scale, "
                                           "influence.min_share x the passages' gain)); the passage with the "
                                           "largest credit needs only max(influence.min_effect, influence.lead_z x "
-                                          "noise_scale, influence.lead_share x the gain)")] = None
+                                          "noise_scale, influence.lead_share x the gain), and a passage whose "
+                                          "leave-out loss is >= max(0.75 x the largest, influence.drop_z x "
+                                          "noise_scale, influence.drop_floor) is used whatever its credit")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None

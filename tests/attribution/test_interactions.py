@@ -139,7 +139,8 @@ def test_jitter_alone_is_rarely_use():
     marked = 0
     for seed in range(300):
         r = fit_interactions(K, scored(lambda s: -9.0 + 0.4 * len(s), jitter=1.0, seed=seed), context_threshold=1.0,
-                             noise_z=cfg.noise_z, min_effect=cfg.min_effect, min_share=cfg.min_share)
+                             noise_z=cfg.noise_z, min_effect=cfg.min_effect, min_share=cfg.min_share,
+                             lead_z=cfg.lead_z, lead_share=cfg.lead_share, drop_z=cfg.drop_z, drop_floor=cfg.drop_floor)
         marked += sum(r.used)
     assert marked / (300 * K) < 0.05
 
@@ -156,6 +157,28 @@ def test_the_leader_is_used_where_jitter_hides_it_from_the_bar_every_passage_tak
     assert r.noise == pytest.approx(1.26, abs=0.01) and r.bar > r.credit[0] == pytest.approx(3.0)
     assert r.lead_bar == pytest.approx(2 * r.noise) and r.used == (True, False, False, False, False)
     assert fit_interactions(K, points, context_threshold=1.0, lead_z=None).used == (False,) * K
+
+
+def test_a_passage_the_answer_misses_is_used_though_its_credit_is_under_a_nat():
+    """The passages lift the answer by 1.6 nats: passage 2 gives 0.8 of them, and any of the other four
+    gives the other 0.8 (copies of one fact), jitter 0.05 per context. Passage 2's credit (0.25 x 0.8
+    alone + 0.75 x 0.8 left out) is under the 1-nat floor every passage and the leader take, but
+    leaving it out costs the most, far over 3 jitters and 0.25 nats: it is used (the needed; drop_z
+    None: not), and the copies, each missed by nothing, are not."""
+    value = lambda s: -6.0 + 0.8 * (2 in s) + 0.8 * bool(s - {2})  # noqa: E731
+    r = fit(value, jitter=0.05)
+    assert r.context_dependent and r.credit[2] < 1.0 <= r.bar and r.drop_one[2] == pytest.approx(0.8, abs=0.2)
+    assert r.used == (False, False, True, False, False) and r.drop_bar < r.drop_one[2]
+    assert fit(value, jitter=0.05, drop_z=None).used == (False,) * K
+
+
+def test_a_leave_out_loss_within_jitter_is_not_use():
+    """Passage 2 gives 0.4 nats and the copies 0.8, jitter 0.5 per context: the largest leave-out
+    loss no longer stands 3 jitters clear, so under 5% of passages are used over 100 seeds, where
+    drop-one's relative rule marks at least one passage on every context-dependent answer."""
+    value = lambda s: -6.0 + 0.4 * (2 in s) + 0.8 * bool(s - {2})  # noqa: E731
+    marked = sum(sum(fit(value, jitter=0.5, seed=seed).used) for seed in range(100))
+    assert marked / (100 * K) < 0.05
 
 
 def test_a_used_passage_stands_clear_of_jitter_that_would_pass_the_old_relative_bar():

@@ -74,21 +74,27 @@ def test_the_edit_test_scores_marks_against_where_the_answer_moved():
 def test_the_frontier_holds_every_candidate_bar_and_drop_one():
     rows = report.frontier(data(), report.BEFORE)
     assert len(rows) == len(report.GRID) + len(report.DROP_ONE_FRACTIONS)
-    assert sum(r["default"] for r in rows) == 1 and "lead_z" not in rows[0]
+    assert sum(r["default"] for r in rows) == 1 and "lead_z" not in rows[0] and "drop_z" not in rows[0]
     leads = report.V4.leads
-    rows = report.frontier(data(), report.BEFORE, leads, leads[-1])
+    rows = report.frontier(data(), report.BEFORE, report.V4, leads[-1])
     assert len(rows) == len(report.GRID) * len(leads) + len(report.DROP_ONE_FRACTIONS)
     assert [(r["lead_z"], r["lead_share"]) for r in rows if r["default"]] == [leads[-1]]
+    drops = report.V5.drops
+    rows = report.frontier(data(), report.BEFORE, report.V5, report.V5.leads[0], drops[1])
+    assert len(rows) == len(report.GRID) * len(drops) + len(report.DROP_ONE_FRACTIONS)
+    assert [(r["drop_z"], r["drop_floor"]) for r in rows if r["default"]] == [drops[1]]
 
 
 def test_the_tune_choice_follows_the_registered_objective():
-    chosen, lead, rows = report.choose(data())
-    assert len(rows) == len(report.GRID) * len(report.CURRENT.leads) and chosen in report.GRID
-    assert lead in report.CURRENT.leads
+    v = report.CURRENT
+    chosen, lead, drop, rows = report.choose(data())
+    assert len(rows) == len(report.GRID) * len(v.leads) * len(v.drops) and chosen in report.GRID
+    assert lead in v.leads and drop in v.drops
     best = max(r["score"] for r in rows)
     assert any(math.isclose(r["score"], best) for r in rows
                if (r["noise_z"], r["min_effect"], r["min_share"]) == chosen
-               and (None if r["lead_z"] is None else (r["lead_z"], r["lead_share"])) == lead)
+               and (None if r["lead_z"] is None else (r["lead_z"], r["lead_share"])) == lead
+               and (None if r["drop_z"] is None else (r["drop_z"], r["drop_floor"])) == drop)
 
 
 def test_the_leader_finds_the_gold_that_jitter_hides_from_the_bar_and_marks_no_off_topic_passage():
@@ -99,10 +105,24 @@ def test_the_leader_finds_the_gold_that_jitter_hides_from_the_bar_and_marks_no_o
     r = record("offtopic_squad", ["gold", "offtopic", "offtopic", "distractor", "distractor"],
                lambda s: -10.0 + 3.0 * (0 in s) + next((v for i, v in moves.items() if s == full - {i}), 0.0))
     d = {name: [r] if name == "offtopic_squad" else [] for name in report.SETS}
-    v3 = report.figures(d, report.interactions(3.0, 1.0, 0.1, None))
-    v4 = report.figures(d, report.interactions(3.0, 1.0, 0.1, (2.0, 0.25)))
+    v3 = report.figures(d, report.interactions(3.0, 1.0, 0.1, None, None))
+    v4 = report.figures(d, report.interactions(3.0, 1.0, 0.1, (2.0, 0.25), None))
     assert v3["gold_recall_right_context_dependent"]["k"] == 0 and v4["gold_recall_right_context_dependent"]["k"] == 1
     assert v4["offtopic_marked_used"]["k"] == 0
+
+
+def test_the_leave_out_rule_finds_a_gold_the_answer_misses_under_a_nat_and_marks_no_off_topic_passage():
+    """Version 5's known truth: the passages lift the answer by 1.6 nats, half of it from the gold
+    (missed by 0.8 when left out) and half from either of two distractors that repeat each other;
+    the off-topic passages do nothing. No credit reaches the 1-nat floor, so versions 3 and 4 mark
+    nothing; the leave-out rule marks the gold alone."""
+    r = record("offtopic_squad", ["gold", "offtopic", "offtopic", "distractor", "distractor"],
+               lambda s: -10.0 + 0.8 * (0 in s) + 0.8 * bool(s & {3, 4}))
+    d = {name: [r] if name == "offtopic_squad" else [] for name in report.SETS}
+    v4 = report.figures(d, report.interactions(3.0, 1.0, 0.1, (2.0, 0.25), None))
+    v5 = report.figures(d, report.interactions(3.0, 1.0, 0.05, (2.0, 0.25), (3.0, 0.25)))
+    assert v4["gold_recall_right_context_dependent"]["k"] == 0 and v5["gold_recall_right_context_dependent"]["k"] == 1
+    assert v5["offtopic_marked_used"] == report.share(0, 2)
 
 
 @pytest.mark.parametrize("item", ["offtopic_squad:5727", "bridge_hotpot:5a8b", "dup_exact_hotpot:5ab3"])
@@ -115,9 +135,9 @@ def test_the_split_is_a_hash_of_the_id_and_items_read_before_stay_in_tune(item):
 
 
 def test_version_3_never_chooses_a_bar_over_its_false_alarm_cap_and_version_2_keeps_its_rule():
-    rows = {(r["noise_z"], r["min_effect"], r["min_share"]): r for r in report.choose(data(), report.V2)[2]}
-    v3_chosen, v3_lead, v3_rows = report.choose(data(), report.V3)
-    assert v3_lead is None and all("lead_z" not in r for r in v3_rows)
+    rows = {(r["noise_z"], r["min_effect"], r["min_share"]): r for r in report.choose(data(), report.V2)[-1]}
+    v3_chosen, v3_lead, v3_drop, v3_rows = report.choose(data(), report.V3)
+    assert v3_lead is None and v3_drop is None and all("lead_z" not in r and "drop_z" not in r for r in v3_rows)
     for r in v3_rows:
         if (r["offtopic_marked_used_right_answers"] or 0) > report.V3_CAP:
             assert r["score"] == -math.inf
@@ -125,7 +145,7 @@ def test_version_3_never_chooses_a_bar_over_its_false_alarm_cap_and_version_2_ke
     # version 2's objective: recall minus 4 x false alarms over 5%, unchanged
     assert all(math.isclose(r["score"], report.recall_sum(r_fig) - 4 * max(0.0, (r_fig["offtopic_marked_used_right_answers"]["share"] or 0) - 0.05))
                for key, r in rows.items()
-               for r_fig in [report.figures(data(), report.interactions(*key, None), 2)])
+               for r_fig in [report.figures(data(), report.interactions(*key, None, None), 2)])
 
 
 def test_off_topic_passages_that_hold_the_answer_are_counted_apart_from_version_3_on():

@@ -480,6 +480,9 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
                                "k_mean": sum(ks) / len(ks) if ks else None,
                                "design": "2(k + 1): full, empty, each left out, each kept alone"},
         "lds": lds(chosen),
+        **({"tune_by_set": {name: {"default": figures({name: tune[name]}, default, n),
+                                   "drop_one": figures({name: tune[name]}, drop_one(), n)}
+                            for name in SETS if name.startswith("offtopic_")}} if n >= 5 else {}),
     }
 
 

@@ -172,7 +172,8 @@ class PassageRow(Row):
     relation: Annotated[str | None, doc("either suffices | share evidence | needed together: how the group's "
                                         "passages relate")] = None
     used: Annotated[bool | None, doc("the answer used this passage: interactions (the default): its credit "
-                                     "clears the question's noise bar; other modes: influence.used_rule over the "
+                                     "clears the question's noise bar (used_bar), or it is the leader or the "
+                                     "passage the answer misses most (docs/trust.md); other modes: influence.used_rule over the "
                                      "question's influences; never on an answer that does not depend on the "
                                      "passages; null where not measured")] = None
     edit_moved: Annotated[bool | None, doc("influence.edit_test: the answer moved to the substitute when the gold "

@@ -20,7 +20,7 @@ weights may change in the notebook without a file to fingerprint).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,7 +315,10 @@ def load_run(path: str | Path) -> Run:
     """A run directory (``ragray run``/``interpret``/``audit``/``score`` output) as a :class:`Run`."""
     folder = Path(path)
     if not (folder / "summary.json").is_file() and not (folder / "audit_report.json").is_file():
-        raise InputError(f"path: {folder} is not a ragray run directory (no summary.json)")
+        from ragray.pipeline import open_stopped_run
+
+        if not open_stopped_run(folder):
+            raise InputError(f"path: {folder} is not a ragray run directory (no summary.json)")
     kinds = {"arms.parquet": "interpret", "audit_report.json": "audit", "scores.parquet": "score",
              "passages.parquet": "run"}
     kind = next((k for name, k in kinds.items() if (folder / name).is_file()), "run")
@@ -326,9 +329,33 @@ def load_run(path: str | Path) -> Run:
     return out
 
 
+@dataclass(frozen=True)
+class Watch:
+    """A caller's hooks on a per-question run: each finished question's rows, and the run's start."""
+
+    on_question: Callable[[dict[str, Any]], None] | None = None
+    on_start: Callable[[Any], None] | None = None
+
+    def hooks(self) -> dict[str, Any]:
+        """The pipeline's ``on_record`` / ``on_start`` for these hooks (records as table rows)."""
+        out: dict[str, Any] = {}
+        if self.on_question is not None:
+            hear = self.on_question
+            out["on_record"] = lambda record: hear(question_rows(record))
+        if self.on_start is not None:
+            out["on_start"] = self.on_start
+        return out
+
+
+def question_rows(record: Any) -> dict[str, Any]:
+    """One finished question's rows, as the run's tables hold them: ``question`` and one list per part."""
+    return {"question": record.question.as_dict(),
+            **{name: [row.as_dict() for row in getattr(record, name)] for name in record.parts}}
+
+
 def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history: bool | None, progress: bool,
              model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any],
-             resume: bool = False) -> Run:
+             resume: bool = False, watch: Watch | None = None) -> Run:
     """Build the config, hand ``data``'s rows to the pipeline in memory (:mod:`ragray.data.held`),
     run the pipeline's ``kind`` in ``out`` or, without ``out``, in memory (``resume``: continue the
     run ``out`` holds), and return the result with its files."""
@@ -374,7 +401,8 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
         needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
         if generator is None and needs_model and cfg.execution.executor == "local":
             generator = _kept(cfg)
-        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume)
+        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume,
+                         watch)
     if out is not None:
         files = read_files(Path(out))
     elif held is not None and kind != "score":  # kept beside the run: a saved run re-runs and resumes
@@ -388,14 +416,15 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
 
 
 def _dispatch(kind: str, cfg: Any, target: Path | None, records: Any, progress: bool, generator: Any,
-              resume: bool) -> Any:
+              resume: bool, watch: Watch | None = None) -> Any:
     """The pipeline's ``kind`` into ``target`` (None: in memory, the files on the result)."""
     from ragray import pipeline
 
+    hooks = watch.hooks() if watch is not None else {}
     if kind == "run":
-        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator)
+        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator, **hooks)
     if kind == "interpret":
-        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator)
+        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator, **hooks)
     if kind == "audit":
         return pipeline.run_audit(cfg, target, progress=progress, generator=generator)
     if records is None:
@@ -405,20 +434,27 @@ def _dispatch(kind: str, cfg: Any, target: Path | None, records: Any, progress: 
 
 def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
         progress: bool = True, model: Any = None, tokenizer: Any = None, settings: Mapping[str, Any] | None = None,
-        resume: bool = False, **keywords: Any) -> Run:
+        resume: bool = False, on_question: Callable[[dict[str, Any]], None] | None = None,
+        on_start: Callable[[Any], None] | None = None, **keywords: Any) -> Run:
     """Which passages each answer used (``ragray run``). ``data``: a DataFrame or list of dicts
     (``question``; optional ``id``, ``answers``, ``passages`` — then those passages, in that order,
     are what is measured — and ``gold_passage_ids``), a dataset path or name, or None for the demo.
-    ``resume=True`` continues the run in ``out`` (its finished questions are kept, not rerun)."""
-    return _execute("run", data, config, out, history, progress, model, tokenizer, settings, keywords, resume)
+    ``resume=True`` continues the run in ``out`` (its finished questions are kept, not rerun).
+    ``on_question(rows)`` is called as each question finishes (the resumed ones first) with its
+    rows: ``{"question": {...}, "passages": [...], ...}``, the columns of the run's tables;
+    ``on_start(info)`` before the model loads, with what the run is (questions, passages, model)."""
+    return _execute("run", data, config, out, history, progress, model, tokenizer, settings, keywords, resume,
+                    Watch(on_question, on_start))
 
 
 def interpret(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
               progress: bool = True, model: Any = None, tokenizer: Any = None,
-              settings: Mapping[str, Any] | None = None, resume: bool = False, **keywords: Any) -> Run:
+              settings: Mapping[str, Any] | None = None, resume: bool = False,
+              on_question: Callable[[dict[str, Any]], None] | None = None,
+              on_start: Callable[[Any], None] | None = None, **keywords: Any) -> Run:
     """Are the explanations faithful (``ragray interpret``); arguments as :func:`run`."""
     return _execute("interpret", data, config, out, history, progress, model, tokenizer, settings, keywords,
-                    resume)
+                    resume, Watch(on_question, on_start))
 
 
 def audit_retrieval(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,

@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "print_pairs", "print_table", "progress_bar", "show_loads"]
+__all__ = ["console", "print_line", "print_pairs", "print_table", "progress_bar", "show_loads"]
 
 
 def show_loads() -> None:
@@ -61,6 +61,13 @@ def _bar_class() -> Any:
     else:
         from tqdm.std import tqdm
     return tqdm
+
+
+def print_line(line: str) -> None:
+    """One line on stdout that a progress bar on stderr does not tear (tqdm clears and redraws its
+    bars around it)."""
+    _bar_class().write(line, file=sys.stdout)
+    sys.stdout.flush()
 
 
 def console() -> Console:

@@ -93,16 +93,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ragray import api
 
     config, out = _resumable_run(args, "run")
-    from ragray.report.run_console import short_of_top_k_line, sources_words
+    from ragray.report.run_console import short_of_top_k_line
 
-    result = api.run(config=config, out=out, resume=args.resume, progress=not args.no_progress).result
+    live = _LiveRun()
+    result = api.run(config=config, out=out, resume=args.resume, progress=not args.no_progress,
+                     on_start=live.start, on_question=live.question).result
     s = result.summary
-    print(f"ragray run: {s.n_questions} questions ({result.n_resumed} resumed), "
-          f"{s.model} via {s.backend}, {sources_words(s)} -> {result.out}")
     short = short_of_top_k_line(s, config.retrieval.top_k)
     if short:
         print(f"  {short}")
-    _print_influence_summary(s, result.records)
+    _print_influence_summary(s, result.records, table=not live.table)
     _print_where(s)
     _print_next(result.out)
     return 0
@@ -154,11 +154,35 @@ def _mode_text(s: RunSummary) -> str:
     return f"{label} ({note})" if note else label
 
 
-def _print_influence_summary(s: RunSummary, records: Any = ()) -> None:
+def _print_influence_summary(s: RunSummary, records: Any = (), *, table: bool = True) -> None:
     from ragray.report.run_console import print_run
 
     print_run(s, [r.question.as_dict() for r in records], [p.as_dict() for r in records for p in r.passages],
-              _mode_text(s))
+              _mode_text(s), table=table)
+
+
+class _LiveRun:
+    """``ragray run``'s output as the run goes: the run line before the model loads, the table's
+    header, then each question's line as it finishes."""
+
+    def __init__(self) -> None:
+        self.table: Any = None
+
+    def start(self, info: Any) -> None:
+        from ragray.console import print_line
+        from ragray.report.run_console import LiveTable
+
+        print_line(f"ragray run: {info.n_questions} questions ({info.n_resumed} resumed), {info.model} via "
+                   f"{info.backend}, {info.passages_from} -> {info.out}")
+        self.table = LiveTable(info.question_ids)
+        print_line("")
+        print_line(self.table.header())
+
+    def question(self, rows: dict[str, Any]) -> None:
+        from ragray.console import print_line
+
+        if self.table is not None:
+            print_line(self.table.line(rows["question"], rows["passages"]))
 
 
 def _cmd_interpret(args: argparse.Namespace) -> int:
@@ -276,10 +300,41 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return HISTORY_COMMANDS[args.command](args)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    """A run directory's report written again and its console summary printed (an interrupted run's
+    finished questions first made readable from its progress log)."""
+    from ragray import api
+    from ragray.report.report import write_report
+    from ragray.report.run_console import sources_words
+    from ragray.rows.summaries import FaithfulnessSummary, RunSummary
+
+    run = api.load_run(args.run_dir)
+    if run.kind not in ("run", "interpret"):
+        raise InputError(f"{args.run_dir}: a {run.kind} directory; 'ragray report' shows run and interpret runs")
+    path = write_report(Path(args.run_dir))
+    if run.kind == "run":
+        s = RunSummary.from_dict(run.summary)
+        print(f"ragray report: {s.n_questions} questions, {s.model} via {s.backend}, {sources_words(s)} "
+              f"-> {args.run_dir}")
+        import pyarrow.parquet as pq
+
+        from ragray.report.run_console import print_run
+
+        folder = Path(args.run_dir)
+        print_run(s, pq.read_table(folder / "questions.parquet").to_pylist(),
+                  pq.read_table(folder / "passages.parquet").to_pylist(), _mode_text(s))
+    else:
+        from ragray.report.interpret_console import print_interpret
+
+        print_interpret(FaithfulnessSummary.from_dict(run.summary))
+    print(f"\nreport: {path}")
+    return 0
+
+
 COMMANDS = {"retrieve": _cmd_retrieve, "run": _cmd_run, "interpret": _cmd_interpret, "audit": _cmd_audit,
             "score": _cmd_score, "serve": _cmd_serve, "runs": _cmd_history, "presets": _cmd_history,
             "cleanup": _cmd_history, "sweep": _cmd_sweep, "simulate": _cmd_simulate,
-            "dashboard": _cmd_dashboard}
+            "dashboard": _cmd_dashboard, "report": _cmd_report}
 
 
 RESUMABLE = ("run", "interpret", "sweep")

@@ -24,6 +24,9 @@ The Serve service answers one question with the same pieces: the retrieval tail
 :func:`~ragray.pipeline.audit.audit_entry`.
 """
 
+import json
+from pathlib import Path
+
 from ragray.pipeline.audit import AuditRun, audit_entry, run_audit
 from ragray.pipeline.executors import EXECUTORS, Executor, QuestionCommand, run_questions
 from ragray.pipeline.influence import run_influence
@@ -35,6 +38,20 @@ from ragray.pipeline.score import run_score
 
 #: the resumable per-question commands by name (``POST /runs``' ``command``)
 QUESTION_COMMANDS: dict[str, QuestionCommand] = {c.command: c for c in (run_influence, run_interpret)}
+
+
+def open_stopped_run(folder: Path) -> bool:
+    """A run directory left without a summary (its process was killed mid-run) made readable from
+    its ``config.yaml`` and ``progress.jsonl`` (:meth:`QuestionCommand.write_partial`); False where
+    the folder holds no finished question of a per-question command."""
+    log = folder / "progress.jsonl"
+    if not (folder / "config.yaml").is_file() or not log.is_file() or not log.stat().st_size:
+        return False
+    with log.open(encoding="utf-8") as f:
+        first = json.loads(f.readline() or "{}")
+    command = run_interpret if "arms" in first or "units" in first else run_influence
+    command.write_partial(folder)
+    return True
 
 __all__ = [
     "EXECUTORS",
@@ -49,6 +66,7 @@ __all__ = [
     "faithfulness_processor",
     "influence_processor",
     "open_question_run",
+    "open_stopped_run",
     "run_audit",
     "run_influence",
     "run_interpret",

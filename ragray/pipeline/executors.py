@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from ragray.config import ExperimentConfig
+from ragray.errors import InputError
 from ragray.data.answerable import resolve_decline
 from ragray.generation import GENERATORS
 from ragray.rows.placement import summarize_placements
@@ -30,6 +31,7 @@ from ragray.pipeline.questions import (
     RunResult,
     check_run_dir,
     open_checked_run,
+    read_saved_config,
     write_record_tables,
 )
 from ragray.report.report import write_report
@@ -40,7 +42,7 @@ from ragray.rows.summaries import FaithfulnessSummary, RunSummary
 from ragray.store.recording import recorded_run
 from ragray.types import Dataset
 
-__all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "run_questions"]
+__all__ = ["EXECUTORS", "Builder", "Executor", "LocalExecutor", "QuestionCommand", "RunStart", "run_questions"]
 
 #: ``builder(config[, generator])`` -> the per-question function (records carry ``model``)
 Builder = Callable[..., Callable[[QuestionHits], QuestionRecord]]
@@ -146,6 +148,20 @@ def _model_id(records: Sequence[QuestionRecord], config: ExperimentConfig) -> st
 
 
 @dataclass(frozen=True)
+class RunStart:
+    """What a run is, known before its model loads: the run line a console prints first."""
+
+    command: str
+    n_questions: int
+    n_resumed: int
+    passages_from: str  # :func:`~ragray.retrieval.stage.describe_sources`
+    model: str
+    backend: str
+    out: Path | None
+    question_ids: tuple[str, ...] = ()  # the data set's, in its order
+
+
+@dataclass(frozen=True)
 class QuestionCommand:
     """A resumable per-question command (``ragray run``, ``ragray interpret``) as data: what runs
     per question and what the run writes. Calling it runs the command from start to end: open (or
@@ -179,41 +195,82 @@ class QuestionCommand:
         progress: bool = True,
         generator: ModelSource | None = None,
         on_record: Callable[[QuestionRecord], None] | None = None,
+        on_start: Callable[[RunStart], None] | None = None,
     ) -> RunResult:
+        """``on_start`` hears what the run is before the model loads; ``on_record`` sees every
+        finished record (the resumed ones first). Interrupted (Ctrl-C, SIGTERM), the finished
+        questions' tables, a summary marked ``partial`` and the report are written before the
+        interrupt goes on."""
         start = time.perf_counter()
         checked = check_run_dir(config, out, resume=resume, command=self.command)  # a refused --out is not recorded
         with recorded_run(config, self.command, out) as recording:
             qr = open_checked_run(checked, config, record_type=self.record_type)
             config = resolve_decline(config, qr.dataset)  # the prompt says how to decline where the set needs it
+            if on_start is not None:
+                on_start(RunStart(self.command, len(qr.dataset.questions), qr.n_resumed,
+                                  describe_sources(config.retrieval, qr.dataset), config.generation.model,
+                                  config.generation.backend, qr.run.path,
+                                  tuple(q.id for q in qr.dataset.questions)))
             postfix = self.postfix() if self.postfix else None
             inputs = self.prepare(config, qr.dataset) if self.prepare else {}
             builder = functools.partial(self.builder, **inputs) if inputs else self.builder
             began = time.perf_counter()
-            executor = run_questions(qr, config, builder, self.command, progress, postfix, self.record_type,
-                                     generator, on_record)
-            loop_s = time.perf_counter() - began
-            records = qr.records()
-            model_id = _model_id(records, config)
-            schemas = self.schemas(config) if self.schemas else None
-            write_record_tables(qr.run, self.record_type, records, schemas)  # type: ignore[arg-type]
-            backend = GENERATORS.get(config.generation.backend)
-            summary = replace(
-                self.summarize(records, config, model_id=model_id),
-                skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
-                passages_from=describe_sources(config.retrieval, qr.dataset),
-                short_of_top_k=short_of_top_k(records, config.retrieval.top_k),
-                # this process's retrieval-cache and call-cache hits and misses
-                cache={**qr.stage.cache_stats.as_dict(), **executor.call_counts},
-                backend_settings=executor.backend_settings or None, resources=executor.resources or None,
-                placement=tuple(summarize_placements(r.worker for r in records if r.worker)) or None,
-                simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
-                wall_seconds=time.perf_counter() - start,
-            )
-            summary = _overlap_aware_rate(summary, loop_s, qr.n_resumed)
+            try:
+                executor = run_questions(qr, config, builder, self.command, progress, postfix, self.record_type,
+                                         generator, on_record)
+            except KeyboardInterrupt:
+                # what finished stays readable: tables, a partial summary, the report — from the log on
+                # disk, which holds a question the interrupt caught between its log line and the next
+                qr.done.update({qid: self.record_type.from_dict(raw) for qid, raw in qr.log.load(repair=True).items()})
+                if qr.done:
+                    self.write(qr, config, None, start=start, loop_s=None, partial="interrupted")
+                raise
+            summary = self.write(qr, config, executor, start=start, loop_s=time.perf_counter() - began)
             recording.summary = summary.as_dict()
-            qr.run.write_json("summary", recording.summary)
-            write_report(qr.run)
-        return RunResult(qr.run.path, summary, qr.n_resumed, tuple(records), qr.run.all_files() if qr.run.path is None else {})
+        return RunResult(qr.run.path, summary, qr.n_resumed, tuple(qr.records()),
+                         qr.run.all_files() if qr.run.path is None else {})
+
+    def write(self, qr: QuestionRun, config: ExperimentConfig, executor: Executor | None, *, start: float,
+              loop_s: float | None, partial: str | None = None) -> RunSummary | FaithfulnessSummary:
+        """The finished questions' tables, ``summary.json`` and the report; ``partial`` (why the run
+        stopped early) marks a summary over fewer questions than the run has."""
+        records = qr.records()
+        model_id = _model_id(records, config)
+        schemas = self.schemas(config) if self.schemas else None
+        write_record_tables(qr.run, self.record_type, records, schemas)  # type: ignore[arg-type]
+        backend = GENERATORS.get(config.generation.backend)
+        summary = replace(
+            self.summarize(records, config, model_id=model_id),
+            skipped_rows=len(qr.dataset.skipped), resumed_questions=qr.n_resumed,
+            passages_from=describe_sources(config.retrieval, qr.dataset),
+            short_of_top_k=short_of_top_k(records, config.retrieval.top_k),
+            # this process's retrieval-cache and call-cache hits and misses
+            cache={**qr.stage.cache_stats.as_dict(), **(executor.call_counts if executor else {})},
+            backend_settings=(executor.backend_settings if executor else None) or None,
+            resources=(executor.resources if executor else None) or None,
+            placement=tuple(summarize_placements(r.worker for r in records if r.worker)) or None,
+            simulated=backend.simulation_marker(config.generation.model) if backend.simulated else None,
+            wall_seconds=time.perf_counter() - start,
+            partial=None if partial is None else {"questions_done": len(records),
+                                                  "questions": len(qr.dataset.questions), "why": partial},
+        )
+        if loop_s is not None:
+            summary = _overlap_aware_rate(summary, loop_s, qr.n_resumed)
+        qr.run.write_json("summary", summary.as_dict())
+        write_report(qr.run)
+        return summary
+
+    def write_partial(self, out: str | Path) -> RunSummary | FaithfulnessSummary:
+        """An interrupted run directory that holds finished questions but no summary (the process
+        was killed before it could write one) made readable: its tables, a summary marked
+        ``partial`` ("stopped") and the report, from ``config.yaml`` and ``progress.jsonl``."""
+        config = read_saved_config(Path(out))
+        qr = open_checked_run(check_run_dir(config, out, resume=True, command=self.command), config,
+                              record_type=self.record_type)
+        if not qr.done:
+            raise InputError(f"{out}: the run finished no question yet (progress.jsonl is empty): nothing to show")
+        return self.write(qr, resolve_decline(config, qr.dataset), None, start=time.perf_counter(), loop_s=None,
+                          partial="stopped")
 
 
 def _overlap_aware_rate(summary: Any, loop_s: float, resumed: int) -> Any:

@@ -33,7 +33,8 @@ from ragray.store.progress import ProgressLog
 from ragray.store.rundir import RunDir
 from ragray.types import Dataset
 
-__all__ = ["QuestionRun", "RunResult", "check_run_dir", "open_checked_run", "open_question_run", "write_record_tables"]
+__all__ = ["QuestionRun", "RunResult", "check_run_dir", "open_checked_run", "open_question_run", "read_saved_config",
+           "write_record_tables"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool, command: 
         )
     # its relative paths (a saved in-memory run's input_rows.jsonl) name files beside it, as loading it does
     raw = read_config_file(saved) if resume and saved.is_file() else None
-    if raw is not None and (before := validate_config(raw, where=str(saved))) != config:
+    before = validate_config(raw, where=str(saved)) if raw is not None else None
+    if before is not None and before != config and _same_but_limit(before, config):
+        _check_limit_change(run.path, before, config, log)
+    elif before is not None and before != config:
         raise InputError(
             f"--resume: the config differs from the one {run.path} was started with "
             f"({saved}: {_differences(before, config)}); choose a new --out, or resume with that config:\n"
@@ -65,6 +69,38 @@ def _check_resume(run: RunDir, config: ExperimentConfig, resume: bool, command: 
                        "ran without them, the new ones take these values (kept in %s). If one of them changes "
                        "what was measured, start a new --out instead", run.path, shown, kept.name)
     return log
+
+
+def _same_but_limit(before: ExperimentConfig, now: ExperimentConfig) -> bool:
+    """The two configs differ in ``data.limit`` alone."""
+    return before.model_copy(update={"data": before.data.model_copy(update={"limit": now.data.limit})}) == now
+
+
+def _check_limit_change(path: Path, before: ExperimentConfig, now: ExperimentConfig, log: ProgressLog) -> None:
+    """``--resume`` with another ``--limit``: the finished questions keep their results (``--limit``
+    keeps the first questions and never cuts the corpus), so more or fewer questions continue the
+    run. Refused where the loader reads only ``limit`` rows and builds the corpus from them (NQ):
+    there a finished question would have searched another corpus."""
+    from ragray.data.loading import detect_format
+
+    fmt = now.data.format if now.data.format != "auto" else detect_format(now.data.path)
+    if fmt == "nq":
+        raise InputError(f"--resume: data.limit {before.data.limit} there, {now.data.limit} now, on Natural "
+                         f"Questions, whose corpus is built from the first limit rows: the finished questions "
+                         f"searched another corpus; resume {path} with --limit {before.data.limit}, or choose a "
+                         "new --out")
+    done = len(log.load(repair=True)) if log.path.exists() else 0
+    logger.warning("--resume: data.limit %s there, %s now: the finished questions are kept (%d), the run "
+                   "continues with the first %s questions", before.data.limit, now.data.limit, done,
+                   now.data.limit if now.data.limit is not None else "all")
+
+
+def read_saved_config(path: Path) -> ExperimentConfig:
+    """The config a run directory was started with (its ``config.yaml``)."""
+    saved = path / "config.yaml"
+    if not saved.is_file():
+        raise InputError(f"{path}: not a ragray run directory (no config.yaml)")
+    return validate_config(read_config_file(saved), where=str(saved))
 
 
 def added_settings(saved: Mapping[str, object], config: ExperimentConfig) -> dict[str, object]:

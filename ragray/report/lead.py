@@ -11,7 +11,7 @@ from typing import Any
 
 from ragray.faithfulness.stats import share_ci
 from ragray.report.page import badge, esc, fmt
-from ragray.report.run_console import correct_line, stage_line, unverdicted_words
+from ragray.report.run_console import correct_line, partial_line, stage_line, unverdicted_words
 from ragray.report.rundata import RunData
 
 __all__ = ["LEAD_CSS", "headline", "run_header"]
@@ -55,6 +55,13 @@ def _lines(questions: Sequence[Mapping[str, Any]]) -> str:
 def headline(summary: dict[str, Any], questions: Sequence[Mapping[str, Any]] = ()) -> str:
     """The misaligned rate with its interval, what it means, and the console's lines under it
     (``questions``: the run's question rows), in one box."""
+    partial = partial_line(summary)
+    if partial:  # the run stopped early: said before anything else
+        return f'<p class=partial data-key="partial">{esc(partial)}</p>' + _headline(summary, questions)
+    return _headline(summary, questions)
+
+
+def _headline(summary: dict[str, Any], questions: Sequence[Mapping[str, Any]]) -> str:
     a = summary.get("alignment")
     n_all = summary.get("n_questions") or 0
     if not a:

@@ -30,6 +30,7 @@ from ragray.report.interpret_console import LEGEND, verdict_label
 from ragray.report.interpret_console import headline as headline_words
 from ragray.report.lead import LEAD_CSS, headline, run_header
 from ragray.report.page import badge, card, cards, esc, fmt, page, table
+from ragray.report.run_console import partial_line
 from ragray.report.panel import PANEL_CSS, panel_section
 from ragray.report.plots import detail_plots, recommended_plots
 from ragray.report.questions import QUESTIONS_CSS, VERDICT_SCRIPT, question_cards
@@ -293,7 +294,14 @@ def _audit_sections(data: RunData) -> str:
 
 
 def report_body(data: RunData, link: Callable[[str], str] | None = None) -> str:
-    """The report's sections for a loaded run (``link``: a question id's drill-down URL)."""
+    """The report's sections for a loaded run (``link``: a question id's drill-down URL); a run that
+    stopped early says so first."""
+    partial = partial_line(data.summary)
+    lead = f'<p class=partial data-key="partial">{esc(partial)}</p>' if partial else ""
+    return lead + _sections(data, link)
+
+
+def _sections(data: RunData, link: Callable[[str], str] | None) -> str:
     if data.kind == "run":
         s = data.summary
         return (alignment_section(s) + validity_section(s) + evidence_section(s) + _influence_summary(s)

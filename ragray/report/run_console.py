@@ -15,7 +15,7 @@ from ragray.console import print_pairs, print_table
 from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "lead_lines", "question_lines", "short_of_top_k_line",
+__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "lead_lines", "LiveTable", "partial_line", "question_lines", "short_of_top_k_line",
            "sources_words", "stage_line", "unverdicted_words", "used_groups", "verdict_words", "print_run", "score_headline"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
@@ -258,6 +258,17 @@ def unverdicted_words(questions: Sequence[Mapping[str, Any]]) -> str | None:
     return ", ".join(f"{n} {why}" for why, n in reasons.items()) or None
 
 
+def partial_line(summary: Any) -> str | None:
+    """``PARTIAL: 2 of 8 questions finished (interrupted) …`` for a run that stopped early (a summary
+    object or its dict); None for a whole run."""
+    p = summary.get("partial") if isinstance(summary, Mapping) else getattr(summary, "partial", None)
+    if not p:
+        return None
+    why = {"interrupted": "interrupted", "stopped": "stopped before it could finish"}.get(p.get("why"), p.get("why"))
+    return (f"PARTIAL: {p.get('questions_done')} of {p.get('questions')} questions finished ({why}); every figure "
+            f"is over those {p.get('questions_done')}; `--resume` continues the run")
+
+
 def stage_line(questions: Sequence[Mapping[str, Any]]) -> str | None:
     """``wrong answers by stage: 3 retrieval (…), 2 ranking (…), …`` — what to fix, counted; None
     where no wrong answer has a stage."""
@@ -342,13 +353,39 @@ def _calls_line(s: RunSummary) -> str:
 
 def lead_lines(s: RunSummary, questions: Sequence[Mapping[str, Any]]) -> list[str]:
     """The lines under the table: the headline, answered correctly, wrong answers by stage."""
-    return [line for line in (headline(s), correct_line(questions, s), stage_line(questions)) if line]
+    return [line for line in (partial_line(s), headline(s), correct_line(questions, s), stage_line(questions)) if line]
+
+
+class LiveTable:
+    """The question table as it fills: the header before the first question, then each question's
+    line the moment it finishes (finishing order, numbered by its place in the data set), the same
+    cells the end-of-run table has, as plain columns (a table cannot be sized before its rows)."""
+
+    def __init__(self, question_ids: Sequence[str]) -> None:
+        self.number = {qid: i + 1 for i, qid in enumerate(question_ids)}
+        self.width = len(str(len(question_ids) or 1))
+        self.shown = 0
+
+    def _cells(self, cells: Sequence[str]) -> str:
+        num, question, correct, used, verdict = cells
+        return f"{num:>{self.width}}  {question:<48}  {correct:<8}  {used}  |  {verdict}".rstrip()
+
+    def header(self) -> str:
+        return self._cells(QUESTION_COLUMNS)
+
+    def line(self, question: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> str:
+        """``question``'s line (its row and its passages' rows)."""
+        used, _ = _used(passages)
+        self.shown += 1
+        return self._cells((str(self.number.get(question["question_id"], "?")), _cut(question.get("question"), 48),
+                            correct_words(question), used, verdict_words(question)))
 
 
 def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
-              mode_text: str) -> None:
-    """The questions, the headline, the validity panel, the details."""
-    lines, note = question_lines(questions, passages)
+              mode_text: str, *, table: bool = True) -> None:
+    """The questions (``table`` False: already printed as they finished), the headline, the
+    validity panel, the details."""
+    lines, note = question_lines(questions, passages) if table else ([], None)
     if lines:
         print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
         if any(line.cells[2] not in ("yes", "no") for line in lines):  # a mark beyond yes / no: say what it means

@@ -155,6 +155,10 @@ class RunFooter(Summary):
     passages_from: str | None = omitted_when_none(default=None)
     #: questions that got fewer passages than ``retrieval.top_k``: ``{passages: questions}``
     short_of_top_k: Mapping[str, int] | None = omitted_when_none(default=None)
+    #: the run stopped before its last question: ``{questions_done, questions, why}`` (why:
+    #: ``interrupted`` — Ctrl-C or SIGTERM —, or ``stopped``: written later from its progress log);
+    #: every figure is over the finished questions; ``--resume`` continues it
+    partial: Mapping[str, Any] | None = omitted_when_none(default=None)
 
 
 # --- ragray run ----------------------------------------------------------------------------------

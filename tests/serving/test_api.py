@@ -196,6 +196,17 @@ def test_runs_start_finish_and_list(client):
     assert [s["run_id"] for s in client.get("/runs", params={"kind": "run"}).json()] == [run_id]
 
 
+def test_a_run_s_finished_questions_are_readable_over_http(client):
+    run_id = client.post("/runs", json={"command": "run", "preset": "small"}).json()["run_id"]
+    assert wait(client, run_id)["status"] == "done"
+    (finished,) = client.get(f"/runs/{run_id}/questions").json()
+    assert finished["question"]["question_id"] and finished["question"]["answer"] is not None
+    assert finished["parts"]["passages"] and "calls" not in finished["parts"]
+    assert client.get(f"/runs/{run_id}/questions", params={"offset": 1}).json() == []
+    assert client.get("/runs/nope/questions").status_code == 404
+    assert client.get(f"/runs/{run_id}/questions", params={"limit": 0}).status_code == 422
+
+
 def test_the_dashboard_is_mounted_and_shows_runs_started_over_http(client):
     run_id = client.post("/runs", json={"command": "run", "preset": "small"}).json()["run_id"]
     assert wait(client, run_id)["status"] == "done"

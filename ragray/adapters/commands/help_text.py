@@ -80,6 +80,14 @@ HELP: dict[str, Help] = {
         ("ragray serve --dataset demo --port 8000",
          "ragray serve --dataset demo --no-ray --port 8000   # one process, no Ray"),
     ),
+    "report": Help(
+        "a run's report and summary again, an interrupted run's too",
+        "Write RUN_DIR/report.html again and print the run's table and summary, as 'ragray run' printed "
+        "them. A run stopped early is shown with the questions it finished, marked PARTIAL: after Ctrl-C "
+        "or SIGTERM it wrote its tables then; a run whose process was killed gets them here, from its "
+        "config.yaml and progress.jsonl. 'ragray run ... --out RUN_DIR --resume' continues it.",
+        ("ragray report runs/run-default-20261202-101500",),
+    ),
     "simulate": Help(
         "a run of known ground truth from a scenario, no model",
         "Write a run directory whose influence is known in advance: each question's passages get an "

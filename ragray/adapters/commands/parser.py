@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     sub.required = True
     for add in (_add_retrieve, _add_run, _add_interpret, _add_audit, _add_score, _add_serve, _add_simulate,
-                _add_dashboard, _add_sweep, _add_history_commands):
+                _add_dashboard, _add_sweep, _add_history_commands, _add_report):
         add(sub)
     return parser
 
@@ -266,6 +266,11 @@ def _add_simulate(sub: Any) -> None:
     _add_influence(p)
     p.add_argument("--out", help="run directory (default: runs/simulate-<scenario>-<time>)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _add_report(sub: Any) -> None:
+    p = _command(sub, "report")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory of 'ragray run' or 'ragray interpret'")
 
 
 def _add_dashboard(sub: Any) -> None:

@@ -110,7 +110,8 @@ class Catalog:
                 continue
             started = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
             source = "upload" if path.name.startswith("upload-") else "folder"
-            entry = Entry(dir_id(path), data.name, data.kind, "done", path, started, None, source, data.summary)
+            status = "partial" if (data.summary or {}).get("partial") else "done"  # stopped early (Ctrl-C, SIGTERM)
+            entry = Entry(dir_id(path), data.name, data.kind, status, path, started, None, source, data.summary)
             by_path[path] = entry
             out.append(entry)
         out.sort(key=lambda e: e.started.astimezone(timezone.utc).replace(tzinfo=None) if e.started else datetime.min,

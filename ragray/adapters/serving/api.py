@@ -260,6 +260,15 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         except KeyError:
             raise HTTPException(404, f"no run '{run_id}'") from None
 
+    @app.get("/runs/{run_id}/questions", response_model=list[s.FinishedQuestion], tags=["runs"],
+             responses={404: {"model": s.ErrorBody}})
+    def run_questions(run_id: str, limit: Limit = 50, offset: Offset = 0) -> list[s.FinishedQuestion]:
+        """The run's finished questions so far, in finishing order: readable while it runs."""
+        try:
+            return runs.questions(run_id, limit, offset)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+
     @app.delete("/runs/{run_id}", response_model=s.RunStatus, status_code=202, tags=["runs"],
                 responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
     def cancel_run(run_id: str) -> s.RunStatus:

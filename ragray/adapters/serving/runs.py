@@ -13,6 +13,7 @@ is recorded ``interrupted``, its finished questions kept (:mod:`ragray.adapters.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -301,6 +302,28 @@ class RunManager:
                            summary=read_summary(record.kind, record.summary) if record.summary else None,
                            parent_id=record.parent_id, started_at=record.started_at,
                            finished_at=record.finished_at, seconds=record.seconds)
+
+    def questions(self, run_id: str, limit: int = 50, offset: int = 0) -> list[s.FinishedQuestion]:
+        """The run's finished questions so far, in finishing order (``GET /runs/{id}/questions``:
+        readable while it runs). :class:`KeyError` if the history has no such run."""
+        record = self.history.get_run(run_id)
+        progress = Path(record.out or "") / "progress.jsonl"
+        out: list[s.FinishedQuestion] = []
+        if not record.out or not progress.is_file():
+            return out
+        with progress.open(encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                if i < offset or not line.strip():
+                    continue
+                if len(out) >= limit:
+                    break
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError:  # the line being written as we read
+                    break
+                out.append(s.FinishedQuestion(question=raw.get("question") or {}, parts={
+                    k: v for k, v in raw.items() if isinstance(v, list) and k != "calls"}))
+        return out
 
     def status(self, run_id: str) -> s.RunStatus:
         """The run ``run_id`` (:class:`KeyError` if the history has none)."""

@@ -202,6 +202,15 @@ class RunStatus(BaseModel):
     seconds: float | None = Field(None, description="wall time from start to finish")
 
 
+class FinishedQuestion(BaseModel):
+    """One finished question of a run, as its tables will hold it: the question's row and its
+    parts' rows (``passages`` for ``run``; ``units``, ``arms``, ``cases``, ``curves`` for
+    ``interpret``). Model calls are left out (``calls.parquet`` once the run ends)."""
+
+    question: dict[str, Any]
+    parts: dict[str, list[dict[str, Any]]]
+
+
 class Preset(BaseModel):
     name: str
     source: Literal["db", "file"] = Field(

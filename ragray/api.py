@@ -347,6 +347,18 @@ class Watch:
         return out
 
 
+def _notebook_watch(kind: str, watch: Watch | None) -> Watch | None:
+    """In a notebook, a ``run`` the caller does not watch shows its table growing as questions finish."""
+    if kind != "run" or (watch is not None and (watch.on_question or watch.on_start)):
+        return watch
+    from ragray.report.notebook_live import NotebookLive, in_notebook
+
+    if not in_notebook():
+        return watch
+    live = NotebookLive()
+    return Watch(live.question, live.start)
+
+
 def question_rows(record: Any) -> dict[str, Any]:
     """One finished question's rows, as the run's tables hold them: ``question`` and one list per part."""
     return {"question": record.question.as_dict(),
@@ -372,6 +384,7 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
         from ragray.console import show_loads
 
         show_loads()
+        watch = _notebook_watch(kind, watch)
     extra: dict[str, Any] = dict(settings or {})
     if isinstance(model, (str, Path)):
         keywords["model"] = str(model)

@@ -373,12 +373,16 @@ class LiveTable:
     def header(self) -> str:
         return self._cells(QUESTION_COLUMNS)
 
-    def line(self, question: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> str:
-        """``question``'s line (its row and its passages' rows)."""
+    def cells(self, question: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """``question``'s cells (its row and its passages' rows), in :data:`QUESTION_COLUMNS` order."""
         used, _ = _used(passages)
         self.shown += 1
-        return self._cells((str(self.number.get(question["question_id"], "?")), _cut(question.get("question"), 48),
-                            correct_words(question), used, verdict_words(question)))
+        return (str(self.number.get(question["question_id"], "?")), _cut(question.get("question"), 48),
+                correct_words(question), used, verdict_words(question))
+
+    def line(self, question: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> str:
+        """``question``'s line."""
+        return self._cells(self.cells(question, passages))
 
 
 def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],

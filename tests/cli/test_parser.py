@@ -42,7 +42,7 @@ def test_the_walk_finds_every_command_and_action():
     assert set(COMMANDS) == {
         "ragray", "retrieve", "run", "interpret", "audit", "score", "serve", "simulate", "dashboard", "sweep",
         "runs", "runs list", "runs show", "presets", "presets save", "presets get", "presets delete",
-        "presets list", "cleanup",
+        "presets list", "cleanup", "report",
     }
 
 

@@ -44,12 +44,13 @@ def run() -> None:
 
 
 def transcript() -> str:
-    """The console's table, the lines under it and the validity verdict, from the record."""
+    """The console's lines from the record: the table's header and each question's line as
+    ``ragray run`` prints them when the question finishes (one question at a time on this CPU, so
+    in the data set's order), the lines under them and the validity verdict."""
     import pyarrow.parquet as pq
 
-    from ragray.console import print_table
     from ragray.metrics.panel import panel_lines
-    from ragray.report.run_console import QUESTION_COLUMNS, lead_lines, question_lines
+    from ragray.report.run_console import LiveTable, lead_lines
     from ragray.rows.summaries import RunSummary
 
     questions = pq.read_table(RECORD / "questions.parquet").to_pylist()
@@ -57,8 +58,10 @@ def transcript() -> str:
     s = RunSummary.from_dict(json.loads((RECORD / "summary.json").read_text()))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        lines, _ = question_lines(questions, passages)
-        print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
+        live = LiveTable([q["question_id"] for q in questions])
+        print(live.header())
+        for q in questions:
+            print(live.line(q, [p for p in passages if p["question_id"] == q["question_id"]]))
         print()
         print("\n".join(lead_lines(s, questions)))
         print(panel_lines(s.panel)[0][0])

@@ -175,7 +175,6 @@ class _LiveRun:
         print_line(f"ragray run: {info.n_questions} questions ({info.n_resumed} resumed), {info.model} via "
                    f"{info.backend}, {info.passages_from} -> {info.out}")
         self.table = LiveTable(info.question_ids)
-        print_line("")
         print_line(self.table.header())
 
     def question(self, rows: dict[str, Any]) -> None:

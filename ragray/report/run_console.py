@@ -387,20 +387,20 @@ class LiveTable:
 
 def print_run(s: RunSummary, questions: Sequence[Mapping[str, Any]], passages: Sequence[Mapping[str, Any]],
               mode_text: str, *, table: bool = True) -> None:
-    """The questions (``table`` False: already printed as they finished), the headline, the
-    validity panel, the details."""
-    lines, note = question_lines(questions, passages) if table else ([], None)
-    if lines:
+    """The questions (``table`` False: already printed as they finished, so only the legend of
+    their marks), the headline, the validity panel, the details."""
+    lines, note = question_lines(questions, passages, limit=len(questions) if not table else MAX_QUESTIONS)
+    if lines and table:
         print_table(QUESTION_COLUMNS, [line.cells for line in lines], numeric=(0,))
-        if any(line.cells[2] not in ("yes", "no") for line in lines):  # a mark beyond yes / no: say what it means
-            print(f"({CORRECT_LEGEND})")
-        if note:
-            print(f"({note})")
+    if any(line.cells[2] not in ("yes", "no") for line in lines):  # a mark beyond yes / no: say what it means
+        print(f"({CORRECT_LEGEND})")
+    if note and table:
+        print(f"({note})")
     print()
     print("\n".join(lead_lines(s, questions)))
-    verdict, table = panel_lines(s.panel)
+    verdict, panel = panel_lines(s.panel)
     print("\n".join(verdict))
-    if table:
-        print_table(table[0], table[1:])
+    if panel:
+        print_table(panel[0], panel[1:])
     print()
     print_pairs(_details(s, mode_text))

@@ -15,7 +15,7 @@ from ragray.console import print_pairs, print_table
 from ragray.metrics.panel import panel_lines
 from ragray.rows.summaries import RunSummary
 
-__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "lead_lines", "LiveTable", "partial_line", "question_lines", "short_of_top_k_line",
+__all__ = ["CORRECT_LEGEND", "MAX_QUESTIONS", "QUESTION_COLUMNS", "correct_line", "correct_words", "QuestionLine", "group_words", "telling_words", "lead_lines", "LiveTable", "partial_line", "question_lines", "short_of_top_k_line",
            "sources_words", "stage_line", "unverdicted_words", "used_groups", "verdict_words", "print_run", "score_headline"]
 
 #: questions shown in the console table (the rest are in questions.csv and report.html)
@@ -116,16 +116,46 @@ def used_groups(passages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
 MAX_NAMED = 3
 
 
-def group_words(members: Sequence[Mapping[str, Any]], width: int = 32) -> str:
+def _rank(p: Mapping[str, Any]) -> str:
+    """``#3``, and ``#3 gold`` for a gold passage."""
+    return f"#{p['retrieval_rank']}" + (" gold" if p.get("is_gold") else "")
+
+
+def _words(text: str | None) -> list[str]:
+    return " ".join((text or "").split()).split(" ") if text else []
+
+
+def telling_words(p: Mapping[str, Any], others: Sequence[Mapping[str, Any]], n: int = 4) -> str:
+    """A few words of ``p``'s text where it stops reading like ``others`` (passages of the same
+    title): ``"the embargo was lifted…"`` — the words after the longest word prefix it shares
+    with any of them."""
+    words = _words(p.get("text"))
+    common = 0
+    for o in others:
+        ow = _words(o.get("text"))
+        k = 0
+        while k < min(len(words), len(ow)) and words[k] == ow[k]:
+            k += 1
+        common = max(common, k)
+    shown = words[common:common + n]
+    if not shown:
+        return ""
+    return '"' + ("…" if common else "") + " ".join(shown) + ("…" if common + n < len(words) else "") + '"'
+
+
+def group_words(members: Sequence[Mapping[str, Any]], width: int = 32,
+                same_title: Sequence[Mapping[str, Any]] = ()) -> str:
     """``A (0.93, #1)``, or for a group ``A or B (either suffices; 0.93, #1 #3)`` (``A and B`` where
     they share evidence or are needed together; past :data:`MAX_NAMED`, ``A or B or 8 more``); a group of one
     passage repeated reads ``A or its copy``, of passages that only share a title (chunks of one
-    document) ``2 passages of A``."""
+    document) ``2 passages of A``. A gold passage's rank reads ``#1 gold``; a passage named beside
+    ``same_title`` (other named passages of its title) adds a few words that tell it apart."""
     influence = sum(p.get("influence") or 0.0 for p in members)
-    ranks = " ".join(f"#{p['retrieval_rank']}" for p in members[:MAX_NAMED])
+    ranks = " ".join(_rank(p) for p in members[:MAX_NAMED])
     ranks += " …" if len(members) > MAX_NAMED else ""
     if len(members) == 1:
-        return f"{_name(members[0], width)} ({influence:.2f}, {ranks})"
+        telling = telling_words(members[0], same_title) if same_title else ""
+        return f"{_name(members[0], width)}{' ' + telling if telling else ''} ({influence:.2f}, {ranks})"
     relation = members[0].get("relation") or "either suffices"
     names = [_name(p, width) for p in members]
     texts = {" ".join((p.get("text") or "").split()) for p in members}
@@ -150,7 +180,15 @@ def _used(passages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[str, ...]]:
     if hidden_gold is not None and not any(p.get("is_gold") for e in shown for p in e):
         shown = [*entries[: MAX_USED - 1], hidden_gold]  # a used gold passage is never hidden in "+N more"
     more = f" +{len(entries) - len(shown)} more" if len(entries) > len(shown) else ""
-    return "; ".join(group_words(e) for e in shown) + more, tuple(p["passage_id"] for e in shown for p in e)
+
+    def alike(e: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The other named single passages with ``e``'s title (told apart by a few words)."""
+        if len(e) != 1:
+            return []
+        return [o[0] for o in shown if len(o) == 1 and o is not e and _name(o[0]) == _name(e[0])]
+
+    return "; ".join(group_words(e, same_title=alike(e)) for e in shown) + more, tuple(
+        p["passage_id"] for e in shown for p in e)
 
 
 def _informative(q: Mapping[str, Any]) -> tuple:

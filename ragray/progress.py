@@ -51,7 +51,10 @@ def calls_bar(enabled: bool, desc: str = "model calls") -> Iterator[None]:
 
     # disable=False said, not left to tqdm's default: tqdm reads TQDM_DISABLE once, when first imported,
     # so an earlier --no-progress command of the same process would hide this bar for good
-    bar = progress_bar(total=0, desc=desc, unit="call", position=1, leave=False, dynamic_ncols=True, disable=False)
+    # smoothing 0: the rate is the average since the bar opened, not the last few calls — a generated
+    # answer takes many times a scored context, so a moving rate swings by an order of magnitude
+    bar = progress_bar(total=0, desc=desc, unit="call", position=1, leave=False, dynamic_ncols=True, disable=False,
+                       smoothing=0)
     with _LOCK:
         _BAR.append(bar)
     try:

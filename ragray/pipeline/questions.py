@@ -182,7 +182,7 @@ class QuestionRun:
         of the model calls made in this process); ``on_record`` sees every record of the run once
         it is logged: the resumed ones first, then each new one."""
         bar = progress_bar(total=len(self.dataset.questions), initial=self.n_resumed, desc=desc, unit="q",
-                   disable=not progress)
+                           disable=not progress, smoothing=0)  # the average question so far: an estimate that settles
         try:
             with calls_bar(progress and calls):  # the model calls inside the questions: it moves while one runs
                 if on_record is not None:

@@ -1,5 +1,5 @@
 """One story in every output: the report's headline, filters and cards count every question state
-as the console does (measured, diffuse, context ignored, unanswerable, declined, failed)."""
+as the console does (measured, diffuse, context ignored, unanswerable, declined, failed, partial)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,22 @@ def test_the_headline_says_why_the_rest_have_no_verdict_and_carries_the_consoles
     assert "declined 1 of 2 unanswerable" in box and "or the question failed" not in box
 
 
+def test_a_partial_run_says_so_first_in_the_console_the_report_and_the_dashboard_body():
+    from ragray.report.run_console import lead_lines, partial_line
+    from ragray.rows.summaries import RunSummary
+
+    summary = {"n_questions": 2, "alignment": {"n_scored": 1, "misaligned_rate": 0.0, "misalignment_threshold": 0.8,
+                                               "misaligned_ci95": [0.0, 0.79]},
+               "partial": {"questions_done": 2, "questions": 8, "why": "interrupted"}}
+    line = partial_line(summary)
+    assert line.startswith("PARTIAL: 2 of 8 questions finished (interrupted)")
+    assert lead_lines(RunSummary.from_dict(summary), [])[0] == line
+    box = headline(summary, QUESTIONS[:2])
+    assert box.startswith('<p class=partial data-key="partial">PARTIAL: 2 of 8')
+    assert partial_line({**summary, "partial": None}) is None and "PARTIAL" not in headline(
+        {**summary, "partial": None}, QUESTIONS[:2])
+
+
 def test_a_used_gold_passage_is_never_hidden_in_more():
     """Issue 66: 'A (…, #2 #5 #6); A (0.12, #9); A (0.12, #7) +2 more' hid the used gold at #1."""
     from ragray.report.run_console import question_lines
@@ -77,4 +93,4 @@ def test_a_used_gold_passage_is_never_hidden_in_more():
     ps = [{"question_id": "q", "passage_id": f"p{r}", "retrieval_rank": r, "used": True, "is_gold": r == 1,
            "influence": v, "title": "1973 oil crisis", "text": f"text {r}"} for r, v in infl.items()]
     [line], _ = question_lines([q], ps)
-    assert "#1)" in line.cells[3] and line.cells[3].endswith("+2 more") and "p1" in line.used_ids
+    assert "#1 gold)" in line.cells[3] and line.cells[3].endswith("+2 more") and "p1" in line.used_ids

@@ -155,3 +155,19 @@ def test_a_folder_without_finished_questions_is_still_not_a_run(tmp_path):
     (tmp_path / "config.yaml").write_text("name: x\n")
     with pytest.raises(InputError, match="not a ragray run directory"):
         ragray.load_run(tmp_path)
+
+
+@pytest.mark.slow
+def test_with_the_real_model_the_run_line_comes_before_the_model_loads(tmp_path):
+    """``ragray run`` as a user types it (the packaged SmolLM2, the demo set), stdout and stderr in
+    one stream: the run line, then the model's load line, then the first question's line."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", "--limit", "2", "--out",
+                           str(tmp_path / "run")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    lines = done.stdout.splitlines()
+    run_line = next(i for i, line in enumerate(lines) if line.startswith("ragray run: 2 questions"))
+    load = next(i for i, line in enumerate(lines) if line.startswith("ragray: loading the generator"))
+    first = next(i for i, line in enumerate(lines) if line.startswith("1  In what year"))
+    assert run_line < load < first

@@ -20,10 +20,10 @@ PUBLIC = [
 SIGNATURES = {
     "run_influence": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
-                     "| None' = None) -> 'RunResult'",
+                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None) -> 'RunResult'",
     "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
-                     "| None' = None) -> 'RunResult'",
+                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None) -> 'RunResult'",
     "run_audit": "(config: 'ExperimentConfig', out: 'str | Path | None', *, progress: 'bool' = True, generator: "
                  "'ModelSource | None' = None) -> 'AuditRun'",
     "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path | None', *, scorer: "
@@ -63,7 +63,7 @@ def test_import_ragray_does_no_work() -> None:
 def test_pipeline_entry_points_are_pinned() -> None:
     assert sorted(pipeline.__all__) == sorted([
         "EXECUTORS", "AuditRun", "Executor", "QUESTION_COMMANDS", "QuestionCommand", "QuestionRun", "RetrieveResult",
-        "RunResult", "audit_entry", "faithfulness_processor", "influence_processor", "open_question_run", "run_audit",
+        "RunResult", "audit_entry", "faithfulness_processor", "influence_processor", "open_question_run", "open_stopped_run", "run_audit",
         "run_influence", "run_interpret", "run_questions", "run_retrieve", "run_score", "write_record_tables",
     ])
     assert pipeline.QUESTION_COMMANDS == {"run": pipeline.run_influence, "interpret": pipeline.run_interpret}

@@ -20,12 +20,12 @@ from ragray.rows.summaries import (
 def test_footer_fields_follow_the_measures_and_are_absent_until_a_run_fills_them():
     names = RunSummary.names()
     assert names[0] == "n_questions" and names.index("divergence_threshold") < names.index("skipped_rows")
-    assert names[-14:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds",
+    assert names[-15:] == ("skipped_rows", "resumed_questions", "cache", "simulated", "wall_seconds",
                            "backend_settings", "resources", "placement", "passages_from", "short_of_top_k",
-                           "uploaded", "evidence", "panel", "engine")
-    assert FaithfulnessSummary.names()[-10:] == ("skipped_rows", "resumed_questions", "cache", "simulated",
+                           "partial", "uploaded", "evidence", "panel", "engine")
+    assert FaithfulnessSummary.names()[-11:] == ("skipped_rows", "resumed_questions", "cache", "simulated",
                                                  "wall_seconds", "backend_settings", "resources", "placement",
-                                                 "passages_from", "short_of_top_k")
+                                                 "passages_from", "short_of_top_k", "partial")
     bare = RunSummary.from_dict({"n_questions": 2})
     assert "skipped_rows" not in bare.as_dict() and "simulated" not in bare.as_dict()  # not made by a run
     ran = dataclasses.replace(bare, skipped_rows=0, wall_seconds=1.5)

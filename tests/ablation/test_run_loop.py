@@ -196,10 +196,10 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[1].startswith("#  question") and "passages the answer used" in lines[1]
-    assert re.match(r"1\s+Which ferry sails to Kell\?\s+yes\s+q1-p0 \(1\.00, #1\)\s+aligned$", lines[2])
-    assert re.search(r"^2 .*q2-p3 \(1\.00, #4\)\s+MISALIGNED", lines[3])
+    assert re.match(r"1\s+Which ferry sails to Kell\?\s+yes\s+q1-p0 \(1\.00, #1 gold\)\s+\|\s+aligned$", lines[2])
+    assert re.search(r"^2 .*q2-p3 \(1\.00, #4( gold)?\)\s+\|\s+MISALIGNED", lines[3])
     # either copy of the mill's answer suffices: drop-one sees neither, the keep-alone contexts see both
-    assert re.search(r"^4 .*q4-p0 or q4-p1 \(either suffices; 1\.00, #1 #2\)\s+aligned$", lines[5])
+    assert re.search(r"^4 .*q4-p0 or q4-p1 \(either suffices; 1\.00, #1( gold)? #2( gold)?\)\s+\|\s+aligned$", lines[5])
     # q3's model says "unknown": a decline, though the set has a gold answer; the legend says what that mark means
     assert re.search(r"^3 .*\bno, declined\b", lines[4]) and lines[6].startswith("(correct: yes / no")
     assert lines[7] == "" and lines[8].startswith("misaligned: 1 of 3 questions (33%, 95% CI")  # one headline after the table

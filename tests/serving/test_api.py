@@ -200,7 +200,7 @@ def test_a_run_s_finished_questions_are_readable_over_http(client):
     run_id = client.post("/runs", json={"command": "run", "preset": "small"}).json()["run_id"]
     assert wait(client, run_id)["status"] == "done"
     (finished,) = client.get(f"/runs/{run_id}/questions").json()
-    assert finished["question"]["question_id"] and finished["question"]["answer"] is not None
+    assert finished["question"]["question_id"] and finished["question"]["baseline_answer"] is not None
     assert finished["parts"]["passages"] and "calls" not in finished["parts"]
     assert client.get(f"/runs/{run_id}/questions", params={"offset": 1}).json() == []
     assert client.get("/runs/nope/questions").status_code == 404

@@ -66,7 +66,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from benchmarks.contextcite_summary import agreement, summarize
 from benchmarks.machine import SHARED_DATA, machine_info
 from ragray.config import GenerationConfig
-from ragray.metrics.linear import fit_lasso
+from ragray.attribution.linear import fit_lasso
 from ragray.generation import Message, build_generator
 from ragray.generation.chat_tokens import answer_token_ids, encode_rendered, render_chat
 from ragray.generation.packaged import resolve_generator_model

@@ -131,7 +131,7 @@ def tracing_truth(run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
 
 def paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
     """Questions measured under both spans: b right where a was wrong, and the reverse (exact sign test)."""
-    from ragray.faithfulness.stats import sign_test
+    from ragray.metrics.stats import sign_test
 
     both = sorted(set(a) & set(b))
     better = sum(b[i] and not a[i] for i in both)

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import REPO, machine_info, save_result  # noqa: E402
 from ragray.config import load_config  # noqa: E402
-from ragray.faithfulness.stats import min_questions, share_ci, sign_test  # noqa: E402
+from ragray.metrics.stats import min_questions, share_ci, sign_test  # noqa: E402
 from ragray.generation.scripted import ScriptedGenerator  # noqa: E402
 from ragray.pipeline import run_interpret  # noqa: E402
 

@@ -80,6 +80,25 @@ def _token_logprobs(ids: list[int]) -> list[float | None]:
     return [None] + [-0.05 - ((ids[i] * 31 + ids[i - 1] * 7 + i) % 17) / 10 for i in range(1, len(ids))]
 
 
+def _chat(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat completion answering the prompt's question from its passages."""
+    text = _answer(body.get("messages") or [])
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body["messages"]),
+                      "completion_tokens": len(text.split())}}
+
+def _completions(body: dict[str, Any]) -> dict[str, Any]:
+    """A completions answer scoring the prompt's tokens (``echo``), with the top log-probs asked for."""
+    ids = [int(t) for t in body.get("prompt") or []]
+    lps = _token_logprobs(ids)
+    out: dict[str, Any] = {"token_logprobs": lps}
+    if int(body.get("logprobs") or 0) > 1:  # the actual token and one other, as vLLM's server lists them
+        out["top_logprobs"] = [None] + [{str(t): lp, "other": math.log(max(1e-9, 1 - math.exp(lp)) / 2)}
+                                        for t, lp in zip(ids[1:], lps[1:])]
+    return {"choices": [{"index": 0, "text": "", "logprobs": out}]}
+
+
 def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry_after: float = 0.05,
                  throttle_every: int = 0) -> tuple[Any, LoopbackStats]:
     """The Starlette app and the stats it keeps."""
@@ -127,27 +146,11 @@ def loopback_app(latency: float, limit: int, *, over_limit: str = "queue", retry
         stats.bodies[hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()] += 1
         return JSONResponse(out)
 
-    def chat(body: dict[str, Any]) -> dict[str, Any]:
-        text = _answer(body.get("messages") or [])
-        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": sum(len(str(m.get("content", "")).split()) for m in body["messages"]),
-                          "completion_tokens": len(text.split())}}
-
-    def completions(body: dict[str, Any]) -> dict[str, Any]:
-        ids = [int(t) for t in body.get("prompt") or []]
-        lps = _token_logprobs(ids)
-        out: dict[str, Any] = {"token_logprobs": lps}
-        if int(body.get("logprobs") or 0) > 1:  # the actual token and one other, as vLLM's server lists them
-            out["top_logprobs"] = [None] + [{str(t): lp, "other": math.log(max(1e-9, 1 - math.exp(lp)) / 2)}
-                                            for t, lp in zip(ids[1:], lps[1:])]
-        return {"choices": [{"index": 0, "text": "", "logprobs": out}]}
-
     async def chat_route(request: Request) -> JSONResponse:
-        return await serve(request, chat)
+        return await serve(request, _chat)
 
     async def completions_route(request: Request) -> JSONResponse:
-        return await serve(request, completions)
+        return await serve(request, _completions)
 
     async def stats_route(request: Request) -> JSONResponse:
         return JSONResponse(stats.as_dict())

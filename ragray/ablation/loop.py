@@ -40,11 +40,11 @@ from ragray.ablation.columns import (
     exact_match_or_none,
     used_passages,
 )
+from ragray.ablation.checks import heldout_subsets, run_checks
 from ragray.ablation.engine import SCORERS, CallBook, CallCost, Extra, Measured
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.ablation.span import answer_span
 from ragray.attribution.base import CONTROL_NAMES, MEASURES, MODE_MEASURES, Evidence, Measure, Observed, Scores
-from ragray.attribution.checks import heldout_subsets, run_checks
 from ragray.attribution.controls import random_scores
 from ragray.attribution.interactions import InteractionMeasure
 from ragray.attribution.subsets import Subset
@@ -64,7 +64,7 @@ from ragray.metrics.similarity import Similarity
 from ragray.metrics.stages import stage_of
 from ragray.progress import calls_planned
 from ragray.retrieval.stage import QuestionHits
-from ragray.rows.influence import InfluenceRecord, PassageRow, QuestionRow, SubsetRow
+from ragray.rows.influence import CallRow, InfluenceRecord, PassageRow, QuestionRow, SubsetRow
 from ragray.types import Passage
 
 __all__ = ["InfluenceLoop", "RUN_QUALITY_KEYS", "resolve_mode"]
@@ -326,23 +326,7 @@ class InfluenceLoop:
             embeddings = {"answer_similarity": self.quality.answer_passage_similarity(baseline.text, texts),
                           "question_similarity": self.quality.question_passage_similarity(q.question, texts)}
         ev = self._evidence(qh, calls, embeddings, planned) if error is None else QuestionEvidence()
-        drop_one = drop_influence(sims[0])
-        infl = drop_one
-        fit = ev.fit
-        if self.measure.name == "surrogate" and error is None:
-            infl = [float("nan") if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w))
-                    for w in (ev.surrogate or [float("nan")] * len(hits))]
-        if self.measure.name == "interactions" and error is None:
-            infl = list(fit.influence) if fit is not None else [float("nan")] * len(hits)
-        ranks = [h.rank for h in hits]
-        if error is not None:
-            result: InfluenceResult = error_result(len(hits))
-        elif fit is not None:
-            result = analyze_influence(ranks, infl, self.config, used=fit.used, group=fit.group,
-                                       context_dependent=fit.context_dependent, judged=not is_unanswerable(q))
-        else:
-            result = analyze_influence(ranks, infl, self.config, context_dependent=ev.context_dependent,
-                                       judged=not is_unanswerable(q))
+        drop_one, infl, result = self._influence(qh, ev, sims[0], error)
         control: list[float | None] = [None] * len(hits)
         content: list[float | None] = [None] * len(hits)
         pos: PositionResult | None = None
@@ -354,12 +338,7 @@ class InfluenceLoop:
         if pos is not None and pos.position_driven:
             flags = sorted({*flags, "position_driven"}, key=FLAGS.index)
         gens = [g for gs in calls.gens for g in gs]
-        n_calls, n_control = _call_counts(calls, orders)
-        if ev.decline_margin is not None:  # the decline's scoring pass
-            n_calls += 1
-        if calls.scored:  # the design's contexts beyond the drop-one arms (closed book, kept alone, random)
-            arms = {frozenset(range(len(hits))) - {i} for i in range(len(hits))} | {frozenset(range(len(hits)))}
-            n_calls += len({s.kept for p, s in planned if p == "design"} - arms)
+        n_calls, n_control = _call_counts(calls, orders, planned, declined=ev.decline_margin is not None)
         question = {
             "question_id": q.id,
             "question": q.question,
@@ -383,60 +362,104 @@ class InfluenceLoop:
             "error": error,
             "seconds": time.perf_counter() - start,
             **self._ranking(qh),
-            **ev.question_columns(self.config.answer_span, ranks),
+            **ev.question_columns(self.config.answer_span, [h.rank for h in hits]),
             **answer_columns(q, baseline.text if baseline is not None and baseline.ok else None),
             "dtype": self.generator.precision,
             **engine_columns(self.generator.engine_counts(), counted),
         }
         if error is None:
             question.update(self._quality(qh, baseline, result.influence))
-        gold = set(q.gold_passage_ids)
-        answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
-        used = (used_passages(result.influence, result.state, ev.context_dependent, self.config) if fit is None
+        used = (used_passages(result.influence, result.state, ev.context_dependent, self.config) if ev.fit is None
                 else [None if result.state == "error" else bool(u) and result.state != "context_ignored"
-                      for u in fit.used])
-        passages_rows = tuple(
-            PassageRow(
-                question_id=q.id,
-                passage_id=h.passage.id,
-                doc_id=h.passage.doc_id,
-                retrieval_rank=h.rank,
-                retrieval_score=h.score,
-                influence=result.influence[i],
-                influence_rank=result.influence_rank[i],
-                is_gold=h.passage.doc_id in gold,
-                control_slot=order.index(i) + 1 if order is not None else None,
-                influence_control=control[i],
-                content_influence=content[i],
-                answer_similarity=answer_sim[i] if answer_sim is not None else None,
-                **ev.passage_columns(i),
-                **ev.fit_columns(i),
-                question_similarity=question_sim[i] if question_sim is not None else None,
-                used=used[i],
-                title=h.passage.title,
-                text=h.passage.text,
-            )
-            for i, h in enumerate(hits)
-        )
-        stage = stage_of(question, [{"retrieval_rank": h.rank, "is_gold": h.passage.doc_id in gold, "used": used[i]}
-                                    for i, h in enumerate(hits)])
+                      for u in ev.fit.used])
+        passage_rows = _passage_rows(qh, result, used, ev, embeddings, order, control, content)
+        stage = stage_of(question, [{"retrieval_rank": r.retrieval_rank, "is_gold": r.is_gold, "used": r.used}
+                                    for r in passage_rows])
         question |= {"stage": stage.stage, "stage_why": stage.why}
-        call_rows = []
-        for o, arms in enumerate(orders):
-            gens_o = calls.gens[o] if o < len(calls.gens) else []
-            n_rows = len(arms) if calls.scored else len(gens_o)
-            call_rows += [call_row(q.id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
-                          for j in range(n_rows)]
         calls_planned((calls.book.calls if calls.book is not None else 0) - calls.planned)  # what it did
-        return InfluenceRecord(QuestionRow.from_dict(question), passages_rows, tuple(call_rows),
+        return InfluenceRecord(QuestionRow.from_dict(question), passage_rows, _call_rows(q.id, orders, calls, sims),
                                tuple(ev.subsets), tuple(ev.checks))
 
+    def _influence(self, qh: QuestionHits, ev: QuestionEvidence, sims: list[float],
+                   error: str | None) -> tuple[list[float], list[float], InfluenceResult]:
+        """Drop-one's influence, the measure's (the one users see) and its analysis."""
+        q, hits = qh.question, qh.hits
+        drop_one = drop_influence(sims)
+        infl = drop_one
+        fit = ev.fit
+        if self.measure.name == "surrogate" and error is None:
+            infl = [float("nan") if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w))
+                    for w in (ev.surrogate or [float("nan")] * len(hits))]
+        if self.measure.name == "interactions" and error is None:
+            infl = list(fit.influence) if fit is not None else [float("nan")] * len(hits)
+        ranks = [h.rank for h in hits]
+        if error is not None:
+            result: InfluenceResult = error_result(len(hits))
+        elif fit is not None:
+            result = analyze_influence(ranks, infl, self.config, used=fit.used, group=fit.group,
+                                       context_dependent=fit.context_dependent, judged=not is_unanswerable(q))
+        else:
+            result = analyze_influence(ranks, infl, self.config, context_dependent=ev.context_dependent,
+                                       judged=not is_unanswerable(q))
+        return drop_one, infl, result
 
-def _call_counts(calls: _Calls, orders: list[list[Arm]]) -> tuple[int, int]:
+
+def _passage_rows(qh: QuestionHits, result: InfluenceResult, used: list[bool | None], ev: QuestionEvidence,
+                  embeddings: dict[str, list[float] | None], order: list[int] | None,
+                  control: list[float | None], content: list[float | None]) -> tuple[PassageRow, ...]:
+    """One row per retrieved passage of the question."""
+    gold = set(qh.question.gold_passage_ids)
+    answer_sim, question_sim = embeddings["answer_similarity"], embeddings["question_similarity"]
+    return tuple(
+        PassageRow(
+            question_id=qh.question.id,
+            passage_id=h.passage.id,
+            doc_id=h.passage.doc_id,
+            retrieval_rank=h.rank,
+            retrieval_score=h.score,
+            influence=result.influence[i],
+            influence_rank=result.influence_rank[i],
+            is_gold=h.passage.doc_id in gold,
+            control_slot=order.index(i) + 1 if order is not None else None,
+            influence_control=control[i],
+            content_influence=content[i],
+            answer_similarity=answer_sim[i] if answer_sim is not None else None,
+            **ev.passage_columns(i),
+            **ev.fit_columns(i),
+            question_similarity=question_sim[i] if question_sim is not None else None,
+            used=used[i],
+            title=h.passage.title,
+            text=h.passage.text,
+        )
+        for i, h in enumerate(qh.hits)
+    )
+
+
+def _call_rows(question_id: str, orders: list[list[Arm]], calls: _Calls,
+               sims: list[list[float]]) -> tuple[CallRow, ...]:
+    """One row per arm of each order: its answer (generate mode) or its score."""
+    rows = []
+    for o, arms in enumerate(orders):
+        gens_o = calls.gens[o] if o < len(calls.gens) else []
+        n_rows = len(arms) if calls.scored else len(gens_o)
+        rows += [call_row(question_id, arms[j], gens_o[j] if j < len(gens_o) else None, sims[o][j])
+                 for j in range(n_rows)]
+    return tuple(rows)
+
+
+def _call_counts(calls: _Calls, orders: list[list[Arm]], planned: list[tuple[str, Subset]], *,
+                 declined: bool) -> tuple[int, int]:
     """Model calls of the question and of its position-control order. Generate mode: every
     generation. Log-prob mode: every arm is scored (the first order's baseline counted once as
-    generated-and-scored, as before), plus each further order's generated baseline."""
+    generated-and-scored, as before), plus each further order's generated baseline, plus the
+    design's contexts beyond the drop-one arms (closed book, kept alone, random). ``declined``: the
+    decline's scoring pass ran (one call more)."""
     if not calls.scored:
-        return sum(map(len, calls.gens)), sum(len(gs) for gs in calls.gens[1:])
-    extra = len(calls.gens) - 1  # generated baselines of the control orders
-    return sum(map(len, orders)) + extra, sum(map(len, orders[1:])) + extra
+        n, control = sum(map(len, calls.gens)), sum(len(gs) for gs in calls.gens[1:])
+    else:
+        extra = len(calls.gens) - 1  # generated baselines of the control orders
+        n, control = sum(map(len, orders)) + extra, sum(map(len, orders[1:])) + extra
+        k = len(orders[0]) - 1  # the passages: the first order is the baseline and one arm per passage
+        arms = {frozenset(range(k)) - {i} for i in range(k)} | {frozenset(range(k))}
+        n += len({s.kept for p, s in planned if p == "design"} - arms)
+    return n + int(declined), control

@@ -4,5 +4,5 @@
 measure reads and the one registry ``MEASURES``; ``design`` the contexts a question scores;
 ``subsets`` random subsets; ``interactions`` the default (an interaction-aware fit: substitutes,
 complements, a per-question noise bar); ``measures`` drop-one, JSD, the surrogate and the controls
-read as measures; ``checks`` the top-k drop and LDS of every measure.
+read as measures; ``linear`` the Lasso the surrogates fit.
 """

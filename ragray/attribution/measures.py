@@ -10,7 +10,7 @@
   (the influence run): ``log p(y | S)`` on the keep-indicators of ``influence.masks`` subsets (and,
   with ``surrogate_fit: masks_and_arms``, the full context and the drop-one arms); without
   (the faithfulness experiments): the non-negative fit of ``1 − sim`` on the removed-indicators of
-  the random-deletion arms, answers already generated. One Lasso (:func:`ragray.metrics.linear.fit_lasso`).
+  the random-deletion arms, answers already generated. One Lasso (:func:`ragray.attribution.linear.fit_lasso`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from ragray.attribution.base import MEASURES, Evidence, Measure
 from ragray.attribution.subsets import Subset, draw_subsets
-from ragray.metrics.linear import fit_lasso
+from ragray.attribution.linear import fit_lasso
 
 __all__ = ["DropShare", "JensenShannon", "LeaveOneOut", "LogprobDrop", "Surrogate", "lasso_weights"]
 

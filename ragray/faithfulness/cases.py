@@ -6,7 +6,7 @@ that carries the finite-population correction √((N − R)/(N − 1)): an exhau
 exactly and its interval has zero width.
 
 An arm with similarity s is compared with that mean by a one-sided t-test of the random draws
-against the constant s (:func:`ragray.faithfulness.stats.one_sided_vs_constant`):
+against the constant s (:func:`ragray.metrics.stats.one_sided_vs_constant`):
 
 - ``below`` (s ≪ sim_random): p ≤ α for "mean > s" AND mean − s ≥ δ (``decision.min_effect``);
 - ``above``: p ≤ α for "mean < s" AND s − mean ≥ δ;
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragray.config import DecisionConfig
-from ragray.faithfulness.stats import mean_ci, one_sided_vs_constant
+from ragray.metrics.stats import mean_ci, one_sided_vs_constant
 
 __all__ = ["ArmComparison", "CaseResult", "compare_to_random", "decide_case", "CASES"]
 

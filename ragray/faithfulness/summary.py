@@ -22,7 +22,7 @@ from ragray.config import ExperimentConfig, FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE, DEL_RANDOM
 from ragray.faithfulness.cases import CASES
 from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
-from ragray.faithfulness.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, stratified_rank_test
+from ragray.metrics.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, stratified_rank_test
 from ragray.faithfulness.verdict import KTests, circular, family_verdicts
 from ragray.rows.faithfulness import FaithfulnessRecord
 from ragray.rows.summaries import ControlsSummary, DeletionCurveSummary, FaithfulnessCost, FaithfulnessSummary

@@ -2,7 +2,7 @@
 
 Each question's case compares its DEL_MOST and DEL_LEAST similarities with its own random draws
 (:mod:`ragray.faithfulness.cases`). The verdict asks the same across questions with a
-**stratified rank test** (:func:`~ragray.faithfulness.stats.stratified_rank_test`): each question's
+**stratified rank test** (:func:`~ragray.metrics.stats.stratified_rank_test`): each question's
 DEL_MOST similarity is placed among its own random draws (its mid-rank share: 0 below every draw,
 ½ in their middle), the shares are summed over the tested questions, and the sum is compared with
 its distribution when DEL_MOST is just one more random draw in every question, two-sided, at the
@@ -64,7 +64,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
 from ragray.faithfulness.attribution import FITTED_ON_RANDOM_ARM
-from ragray.faithfulness.stats import RankTest, holm, min_questions
+from ragray.metrics.stats import RankTest, holm, min_questions
 
 __all__ = ["STATES", "KTests", "KVerdict", "circular", "family_verdicts", "k_verdict", "verdict_words"]
 
@@ -106,7 +106,7 @@ def _direction(test: RankTest, p: float, alpha: float) -> int:
 
 def k_verdict(n_tested: int, most: RankTest, least: RankTest, alpha: float, *, n_circular: int = 0,
               explainer: str = "", p_holm: float | None = None, n_family: int = 1) -> KVerdict:
-    """The verdict of one K from the rank tests (:func:`~ragray.faithfulness.stats.stratified_rank_test`)
+    """The verdict of one K from the rank tests (:func:`~ragray.metrics.stats.stratified_rank_test`)
     of DEL_MOST and DEL_LEAST among their questions' random draws over the ``n_tested`` questions it
     keeps, and the count left out as circular; DEL_MOST's p Holm-adjusted (``p_holm``) over the
     ``n_family`` K a run tests (:func:`family_verdicts`), or this K alone."""

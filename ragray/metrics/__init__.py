@@ -1,1 +1,3 @@
-"""Metrics: retrieval quality now; similarity, influence and faithfulness as they land."""
+"""Metrics: retrieval quality, answer similarity, influence, alignment, the validity and evidence
+panels, and ``stats``: the intervals and tests every figure of ragray shares (faithfulness, the
+evidence panel, paired changes)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ragray.faithfulness.stats import holm
+from ragray.metrics.stats import holm
 from ragray.metrics.answers import contains_gold as answered
 from ragray.metrics.validity import Measure, bootstrap_ci, question_scores
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ragray.faithfulness.stats import holm, mcnemar_exact, min_questions, paired_tests
+from ragray.metrics.stats import holm, mcnemar_exact, min_questions, paired_tests
 
 __all__ = ["PAIRED_METRICS", "PairedChange", "paired_changes"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragray.faithfulness.stats import share_ci
+from ragray.metrics.stats import share_ci
 from ragray.report.page import badge, esc, fmt
 from ragray.report.run_console import correct_line, partial_line, stage_line, unverdicted_words
 from ragray.report.rundata import RunData

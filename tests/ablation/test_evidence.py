@@ -197,7 +197,7 @@ def test_lds_of_a_perfect_additive_model_is_one():
 
 def test_the_surrogate_fits_on_the_arms_it_already_has_but_never_on_a_held_out_subset():
     from ragray.attribution.base import MEASURES, Evidence, Observed
-    from ragray.attribution.checks import heldout_subsets
+    from ragray.ablation.checks import heldout_subsets
     from ragray.config import InfluenceConfig
 
     full = frozenset({0, 1, 2})

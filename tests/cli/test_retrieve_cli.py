@@ -153,7 +153,7 @@ def assert_question_table(stdout, run_dir):
             assert " none " in row
         for e in entries[:3]:
             influence = sum(p["influence"] for p in e)
-            ranks = " ".join(f"#{p['retrieval_rank']}" for p in e)
+            ranks = " ".join(f"#{p['retrieval_rank']}" + (" gold" if p.get("is_gold") else "") for p in e)
             assert f"{influence:.2f}, {ranks})" in row and group_words(e) in row
             assert all((p["title"] or p["passage_id"])[:20] in row for p in e)
     assert lines[header + 1 + len(questions)] == ""  # then the headline

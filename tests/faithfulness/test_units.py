@@ -8,7 +8,7 @@ import pytest
 from ragray.faithfulness.arms import question_rng, random_draws, resolve_k
 from ragray.faithfulness.importance import buckets, normalize, rank_units
 from ragray.attribution.measures import lasso_weights
-from ragray.metrics.linear import fit_lasso
+from ragray.attribution.linear import fit_lasso
 from ragray.faithfulness.units import Context, units_in
 from ragray.types import Passage
 

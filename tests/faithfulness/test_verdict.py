@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragray.adapters.cli import main
-from ragray.faithfulness.stats import min_questions, sign_test, stratified_rank_test
+from ragray.metrics.stats import min_questions, sign_test, stratified_rank_test
 from ragray.faithfulness.verdict import circular, family_verdicts, k_verdict
 from ragray.generation.scripted import ScriptedGenerator
 from ragray.pipeline import run_interpret

@@ -112,6 +112,7 @@ def _ask_every_route(ask: Recorder, tmp_path: Path) -> None:
     for run_id in ids:
         ask.responses.append(_wait(ask.client, run_id))
         ask("GET", f"/runs/{run_id}", "/runs/{run_id}")
+        ask("GET", f"/runs/{run_id}/questions", "/runs/{run_id}/questions")
     ask("GET", "/runs"), ask("GET", "/runs/nope", "/runs/{run_id}")
     ask("DELETE", "/runs/nope", "/runs/{run_id}")
     for run_id in ids[:1]:

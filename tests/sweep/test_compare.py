@@ -6,7 +6,7 @@ import random
 import pytest
 
 from ragray.adapters.sweep.compare import behind_words, compare_to_best, decision_line
-from ragray.faithfulness.stats import holm
+from ragray.metrics.stats import holm
 from ragray.adapters.sweep.leaderboard import markdown
 
 

@@ -64,97 +64,112 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
+class _Site:
+    """What the dashboard's routes share: the run catalog, its upload folder and limits, its URLs."""
+
+    def __init__(self, runs_dir: str | Path, history_url: str | None, prefix: str, limits: DashboardConfig) -> None:
+        self.prefix, self.limits = prefix, limits
+        self.uploads = Path(runs_dir) / "uploads"
+        self.catalog = Catalog(runs_dir, history_url)
+        self.texts: dict[str, dict[str, str]] = {}  # run id -> its passages' texts, read once
+
+    def url(self, name: str, *args: str) -> str:
+        prefix, q = self.prefix, [quote(str(a), safe="") for a in args]
+        return {"index": f"{prefix}/", "compare": f"{prefix}/compare", "upload": f"{prefix}/upload",
+                "run": f"{prefix}/runs/{q[0]}" if q else "",
+                "question": f"{prefix}/runs/{q[0]}/questions/{q[1]}" if len(q) > 1 else "",
+                "file": f"{prefix}/runs/{q[0]}/files/{q[1]}" if len(q) > 1 else ""}[name]
+
+    def load(self, run_id: str) -> tuple[Any, Any]:
+        try:
+            return self.catalog.load(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+        except InputError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    def index_page(self, message: str = "", status: int = 200) -> HTMLResponse:
+        limits = self.limits
+        note = (f"up to {_mib(limits.max_upload_bytes)}; {count_uploads(self.uploads)} of {limits.max_uploads} "
+                "uploaded runs kept")
+        return HTMLResponse(views.index_page(self.catalog.entries(), self.url, message, note), status_code=status)
+
+    def run_page(self, run_id: str) -> HTMLResponse:
+        entry, data = self.load(run_id)
+        trials = {}
+        if data.kind == "sweep":  # the leaderboard links each trial's run directory to its page
+            trials = {e.path.name: e.id for e in self.catalog.entries()
+                      if e.path and e.path.parent == entry.path / "trials"}
+        return HTMLResponse(views.run_page(entry, data, self.url, trials))
+
+    def question_page(self, run_id: str, qid: str) -> HTMLResponse:
+        entry, data = self.load(run_id)
+        if not any(q["question_id"] == qid for q in data.table("questions")) or data.kind != "run":
+            raise HTTPException(404, f"run '{run_id}' has no question '{qid}' with passages")
+        if run_id not in self.texts:
+            self.texts[run_id] = _texts(data)
+        return HTMLResponse(views.question_page(entry, data, qid, self.url, self.texts[run_id]))
+
+    def receive(self, name: str | None, raw: bytes) -> Any:
+        """An uploaded CSV (``raw``: at most one byte over the limit, read so) saved as a run: the run's
+        page, or the index saying why nothing was saved. Called with no await in between the count and
+        the write: one step of the event loop."""
+        limits, uploads = self.limits, self.uploads
+        if len(raw) > limits.max_upload_bytes:
+            return self.index_page(f"upload {name}: the file is larger than {_mib(limits.max_upload_bytes)} "
+                                   "(dashboard.max_upload_bytes); nothing was saved", 413)
+        if limits.max_uploads == 0:
+            return self.index_page("uploads are off here (dashboard.max_uploads is 0); nothing was saved", 409)
+        if count_uploads(uploads) >= limits.max_uploads:
+            return self.index_page(f"upload {name}: {uploads} already holds {limits.max_uploads} uploaded runs "
+                                   "(dashboard.max_uploads); delete some there, or raise the limit, to upload "
+                                   "more; nothing was saved", 409)
+        try:
+            try:
+                text = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise InputError("the file is not UTF-8 text") from None
+            out = import_csv(text, uploads, name or "upload.csv")
+        except InputError as exc:
+            return self.index_page(f"upload {name}: {exc}", 400)
+        return RedirectResponse(self.url("run", dir_id(out)), status_code=303)
+
+
 def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefix: str = "",
                      limits: DashboardConfig | None = None, paths: bool = True) -> APIRouter:
     """An ``APIRouter`` with the dashboard's routes under ``prefix`` (see the module docstring);
     ``limits`` bound the uploads (default: :class:`~ragray.config.DashboardConfig`'s); ``paths``
     False: ``/api/runs`` names run folders, not their paths (inside ``ragray serve``, whose
     clients read none of the server's paths)."""
-    limits = limits or DashboardConfig()
-    uploads = Path(runs_dir) / "uploads"
-    catalog = Catalog(runs_dir, history_url)
-    texts: dict[str, dict[str, str]] = {}
+    site = _Site(runs_dir, history_url, prefix, limits or DashboardConfig())
     router = APIRouter(prefix=prefix)
-
-    def url(name: str, *args: str) -> str:
-        q = [quote(str(a), safe="") for a in args]
-        return {"index": f"{prefix}/", "compare": f"{prefix}/compare", "upload": f"{prefix}/upload",
-                "run": f"{prefix}/runs/{q[0]}" if q else "",
-                "question": f"{prefix}/runs/{q[0]}/questions/{q[1]}" if len(q) > 1 else "",
-                "file": f"{prefix}/runs/{q[0]}/files/{q[1]}" if len(q) > 1 else ""}[name]
-
-    def html(text: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(text, status_code=status)
-
-    def load(run_id: str) -> tuple[Any, Any]:
-        try:
-            return catalog.load(run_id)
-        except KeyError:
-            raise HTTPException(404, f"no run '{run_id}'") from None
-        except InputError as exc:
-            raise HTTPException(404, str(exc)) from None
-
-    def upload_note() -> str:
-        return (f"up to {_mib(limits.max_upload_bytes)}; {count_uploads(uploads)} of {limits.max_uploads} "
-                "uploaded runs kept")
-
-    def index_page(message: str = "") -> str:
-        return views.index_page(catalog.entries(), url, message, upload_note())
 
     @router.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
-        return html(index_page())
+        return site.index_page()
 
     @router.get("/runs/{run_id}", response_class=HTMLResponse)
     def run(run_id: str) -> HTMLResponse:
-        entry, data = load(run_id)
-        trials = {}
-        if data.kind == "sweep":  # the leaderboard links each trial's run directory to its page
-            trials = {e.path.name: e.id for e in catalog.entries() if e.path and e.path.parent == entry.path / "trials"}
-        return html(views.run_page(entry, data, url, trials))
+        return site.run_page(run_id)
 
     # ``path``: a question id may hold "/" (links send it as %2F, which the server decodes before
     # routing); the id is only ever looked up among the run's questions, never used as a file path
     @router.get("/runs/{run_id}/questions/{qid:path}", response_class=HTMLResponse)
     def question(run_id: str, qid: str) -> HTMLResponse:
-        entry, data = load(run_id)
-        if not any(q["question_id"] == qid for q in data.table("questions")) or data.kind != "run":
-            raise HTTPException(404, f"run '{run_id}' has no question '{qid}' with passages")
-        if run_id not in texts:
-            texts[run_id] = _texts(data)
-        return html(views.question_page(entry, data, qid, url, texts[run_id]))
+        return site.question_page(run_id, qid)
 
     @router.get("/compare", response_class=HTMLResponse)
     def compare(a: str, b: str) -> HTMLResponse:
-        return html(views.compare_page(load(a), load(b), url))
+        return HTMLResponse(views.compare_page(site.load(a), site.load(b), site.url))
 
     @router.post("/upload")
     async def upload(file: UploadFile = File(...)) -> Any:
-        raw = await file.read(limits.max_upload_bytes + 1)
-        # no await from here on: the count is checked and the run written in one step of the event loop
-        if len(raw) > limits.max_upload_bytes:
-            return html(index_page(f"upload {file.filename}: the file is larger than "
-                                   f"{_mib(limits.max_upload_bytes)} (dashboard.max_upload_bytes); nothing was "
-                                   "saved"), 413)
-        if limits.max_uploads == 0:
-            return html(index_page("uploads are off here (dashboard.max_uploads is 0); nothing was saved"), 409)
-        if count_uploads(uploads) >= limits.max_uploads:
-            return html(index_page(f"upload {file.filename}: {uploads} already holds {limits.max_uploads} uploaded "
-                                   "runs (dashboard.max_uploads); delete some there, or raise the limit, to upload "
-                                   "more; nothing was saved"), 409)
-        try:
-            try:
-                text = raw.decode("utf-8-sig")
-            except UnicodeDecodeError:
-                raise InputError("the file is not UTF-8 text") from None
-            out = import_csv(text, uploads, file.filename or "upload.csv")
-        except InputError as exc:
-            return html(index_page(f"upload {file.filename}: {exc}"), 400)
-        return RedirectResponse(url("run", dir_id(out)), status_code=303)
+        raw = await file.read(site.limits.max_upload_bytes + 1)
+        return site.receive(file.filename, raw)  # no await from here on
 
     @router.get("/runs/{run_id}/files/{name}")
     def files(run_id: str, name: str) -> FileResponse:
-        entry, _ = load(run_id)
+        entry, _ = site.load(run_id)
         if name not in _FILES or not (entry.path / name).is_file():
             raise HTTPException(404, f"run '{run_id}' has no file '{name}'")
         return FileResponse(entry.path / name)
@@ -165,15 +180,15 @@ def dashboard_router(runs_dir: str | Path, history_url: str | None = None, prefi
                               "path": (str(e.path) if paths else e.path.name) if e.path else None,
                               "source": e.source,
                               "started": e.started.isoformat() if e.started else None, "openable": e.openable}
-                             for e in catalog.entries()])
+                             for e in site.catalog.entries()])
 
     @router.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> JSONResponse:
-        entry, data = load(run_id)
+        entry, data = site.load(run_id)
         return JSONResponse({"id": entry.id, "name": data.name, "kind": data.kind, "summary": data.summary,
                              "questions": data.table("questions")})
 
-    router.url_for_page = url  # type: ignore[attr-defined]
+    router.url_for_page = site.url  # type: ignore[attr-defined]
     return router
 
 

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -140,146 +140,9 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
         lifespan=stops_with_the_server(runs.stop),  # the runs stop (recorded interrupted) with the server
     )
 
-    @app.middleware("http")
-    async def ids_and_errors(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-        rid = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
-        request.state.request_id = rid
-        try:
-            response = await call_next(request)
-        except Exception as exc:  # after the specific handlers: busy, timeout, or a bug
-            return _unexpected(exc, rid, config.serve.timeout_s)
-        response.headers["X-Request-ID"] = rid
-        return response
-
-    def rid(request: Request) -> str:
-        return getattr(request.state, "request_id", None) or uuid.uuid4().hex
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = _field_errors(exc)
-        return _error(422, _field_message(detail) or "invalid request", rid(request), detail=detail)
-
-    @app.exception_handler(PromptTooLongError)
-    async def too_long(request: Request, exc: Exception) -> JSONResponse:
-        return _error(422, str(exc), rid(request))
-
-    @app.exception_handler(NotAllowedError)
-    async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
-        return _error(403, str(exc), rid(request))
-
-    @app.exception_handler(ConflictError)
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return _error(409, str(exc), rid(request))
-
-    @app.exception_handler(InputError)
-    @app.exception_handler(ConfigError)
-    async def bad_input(request: Request, exc: Exception) -> JSONResponse:
-        return _error(400, str(exc), rid(request))
-
-    @app.exception_handler(BackendError)
-    async def backend_failed(request: Request, exc: Exception) -> JSONResponse:
-        log.error("request %s: backend error: %s", rid(request), exc)
-        return _error(502, f"a model or index failed: {exc}", rid(request))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail), rid(request))
-
-    @app.get("/health", response_model=s.Health, tags=["service"])
-    def health() -> s.Health:
-        return s.Health(status="ok", model=service.model_name, corpus_passages=service.search.size(),
-                        retrievers=service.search.retrievers, reranker=service.reranker.name)
-
-    @app.post("/retrieve", response_model=s.RetrieveResponse, tags=["pipeline"])
-    def retrieve(req: s.RetrieveRequest) -> s.RetrieveResponse:
-        return service.retrieve(req)
-
-    @app.post("/generate", response_model=s.GenerateResponse, tags=["pipeline"])
-    def generate(req: s.GenerateRequest) -> s.GenerateResponse:
-        return service.generate(req)
-
-    # the long diagnostics stop when their client disconnects (ragray.adapters.serving.disconnect)
-    @app.post("/influence", response_model=s.InfluenceResponse, tags=["diagnostics"])
-    async def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
-        qid = rid(request)
-        return await until_done(request, runs.inflight, lambda token: service.influence(req, qid, token))
-
-    @app.post("/interpretation", response_model=s.InterpretationResponse, tags=["diagnostics"])
-    async def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
-        qid = rid(request)
-        return await until_done(request, runs.inflight, lambda token: service.interpretation(req, qid, token))
-
-    @app.post("/audit", response_model=s.AuditResponse, tags=["diagnostics"])
-    def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
-        return service.audit(req, rid(request))
-
-    @app.get("/presets", response_model=list[s.Preset], tags=["presets"])
-    def list_presets(limit: Limit = 50, offset: Offset = 0) -> list[s.Preset]:
-        return presets.page(limit, offset)
-
-    @app.get("/presets/{name}", tags=["presets"], responses={404: {"model": s.ErrorBody}})
-    def get_preset(name: str) -> dict[str, Any]:
-        """The preset's source, description and the values of the settings a client may set."""
-        try:
-            return presets.public(name)
-        except KeyError:
-            raise HTTPException(404, f"no preset '{name}'; valid: {', '.join(presets.names())}") from None
-
-    @app.put("/presets/{name}", response_model=s.Preset, tags=["presets"], responses={409: {"model": s.ErrorBody}})
-    def save_preset(name: str, req: s.PresetRequest) -> s.Preset:
-        return presets.save(name, req.config, req.description)
-
-    @app.delete("/presets/{name}", status_code=204, response_class=Response, tags=["presets"],
-                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
-    def delete_preset(name: str) -> Response:
-        if not presets.delete(name):
-            raise HTTPException(404, f"no preset '{name}' in the database (files in serve.presets_dir are read-only)")
-        return Response(status_code=204)
-
-    @app.post("/cleanup", response_model=s.CleanupResponse, tags=["presets"])
-    def cleanup() -> s.CleanupResponse:
-        return s.CleanupResponse(**runs.history.cleanup_expired())
-
-    @app.post("/runs", response_model=s.RunStatus, status_code=202, tags=["runs"])
-    def start_run(req: s.RunRequest) -> s.RunStatus:
-        return runs.start(req)
-
-    @app.get("/runs", response_model=list[s.RunStatus], tags=["runs"])
-    def list_runs(
-        limit: Limit = 50,
-        offset: Offset = 0,
-        kind: Annotated[s.RunKind | None, Query(description="only runs of this kind")] = None,
-        status: Annotated[s.RecordedStatus | None, Query(description="only runs in this state")] = None,
-    ) -> list[s.RunStatus]:
-        return runs.list(limit, offset, kind=kind, status=status)
-
-    @app.get("/runs/{run_id}", response_model=s.RunStatus, tags=["runs"], responses={404: {"model": s.ErrorBody}})
-    def get_run(run_id: str) -> s.RunStatus:
-        try:
-            return runs.status(run_id)
-        except KeyError:
-            raise HTTPException(404, f"no run '{run_id}'") from None
-
-    @app.get("/runs/{run_id}/questions", response_model=list[s.FinishedQuestion], tags=["runs"],
-             responses={404: {"model": s.ErrorBody}})
-    def run_questions(run_id: str, limit: Limit = 50, offset: Offset = 0) -> list[s.FinishedQuestion]:
-        """The run's finished questions so far, in finishing order: readable while it runs."""
-        try:
-            return runs.questions(run_id, limit, offset)
-        except KeyError:
-            raise HTTPException(404, f"no run '{run_id}'") from None
-
-    @app.delete("/runs/{run_id}", response_model=s.RunStatus, status_code=202, tags=["runs"],
-                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
-    def cancel_run(run_id: str) -> s.RunStatus:
-        """Cancel a run going on in this server: it stops at its next model call, recorded interrupted."""
-        try:
-            return runs.cancel(run_id)
-        except KeyError:
-            raise HTTPException(404, f"no run '{run_id}'") from None
-        except RunNotRunningError as exc:
-            raise HTTPException(409, str(exc)) from None
-
+    _answer_errors(app, config.serve.timeout_s)
+    for router in (_pipeline_routes(service, runs), _preset_routes(presets, runs), _run_routes(runs)):
+        app.include_router(router)
     from ragray.adapters.dashboard.app import dashboard_router
     from ragray.store.history import history_url
 
@@ -295,3 +158,172 @@ def make_app(service: RagService, runs: RunManager, presets: Presets, *, api_key
     if behind_serve:
         app.add_middleware(_NoRequestIdHeader)
     return app
+
+
+def _rid(request: Request) -> str:
+    return getattr(request.state, "request_id", None) or uuid.uuid4().hex
+
+
+def _answer_errors(app: FastAPI, timeout_s: float) -> None:
+    """Every answer carries its request id; every error is an :class:`~schemas.ErrorBody` with the
+    status its cause calls for (422 a field, 403 a setting, 409 a conflict, 400 bad input, 502 a
+    model or index, 500/503/504 the unexpected)."""
+
+    @app.middleware("http")
+    async def ids_and_errors(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
+        rid = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+        request.state.request_id = rid
+        try:
+            response = await call_next(request)
+        except Exception as exc:  # after the specific handlers: busy, timeout, or a bug
+            return _unexpected(exc, rid, timeout_s)
+        response.headers["X-Request-ID"] = rid
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = _field_errors(exc)
+        return _error(422, _field_message(detail) or "invalid request", _rid(request), detail=detail)
+
+    @app.exception_handler(PromptTooLongError)
+    async def too_long(request: Request, exc: Exception) -> JSONResponse:
+        return _error(422, str(exc), _rid(request))
+
+    @app.exception_handler(NotAllowedError)
+    async def not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        return _error(403, str(exc), _rid(request))
+
+    @app.exception_handler(ConflictError)
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return _error(409, str(exc), _rid(request))
+
+    @app.exception_handler(InputError)
+    @app.exception_handler(ConfigError)
+    async def bad_input(request: Request, exc: Exception) -> JSONResponse:
+        return _error(400, str(exc), _rid(request))
+
+    @app.exception_handler(BackendError)
+    async def backend_failed(request: Request, exc: Exception) -> JSONResponse:
+        log.error("request %s: backend error: %s", _rid(request), exc)
+        return _error(502, f"a model or index failed: {exc}", _rid(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail), _rid(request))
+
+
+def _pipeline_routes(service: RagService, runs: RunManager) -> APIRouter:
+    """Health, one question's retrieval and generation, and the long diagnostics (influence,
+    interpretation, audit)."""
+    router = APIRouter()
+
+    @router.get("/health", response_model=s.Health, tags=["service"])
+    def health() -> s.Health:
+        return s.Health(status="ok", model=service.model_name, corpus_passages=service.search.size(),
+                        retrievers=service.search.retrievers, reranker=service.reranker.name)
+
+    @router.post("/retrieve", response_model=s.RetrieveResponse, tags=["pipeline"])
+    def retrieve(req: s.RetrieveRequest) -> s.RetrieveResponse:
+        return service.retrieve(req)
+
+    @router.post("/generate", response_model=s.GenerateResponse, tags=["pipeline"])
+    def generate(req: s.GenerateRequest) -> s.GenerateResponse:
+        return service.generate(req)
+
+    # the long diagnostics stop when their client disconnects (ragray.adapters.serving.disconnect)
+    @router.post("/influence", response_model=s.InfluenceResponse, tags=["diagnostics"])
+    async def influence(req: s.InfluenceRequest, request: Request) -> s.InfluenceResponse:
+        qid = _rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.influence(req, qid, token))
+
+    @router.post("/interpretation", response_model=s.InterpretationResponse, tags=["diagnostics"])
+    async def interpretation(req: s.InterpretationRequest, request: Request) -> s.InterpretationResponse:
+        qid = _rid(request)
+        return await until_done(request, runs.inflight, lambda token: service.interpretation(req, qid, token))
+
+    @router.post("/audit", response_model=s.AuditResponse, tags=["diagnostics"])
+    def audit(req: s.AuditRequest, request: Request) -> s.AuditResponse:
+        return service.audit(req, _rid(request))
+
+    return router
+
+
+def _preset_routes(presets: Presets, runs: RunManager) -> APIRouter:
+    """The presets a run may name, and the history's cleanup."""
+    router = APIRouter()
+
+    @router.get("/presets", response_model=list[s.Preset], tags=["presets"])
+    def list_presets(limit: Limit = 50, offset: Offset = 0) -> list[s.Preset]:
+        return presets.page(limit, offset)
+
+    @router.get("/presets/{name}", tags=["presets"], responses={404: {"model": s.ErrorBody}})
+    def get_preset(name: str) -> dict[str, Any]:
+        """The preset's source, description and the values of the settings a client may set."""
+        try:
+            return presets.public(name)
+        except KeyError:
+            raise HTTPException(404, f"no preset '{name}'; valid: {', '.join(presets.names())}") from None
+
+    @router.put("/presets/{name}", response_model=s.Preset, tags=["presets"], responses={409: {"model": s.ErrorBody}})
+    def save_preset(name: str, req: s.PresetRequest) -> s.Preset:
+        return presets.save(name, req.config, req.description)
+
+    @router.delete("/presets/{name}", status_code=204, response_class=Response, tags=["presets"],
+                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
+    def delete_preset(name: str) -> Response:
+        if not presets.delete(name):
+            raise HTTPException(404, f"no preset '{name}' in the database (files in serve.presets_dir are read-only)")
+        return Response(status_code=204)
+
+    @router.post("/cleanup", response_model=s.CleanupResponse, tags=["presets"])
+    def cleanup() -> s.CleanupResponse:
+        return s.CleanupResponse(**runs.history.cleanup_expired())
+
+    return router
+
+
+def _run_routes(runs: RunManager) -> APIRouter:
+    """Whole runs: start, list, status, finished questions so far, cancel."""
+    router = APIRouter()
+
+    @router.post("/runs", response_model=s.RunStatus, status_code=202, tags=["runs"])
+    def start_run(req: s.RunRequest) -> s.RunStatus:
+        return runs.start(req)
+
+    @router.get("/runs", response_model=list[s.RunStatus], tags=["runs"])
+    def list_runs(
+        limit: Limit = 50,
+        offset: Offset = 0,
+        kind: Annotated[s.RunKind | None, Query(description="only runs of this kind")] = None,
+        status: Annotated[s.RecordedStatus | None, Query(description="only runs in this state")] = None,
+    ) -> list[s.RunStatus]:
+        return runs.list(limit, offset, kind=kind, status=status)
+
+    @router.get("/runs/{run_id}", response_model=s.RunStatus, tags=["runs"], responses={404: {"model": s.ErrorBody}})
+    def get_run(run_id: str) -> s.RunStatus:
+        try:
+            return runs.status(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+
+    @router.get("/runs/{run_id}/questions", response_model=list[s.FinishedQuestion], tags=["runs"],
+             responses={404: {"model": s.ErrorBody}})
+    def run_questions(run_id: str, limit: Limit = 50, offset: Offset = 0) -> list[s.FinishedQuestion]:
+        """The run's finished questions so far, in finishing order: readable while it runs."""
+        try:
+            return runs.questions(run_id, limit, offset)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+
+    @router.delete("/runs/{run_id}", response_model=s.RunStatus, status_code=202, tags=["runs"],
+                responses={404: {"model": s.ErrorBody}, 409: {"model": s.ErrorBody}})
+    def cancel_run(run_id: str) -> s.RunStatus:
+        """Cancel a run going on in this server: it stops at its next model call, recorded interrupted."""
+        try:
+            return runs.cancel(run_id)
+        except KeyError:
+            raise HTTPException(404, f"no run '{run_id}'") from None
+        except RunNotRunningError as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    return router

@@ -37,7 +37,7 @@ from typing import Any
 
 from scipy.stats import norm
 
-from ragray.faithfulness.stats import PairedTests, holm, min_questions, paired_tests
+from ragray.metrics.stats import PairedTests, holm, min_questions, paired_tests
 
 __all__ = ["ALPHA", "behind_words", "compare_to_best", "decision_line"]
 

@@ -39,7 +39,7 @@ import yaml
 
 from ragray.config import validate_config
 from ragray.errors import InputError
-from ragray.adapters.execution.placement import cluster_view, current_placement, holder_resources
+from ragray.adapters.execution.placement import HolderResources, cluster_view, current_placement, holder_resources
 from ragray.adapters.execution.ray_runtime import connect
 from ragray.store.rundir import default_run_dir, prepare_run_dir
 from ragray.adapters.sweep.leaderboard import COLUMNS, write_leaderboard
@@ -373,37 +373,12 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         parent_id = record.id
         _ephemeral(spec, trials, register=True)
         ray = connect(address or spec.execution.address, feature="ragray sweep")
-        from ray import tune
-
         ex = spec.execution
         res = holder_resources(cluster_view(ray), gpus=ex.gpus_per_trial, count=ex.concurrency,
                                cpus=ex.cpus_per_trial)
         log.info("Tune: %d trial(s) at once, %g CPU and %g GPU each", res.count, res.cpus, res.gpus)
-        space, points, searcher, scheduler = _search(spec, trials)
-        trainable = tune.with_resources(
-            tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
-                                 timeout_s=ex.timeout_s, parent_id=parent_id, every=spec.report_every,
-                                 weights=spec.score_metrics(), points=points),
-            {"cpu": res.cpus, "gpu": res.gpus},
-        )
-        path = out / EXPERIMENT
+        tuner, points = _tuner(spec, trials, out, res, parent_id, resume=resume, verbose=verbose)
         start = time.perf_counter()
-        if resume:  # a resumed sweep tries its failed trials again (the cause may be gone)
-            for failed in (out / "trials").glob("*/error.json"):
-                failed.unlink()
-        if resume and tune.Tuner.can_restore(str(path)):
-            tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
-        else:
-            tuner = tune.Tuner(
-                trainable,
-                param_space=space,
-                # a stopped trial's actor must go with it (a reused one would keep running it)
-                tune_config=tune.TuneConfig(max_concurrent_trials=res.count, search_alg=searcher,
-                                            scheduler=scheduler, reuse_actors=False,
-                                            num_samples=spec.search.max_trials if searcher else 1),
-                run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
-                                          failure_config=tune.FailureConfig(max_failures=ex.max_failures)),
-            )
         grid = tuner.fit()
         results = {_point(r.config, points): r for r in grid if r.config}
         rows = _rows(trials, out, results, spec)
@@ -413,25 +388,65 @@ def run_sweep(spec_path: str | Path, out: str | Path | None = None, *, address: 
         files = write_leaderboard(out, rows, f"ragray sweep '{spec.name}'",
                                   {"objective": spec.objective, "weights": spec.score_metrics()},
                                   best.config.to_yaml() if best else None, decision_line(decision))
-        summary = {"name": spec.name, "n_trials": len(rows), "n_done": sum(r["status"] == "done" for r in rows),
-                   "n_stopped": sum(r["status"] == "stopped" for r in rows),
-                   "n_failed": sum(r["status"] == "failed" for r in rows), "best": rows[0] if best else None,
-                   # is the winner ahead beyond noise? (ragray.adapters.sweep.compare)
-                   "decision": decision,
-                   "questions_run": sum(int(r.get("n_questions") or 0) for r in rows),
-                   # trials started more than once (a lost worker, or --resume): where each attempt ran
-                   "retried": [{"trial_id": r["trial_id"], "label": r["label"], "status": r["status"],
-                                "nodes": [_node(a) for a in _attempts(out, r["trial_id"])]}
-                               for r in rows if r["attempts"] > 1],
-                   "search": spec.search.model_dump(),
-                   # what each trial asked Ray for (auto resolved) and where each trial's last attempt ran
-                   "resources": res.as_dict(),
-                   "placement": [{"trial_id": r["trial_id"], **_attempts(out, r["trial_id"])[-1]}
-                                 for r in rows if r["attempts"]],
-                   "wall_seconds": time.perf_counter() - start, "tune_path": str(path)}
+        summary = _summary(spec, out, rows, best, decision, res, wall=time.perf_counter() - start)
         if spec.ephemeral.cleanup:
             summary["ephemeral_cleanup"] = _ephemeral(spec, trials, register=False)
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
         record.summary = summary
         _save_best_preset(spec, best)
     return SweepResult(out, rows, files, decision)
+
+
+def _tuner(spec: SweepSpec, trials: list[Trial], out: Path, res: HolderResources, parent_id: str, *,
+           resume: bool, verbose: int) -> tuple[Any, Any]:
+    """The Tuner over the trials (restored where ``resume`` finds one), and the trials' points."""
+    from ray import tune
+
+    ex = spec.execution
+    space, points, searcher, scheduler = _search(spec, trials)
+    trainable = tune.with_resources(
+        tune.with_parameters(_trainable, configs={t.id: t.config.to_yaml() for t in trials}, root=str(out),
+                             timeout_s=ex.timeout_s, parent_id=parent_id, every=spec.report_every,
+                             weights=spec.score_metrics(), points=points),
+        {"cpu": res.cpus, "gpu": res.gpus},
+    )
+    path = out / EXPERIMENT
+    if resume:  # a resumed sweep tries its failed trials again (the cause may be gone)
+        for failed in (out / "trials").glob("*/error.json"):
+            failed.unlink()
+    if resume and tune.Tuner.can_restore(str(path)):
+        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=space,
+            # a stopped trial's actor must go with it (a reused one would keep running it)
+            tune_config=tune.TuneConfig(max_concurrent_trials=res.count, search_alg=searcher,
+                                        scheduler=scheduler, reuse_actors=False,
+                                        num_samples=spec.search.max_trials if searcher else 1),
+            run_config=tune.RunConfig(name=EXPERIMENT, storage_path=str(out), verbose=verbose,
+                                      failure_config=tune.FailureConfig(max_failures=ex.max_failures)),
+        )
+    return tuner, points
+
+
+def _summary(spec: SweepSpec, out: Path, rows: list[dict[str, Any]], best: Trial | None, decision: Any,
+             res: HolderResources, *, wall: float) -> dict[str, Any]:
+    """The sweep's summary.json."""
+    summary = {"name": spec.name, "n_trials": len(rows), "n_done": sum(r["status"] == "done" for r in rows),
+               "n_stopped": sum(r["status"] == "stopped" for r in rows),
+               "n_failed": sum(r["status"] == "failed" for r in rows), "best": rows[0] if best else None,
+               # is the winner ahead beyond noise? (ragray.adapters.sweep.compare)
+               "decision": decision,
+               "questions_run": sum(int(r.get("n_questions") or 0) for r in rows),
+               # trials started more than once (a lost worker, or --resume): where each attempt ran
+               "retried": [{"trial_id": r["trial_id"], "label": r["label"], "status": r["status"],
+                            "nodes": [_node(a) for a in _attempts(out, r["trial_id"])]}
+                           for r in rows if r["attempts"] > 1],
+               "search": spec.search.model_dump(),
+               # what each trial asked Ray for (auto resolved) and where each trial's last attempt ran
+               "resources": res.as_dict(),
+               "placement": [{"trial_id": r["trial_id"], **_attempts(out, r["trial_id"])[-1]}
+                             for r in rows if r["attempts"]],
+               "wall_seconds": wall, "tune_path": str(out / EXPERIMENT)}
+    return summary

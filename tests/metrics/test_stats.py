@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from ragray.errors import InputError
-from ragray.faithfulness.stats import (
+from ragray.metrics.stats import (
     mcnemar_exact,
     mean_ci,
     one_sided_vs_constant,

@@ -35,7 +35,15 @@ def show_loads() -> None:
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes, not the stream of the first call:
     a notebook, a test's capture or a redirect set up later still gets the line (a bound stream
-    that has since closed would print a logging error instead)."""
+    that has since closed would print a logging error instead). A line of its own: tqdm clears the
+    progress bars around it and redraws them after (a load starts while the calls bar is drawn)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _bar_class().write(self.format(record), file=sys.stderr)
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging's own rule: a failed log line never raises
+            self.handleError(record)
 
     @property  # type: ignore[override]
     def stream(self) -> Any:

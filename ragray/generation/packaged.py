@@ -8,11 +8,15 @@ plain Hugging Face folder under the user cache (``models/<name>`` of
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import logging
 import os
 import shutil
+import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +78,32 @@ def _convert(name: str, target: Path) -> Path:
     transformers = require("transformers", extra="generate", feature="model conversion")
     torch = require("torch", extra="generate", feature="model conversion")
     require("gguf", extra="generate", feature="reading the packaged GGUF model")
-    with MODEL_LOADS:  # two threads converting at once would also race on the folder
+    with MODEL_LOADS, _library_bars_hidden():  # two threads converting at once would also race on the folder
         if _converted(target):
             return target
         return _convert_locked(name, gguf, target, transformers, torch)
+
+
+@contextlib.contextmanager
+def _library_bars_hidden() -> Iterator[None]:
+    """Where the model libraries' bars are hidden (``HF_HUB_DISABLE_PROGRESS_BARS``, which the CLI
+    sets unless ``-v``), transformers' own "Converting and de-quantizing GGUF tensors" bar too: it is
+    a plain tqdm bar that setting does not reach. Held under the load lock: no other load runs."""
+    quiet = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().lower() in ("1", "true", "yes", "on")
+    module = sys.modules.get("transformers.modeling_gguf_pytorch_utils") if quiet else None
+    if module is None and quiet:
+        import importlib
+
+        module = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    bar = getattr(module, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    module.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        module.tqdm = bar
 
 
 def _convert_locked(name: str, gguf: Path, target: Path, transformers: Any, torch: Any) -> Path:

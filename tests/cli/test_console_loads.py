@@ -75,3 +75,42 @@ def test_the_model_libraries_load_bars_are_off_unless_verbose(monkeypatch):
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
     quiet_third_party_bars(0)
     assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
+
+
+def test_a_load_line_is_a_line_of_its_own_while_a_bar_is_drawn(monkeypatch):
+    """Issue 66: the load line came glued to the model-calls bar ("model calls: 0call [...]ragray:
+    loading the generator ..."); tqdm now clears the bar, writes the line and redraws the bar."""
+    import re
+
+    from ragray.console import progress_bar
+
+    logger = logging.getLogger("ragray.loads")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    show_loads()
+    with progress_bar(total=3, desc="model calls", file=sys.stderr, disable=False, mininterval=0) as bar:
+        bar.update(1)
+        logger.info("loading the generator smollm2")
+        bar.update(1)
+    lines = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", line).strip() for line in err.getvalue().splitlines()]
+    assert "ragray: loading the generator smollm2" in lines  # its own line, after the bar was cleared
+
+
+def test_transformers_gguf_conversion_bar_is_hidden_with_the_library_bars(monkeypatch):
+    """Issue 66: the first run's "Converting and de-quantizing GGUF tensors" bar is transformers' plain
+    tqdm, which ``HF_HUB_DISABLE_PROGRESS_BARS`` (set by the CLI unless -v) does not reach."""
+    import importlib
+
+    from ragray.generation.packaged import _library_bars_hidden
+
+    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    before = gguf.tqdm
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    with _library_bars_hidden():
+        assert gguf.tqdm([1, 2]).disable
+    assert gguf.tqdm is before
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # -v, or the user's own setting: shown
+    with _library_bars_hidden():
+        assert gguf.tqdm is before

@@ -21,6 +21,7 @@ search-time setting: it is applied after loading and is not part of the index ke
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,28 @@ logger = logging.getLogger(__name__)
 
 
 def _faiss() -> Any:
+    _checked_once()
     return require("faiss", extra="dense", feature="dense retrieval", package="faiss-cpu")
+
+
+@functools.cache
+def _checked_once() -> None:
+    faiss_clash()
+
+
+def faiss_clash(installed: Sequence[str] | None = None) -> None:
+    """Refuse a machine where faiss-cpu and faiss-gpu are both installed: they install the same
+    ``faiss`` module, so which one imports is whichever was installed last (a GPU machine then runs
+    its indexes on the CPU, or the other way round). ``installed``: distribution names, for tests."""
+    if installed is None:
+        from importlib import metadata
+
+        installed = [d.metadata["Name"] or "" for d in metadata.distributions()]
+    found = sorted({n.lower() for n in installed} & {"faiss-cpu", "faiss-gpu"})
+    if len(found) == 2:
+        raise BackendError("faiss-cpu and faiss-gpu are both installed, and both install the `faiss` module: "
+                           "keep one (`pip uninstall faiss-cpu` on a GPU machine, which installs ragray[gpu]; "
+                           "`pip uninstall faiss-gpu` elsewhere)")
 
 
 def _gpu_id(device: str) -> int | None:

@@ -214,3 +214,27 @@ def test_scifact_dense_minilm_ndcg_and_hnsw_recall(scifact):
     assert all(len(h) == 10 for h in flat_hits + hnsw_hits)
     assert recall >= 0.95
     assert 0.55 < ndcg < 0.75  # published all-MiniLM-L6-v2 on BEIR SciFact: ~0.645
+
+
+def test_faiss_cpu_beside_faiss_gpu_is_refused_with_what_to_do():
+    """Issue 67: the two wheels install the same module; the one installed last silently wins."""
+    from ragray.errors import BackendError
+    from ragray.retrieval.dense import faiss_clash
+
+    faiss_clash(["faiss-cpu", "numpy"])
+    faiss_clash(["faiss-gpu"])
+    with pytest.raises(BackendError, match="faiss-cpu and faiss-gpu are both installed.*pip uninstall faiss-cpu"):
+        faiss_clash(["faiss-cpu", "FAISS-GPU"])
+    faiss_clash()  # this machine: one of them
+
+
+def test_the_gpu_extra_brings_faiss_gpu_and_no_other_extra_but_dense_brings_faiss_cpu():
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert "faiss-gpu>=1.15; platform_system == 'Linux' and platform_machine == 'x86_64'" in extras["gpu"]
+    with_cpu = {name for name, reqs in extras.items() if any(r.startswith("faiss-cpu") for r in reqs)}
+    assert with_cpu == {"dense"}  # and [all], [dev] through it: the extras a GPU install leaves out
+    assert not any("ragray[dense" in r or "ragray[all" in r for name in ("rerank", "gpu") for r in extras[name])

@@ -89,9 +89,25 @@ V3_CAP = 0.03
 
 def load(*splits: str) -> dict[str, list[dict[str, Any]]]:
     """The records of ``splits`` per set (errors left out)."""
-    from benchmarks.shared_evidence_collect import load_records
+    return {name: [r for r in _set_records(name) if r["split"] in splits and not r.get("error")] for name in SETS}
 
-    return {name: [r for r in load_records(name) if r["split"] in splits and not r.get("error")] for name in SETS}
+
+#: set -> ((the file's mtime and size), its records): each file read once while it is unchanged, so
+#: the versions' reads share record objects and :data:`_MARKS` can key on them
+_RECORDS: dict[str, tuple[tuple[int, int] | None, list[dict[str, Any]]]] = {}
+#: (a method's settings, id(record)) -> (the record, its marks): the versions' grids share settings
+_MARKS: dict[tuple[Any, ...], tuple[dict[str, Any], Marks]] = {}
+
+
+def _set_records(name: str) -> list[dict[str, Any]]:
+    from benchmarks.shared_evidence_collect import load_records, records_path
+
+    path = records_path(name)
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
+    kept = _RECORDS.get(name)
+    if kept is None or kept[0] != stamp:
+        kept = _RECORDS[name] = (stamp, load_records(name))
+    return kept[1]
 
 
 def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
@@ -110,14 +126,21 @@ def interactions(z: float | None = None, m: float | None = None, f: float | None
     lead_z, lead_share = (c.lead_z, c.lead_share) if lead == "default" else lead or (None, 0.0)
     drop_z, drop_floor = (c.drop_z, c.drop_floor) if drop == "default" else drop or (None, 0.0)
 
+    settings = (z, m, f, lead_z, lead_share, drop_z, drop_floor, tuple(sorted(keywords.items())))
+
     def marks(r: dict[str, Any]) -> Marks:
+        hit = _MARKS.get((settings, id(r)))
+        if hit is not None and hit[0] is r:  # the same record object: the same fit
+            return hit[1]
         fit = fit_interactions(len(r["passages"]), contexts(r), context_threshold=c.context_threshold,
                                pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
                                noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
                                min_share=c.min_share if f == "default" else f, lead_z=lead_z, lead_share=lead_share,
                                drop_z=drop_z, drop_floor=drop_floor, **keywords)
-        return {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
-                "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
+        out = {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
+               "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
+        _MARKS[(settings, id(r))] = (r, out)
+        return out
     return marks
 
 
@@ -494,6 +517,7 @@ def compute() -> dict[str, Any]:
     out = compute_version(CURRENT, current=True)
     out["lasso_64"] = lds_lasso64.compute()
     out["superseded"] = {f"version_{v.number}": compute_version(v, current=False) for v in (V4, V3, V2)}
+    _MARKS.clear()  # the fits are kept while one computation lasts, not after
     return out
 
 

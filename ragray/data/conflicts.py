@@ -42,8 +42,10 @@ class ConflictCase:
 
 
 def _contains(text: str, phrase: str) -> bool:
+    """``phrase`` in ``text`` as whole words, both normalized (single spaces between words, so a
+    padded substring test is the whole-word match)."""
     norm = normalize_answer(phrase)
-    return bool(norm) and re.search(rf"(?<!\S){re.escape(norm)}(?!\S)", normalize_answer(text)) is not None
+    return bool(norm) and f" {norm} " in f" {normalize_answer(text)} "
 
 
 def taken_source(answer: str, original: str, substitute: str) -> str | None:
@@ -76,6 +78,7 @@ def conflict_cases(records: Sequence[Mapping[str, Any]], corpus: Iterable[Mappin
     for p in pool:
         by_title.setdefault(p.get("title") or "", []).append(p)
     answers = [(r["answers"][0], _kind(r["answers"][0])) for r in records if r.get("answers")]
+    normed = [(b, k, normalize_answer(b)) for b, k in answers]  # normalized once, not once per record
     out = []
     for r in records:
         if not r.get("answers") or not r.get("gold_passage_ids"):
@@ -85,10 +88,8 @@ def conflict_cases(records: Sequence[Mapping[str, Any]], corpus: Iterable[Mappin
                      if p["id"] in r["gold_passage_ids"] and _replace(p["text"], a, "\0") != p["text"]), None)
         if gold is None or not normalize_answer(a):
             continue
-        kind = _kind(a)
-        subs = [b for b, k in answers if k == kind and not _contains(gold["text"], b)
-                and normalize_answer(b) and normalize_answer(a) not in normalize_answer(b)
-                and normalize_answer(b) not in normalize_answer(a)]
+        kind, na, text = _kind(a), normalize_answer(a), f" {normalize_answer(gold['text'])} "
+        subs = [b for b, k, nb in normed if k == kind and nb and f" {nb} " not in text and na not in nb and nb not in na]
         if not subs:
             continue
         b = rng.choice(subs)

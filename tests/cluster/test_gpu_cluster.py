@@ -41,12 +41,13 @@ def _on_the_gpu_worker(placement, head):
 
 @pytest.mark.timeout(900)
 def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_cluster, tmp_path):
-    """The issue's reproduction (a driver joining by address, `--executor ray`, nothing else set)."""
+    """The issue's reproduction (a driver joining by address, `--executor ray`), at top-3: placement is
+    what it checks (the pure-defaults run on Ray is tests/execution/test_defaults_cli.py's)."""
     cluster, head = gpu_cluster
     out = tmp_path / "run"
     env = {**cluster.env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", "--no-progress", "--limit", "2", "--executor",
-                           "ray", "--address", cluster.gcs, "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "ragray.adapters.cli", "run", "--no-progress", "--limit", "2", "--top-k", "3",
+                           "--executor", "ray", "--address", cluster.gcs, "--out", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=800, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())

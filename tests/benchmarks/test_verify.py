@@ -12,6 +12,7 @@ from benchmarks import verify
 from benchmarks.machine import SHARED_DATA
 
 
+@pytest.mark.slow  # 4-5 minutes on 2 cores: CI runs it, the fast subset leaves it out
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data beside the repository")
 def test_every_published_figure_is_recomputed_from_the_records_and_agrees(capsys):
     assert verify.main(["--quiet"]) == 0, capsys.readouterr().out[-4000:]

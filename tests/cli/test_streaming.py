@@ -174,6 +174,21 @@ def test_a_killed_run_opens_from_its_progress_log(tmp_path, capsys):
     proc.communicate(timeout=60)
     assert not (out / "summary.json").exists()  # killed: nothing was written at the end
 
+    from ragray.adapters.dashboard.app import make_dashboard
+    from ragray.adapters.dashboard.catalog import dir_id
+
+    client = TestClient(make_dashboard(tmp_path))
+    # its log moved a moment ago: it may still be running (its own process writes its tables)
+    assert 'class="badge running">running' in client.get("/").text
+    assert client.get(f"/runs/{dir_id(out)}").status_code == 404
+    assert not (out / "summary.json").exists()
+    stale = time.time() - 600
+    os.utime(progress, (stale, stale))
+    assert 'class="badge stopped">stopped' in client.get("/").text
+    page = client.get(f"/runs/{dir_id(out)}")
+    assert page.status_code == 200 and "PARTIAL: 2 of 6 questions finished (stopped" in page.text, page.text[:2000]
+    assert 'class="badge partial">partial' in client.get("/").text
+
     assert main(["report", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "PARTIAL: 2 of 6 questions finished (stopped before it could finish)" in shown

@@ -146,3 +146,33 @@ def test_cli_serves_the_dashboard(runs):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_run_the_history_calls_interrupted_opens_from_its_progress_log(tmp_path, monkeypatch):
+    """SIGKILL after a question finished: the history (its process gone) says ``interrupted``, the
+    folder holds ``config.yaml`` and ``progress.jsonl`` only; the dashboard lists it ``stopped``
+    and opens it as ``ragray report DIR`` would, partial with its one question."""
+    import json
+    from types import SimpleNamespace
+
+    from ragray.adapters.cli import main
+    from ragray.adapters.dashboard.catalog import Catalog
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "Which ferry?", "answers": ["tern"],
+                                "passages": [{"id": "p1", "text": "ANSWER=tern"}, {"id": "p2", "text": "Gulls."}]})
+                    + "\n", encoding="utf-8")
+    out = tmp_path / "runs" / "killed"
+    assert main(["run", "--backend", "scripted", "--dataset", str(data), "--set", "metrics.embedding=false",
+                 "--set", "history.record=false", "--out", str(out), "--no-progress"]) == 0
+    for f in out.iterdir():  # what a kill after the first question leaves
+        if f.name not in ("config.yaml", "progress.jsonl"):
+            f.unlink()
+    record = SimpleNamespace(id="7", name="default", kind="run", status="interrupted", out=str(out),
+                             started_at=None, seconds=None, summary=None)
+    monkeypatch.setattr(Catalog, "_history", lambda self: [record])
+    client = TestClient(make_dashboard(tmp_path / "runs"))
+    assert re.search(r'data-run="7".*?<span class="badge stopped">stopped', client.get("/").text, re.S)
+    page = client.get("/runs/7")
+    assert page.status_code == 200 and "PARTIAL: 1 of 1 questions finished (stopped" in page.text
+    assert json.loads((out / "summary.json").read_text())["partial"]["questions_done"] == 1

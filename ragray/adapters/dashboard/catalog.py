@@ -4,12 +4,20 @@ A run is found two ways, merged by its directory: the history database (``histor
 status, times, also for runs whose directory is gone or still being written) and a scan of the
 runs folder (any finished run directory, sweep trials included, and uploaded CSVs). Each gets a
 stable id: the history id when recorded, else ``dir-`` + a hash of its path.
+
+A question run killed before it could write its summary (SIGKILL, the OOM killer, a lost machine)
+leaves ``config.yaml`` and ``progress.jsonl``: listed ``stopped`` (the history says its process is
+gone, or, without a history record, its log has not moved for :data:`STALE_AFTER_S`) and opened as
+``ragray report DIR`` and ``ragray.load_run`` open it: its finished questions' tables, a summary
+marked partial and the report are written from the log first. One whose log still moves is
+``running`` and not opened (its own process writes its tables).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +25,7 @@ from typing import Any
 
 from ragray.errors import InputError
 from ragray.report.rundata import RunData, load_run
+from ragray.store.liveness import STALE_AFTER_S
 
 __all__ = ["Catalog", "Entry", "dir_id"]
 
@@ -40,7 +49,21 @@ class Entry:
 
     @property
     def openable(self) -> bool:
-        return self.path is not None and self.path.is_dir() and any((self.path / m).is_file() for m in _MARKERS)
+        if self.path is None or not self.path.is_dir():
+            return False
+        return any((self.path / m).is_file() for m in _MARKERS) or (self.status == "stopped" and unfinished(self.path))
+
+
+def unfinished(path: Path) -> bool:
+    """A question run's folder with finished questions logged and no summary written yet."""
+    log_file = path / "progress.jsonl"
+    return ((path / "config.yaml").is_file() and log_file.is_file() and log_file.stat().st_size > 0
+            and not (path / "summary.json").is_file())
+
+
+def _unfinished_status(path: Path) -> str:
+    """``running`` while the log moved within :data:`STALE_AFTER_S`, else ``stopped``."""
+    return "running" if time.time() - (path / "progress.jsonl").stat().st_mtime < STALE_AFTER_S else "stopped"
 
 
 def dir_id(path: Path) -> str:
@@ -64,7 +87,7 @@ class Catalog:
                 children = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
             except OSError:
                 return
-            if any((d / m).is_file() for m in _MARKERS):
+            if any((d / m).is_file() for m in _MARKERS) or unfinished(d):
                 found.append(d)
             if depth < _MAX_DEPTH:
                 for child in children:
@@ -96,13 +119,20 @@ class Catalog:
         out: list[Entry] = []
         for r in self._history():
             path = Path(r.out).resolve() if r.out else None
-            entry = Entry(r.id, r.name, r.kind, r.status, path, r.started_at, r.seconds, "history", r.summary)
+            status = "stopped" if r.status == "interrupted" and path is not None and unfinished(path) else r.status
+            entry = Entry(r.id, r.name, r.kind, status, path, r.started_at, r.seconds, "history", r.summary)
             out.append(entry)
             if path is not None:
                 by_path[path] = entry
         for d in self._scan():
             path = d.resolve()
             if path in by_path:
+                continue
+            if unfinished(path):
+                entry = Entry(dir_id(path), path.name, "run", _unfinished_status(path), path,
+                              datetime.fromtimestamp(path.stat().st_mtime, timezone.utc), None, "folder", None)
+                by_path[path] = entry
+                out.append(entry)
                 continue
             try:
                 data = self.load_path(path, tables=())  # the list needs the summary only
@@ -136,4 +166,9 @@ class Catalog:
         entry = self.get(run_id)
         if not entry.openable:
             raise InputError(f"run {run_id} has no results to show (status {entry.status})")
+        if unfinished(entry.path):
+            from ragray.pipeline import open_stopped_run
+
+            open_stopped_run(entry.path)  # what `ragray report DIR` does: tables, a partial summary, the report
+            entry = self.get(run_id)
         return entry, self.load_path(entry.path)

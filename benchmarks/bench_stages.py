@@ -1,10 +1,15 @@
 """Does the stage verdict point at the fix it names? (issue 66; pre-registered in
 ``benchmarks/protocol/stages.json``)
 
-    python benchmarks/bench_stages.py run                   # ragray run at pure defaults (resumable)
-    python benchmarks/bench_stages.py fix                   # the gold-to-top intervention, per wrong answer
-    python benchmarks/bench_stages.py report --split tune   # figures (tune: any number of reads)
-    python benchmarks/bench_stages.py report --split test   # figures (test: read once, recorded)
+    python benchmarks/bench_stages.py run [--arm gold_last]  # ragray run (resumable)
+    python benchmarks/bench_stages.py fix [--arm gold_last]  # the gold-to-top intervention, per wrong answer
+    python benchmarks/bench_stages.py report --split tune    # figures of both arms (tune: any number of reads)
+    python benchmarks/bench_stages.py report --split test    # figures of both arms (test: read once, recorded)
+
+Arms: ``bm25`` runs at pure defaults (BM25 ranks each question's own ten paragraphs);
+``gold_last`` (an amendment registered after bm25's tune read held no ranking verdict) runs the
+same questions with bm25's order but the gold paragraphs moved last, in the given order
+(``retrieval.retriever=given``): a ranking failure by construction for the rank-only baseline.
 
 ragray names the stage that failed a wrong answer (``ragray.metrics.stages``): RANKING when a gold
 passage was retrieved below every passage the answer leaned on, GENERATION when the gold was
@@ -41,8 +46,12 @@ from benchmarks.protocol import read_before, record_read, registered, split_of, 
 BENCH = "stages"
 SET = "hotpotqa"
 LIMIT = 60
-RUN_DIR = REPO / "runs" / "bench_stages" / SET
-RECORDS = REPO / "benchmarks" / "results" / "records" / "stages" / f"{SET}.jsonl.gz"
+RUNS = REPO / "runs" / "bench_stages"
+RUN_DIRS = {"bm25": RUNS / SET, "gold_last": RUNS / f"{SET}_gold_last"}
+RECORD_DIR = REPO / "benchmarks" / "results" / "records" / "stages"
+RECORDS = {"bm25": RECORD_DIR / f"{SET}.jsonl.gz", "gold_last": RECORD_DIR / f"{SET}_gold_last.jsonl.gz"}
+#: the gold_last arm's questions (built from ../shared/data and the bm25 run; never in the repo)
+GOLD_LAST_FILE = RUNS / f"{SET}_gold_last.jsonl"
 RESULT = REPO / "benchmarks" / "results" / "stages.json"
 #: the wrong-answer stages the intervention is scored on (memory: shown, not compared)
 SCORED = ("ranking", "generation", "memory")
@@ -52,10 +61,34 @@ DOCS_BEGIN = "<!-- stages:begin (written by: python benchmarks/bench_stages.py r
 DOCS_END = "<!-- stages:end -->"
 
 
-def run_items() -> None:
-    """``ragray run`` at pure defaults, resumable; the run's ``stage`` column is what is checked."""
-    cmd = ["ragray", "run", "--dataset", SET, "--limit", str(LIMIT), "--out", str(RUN_DIR), "--no-progress"]
-    if (RUN_DIR / "config.yaml").exists():
+def _gold_last_file() -> Path:
+    """The bm25 run's questions with each question's passages in bm25's order, gold moved last."""
+    import pandas as pd
+
+    from benchmarks.machine import SHARED_DATA
+
+    rows = {r["id"]: r for r in map(json.loads, (SHARED_DATA / "hotpotqa_distractor_dev.jsonl").open(encoding="utf-8"))}
+    passages = pd.read_parquet(RUN_DIRS["bm25"] / "passages.parquet")
+    lines = []
+    for qid in pd.read_parquet(RUN_DIRS["bm25"] / "questions.parquet")["question_id"]:
+        row = rows[qid]
+        by_id = {p["id"]: p for p in row["passages"]}
+        ranked = passages[passages["question_id"] == qid].sort_values("retrieval_rank").to_dict("records")
+        order = [p["passage_id"] for p in ranked if not p["is_gold"]] + [p["passage_id"] for p in ranked if p["is_gold"]]
+        lines.append(json.dumps({**row, "passages": [by_id[i] for i in order]}) + "\n")
+    GOLD_LAST_FILE.write_text("".join(lines), encoding="utf-8")
+    return GOLD_LAST_FILE
+
+
+def run_items(arm: str) -> None:
+    """``ragray run`` (bm25: pure defaults; gold_last: the given order), resumable; the run's
+    ``stage`` column is what is checked."""
+    out = RUN_DIRS[arm]
+    dataset = SET if arm == "bm25" else str(_gold_last_file())
+    cmd = ["ragray", "run", "--dataset", dataset, "--limit", str(LIMIT), "--out", str(out), "--no-progress"]
+    if arm == "gold_last":
+        cmd += ["--set", "retrieval.retriever=given"]
+    if (out / "config.yaml").exists():
         cmd.append("--resume")
     subprocess.run(cmd, check=True)
 
@@ -89,7 +122,7 @@ def _prompts(cfg: Any) -> Any:
     return build
 
 
-def fix_items() -> None:
+def fix_items(arm: str) -> None:
     """Score and regenerate every wrong answer under the gold-to-top order; write the records."""
     import pandas as pd
 
@@ -97,9 +130,10 @@ def fix_items() -> None:
     from ragray.generation import build_generator
     from ragray.metrics.answers import contains_gold
 
-    cfg = load_config(RUN_DIR / "config.yaml", [])
-    questions = pd.read_parquet(RUN_DIR / "questions.parquet").to_dict("records")
-    passages = pd.read_parquet(RUN_DIR / "passages.parquet")
+    run_dir = RUN_DIRS[arm]
+    cfg = load_config(run_dir / "config.yaml", [])
+    questions = pd.read_parquet(run_dir / "questions.parquet").to_dict("records")
+    passages = pd.read_parquet(run_dir / "passages.parquet")
     build = _prompts(cfg)
     gen = build_generator(cfg.generation)
     before = read_before(BENCH)
@@ -124,17 +158,21 @@ def fix_items() -> None:
             rec.update(logprob_run=lp_run, logprob_gold_first=lp_new, gain=lp_new - lp_run,
                        fixed=bool(contains_gold(fixed.text, golds)), reproduces=again.text == q["baseline_answer"])
         out.append(rec)
-    RECORDS.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(RECORDS, "wt", encoding="utf-8") as fh:
+    RECORD_DIR.mkdir(parents=True, exist_ok=True)
+    with gzip.open(RECORDS[arm], "wt", encoding="utf-8") as fh:
         for rec in out:
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
     print(f"{len(out)} records ({sum('gain' in r for r in out)} scored) in {time.perf_counter() - started:.0f} s "
-          f"-> {RECORDS.relative_to(REPO)}")
+          f"-> {RECORDS[arm].relative_to(REPO)}")
 
 
-def load_records() -> list[dict[str, Any]]:
-    with gzip.open(RECORDS, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
+def load_records() -> dict[str, list[dict[str, Any]]]:
+    """Each arm's per-item records."""
+    out = {}
+    for arm, path in RECORDS.items():
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            out[arm] = [json.loads(line) for line in fh]
+    return out
 
 
 def _group(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -191,50 +229,59 @@ def figures(records: Sequence[Mapping[str, Any]], split: str) -> dict[str, Any]:
     return out
 
 
-def result(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``stages.json``'s figures (test split) with the protocol's provenance; the check recomputes
-    everything but ``machine`` from the records."""
+def result(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """``stages.json``'s figures (each arm's test and tune splits) with the protocol's provenance;
+    the check recomputes everything but ``machine`` from the records."""
     reg = registered(BENCH)
     return {"benchmark": BENCH, "set": SET, "protocol": {"commit": reg["commit"], "committed": reg["committed"]},
-            "test_reads": test_reads(BENCH), "test": figures(records, "test"), "tune": figures(records, "tune")}
+            "test_reads": test_reads(BENCH),
+            "arms": {arm: {"test": figures(recs, "test"), "tune": figures(recs, "tune")} for arm, recs in records.items()}}
 
 
 def _num(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:+.{digits}f}"
 
 
-def docs_block(res: Mapping[str, Any]) -> str:
-    """docs/trust.md's block: the test split's figures, from ``stages.json`` alone."""
-    t = res["test"]
-    lines = [f"Test split: {t['items']} of the first {LIMIT} HotpotQA questions (read once, "
-             f"{res['test_reads'][0]['date'][:10]}; pre-registered at {res['protocol']['commit']}). Wrong answers "
-             f"whose order the gold-to-top move changes, by the stage ragray printed; gain: log p(gold answer) with "
-             f"the gold passages first minus with the run's order (nats); fixed: the new greedy answer is right.",
-             "", "| stage printed | questions | mean gain | median gain | fixed |", "|---|---|---|---|---|"]
+ARM_WORDS = {"bm25": "at pure defaults (BM25 ranks each question's ten paragraphs)",
+             "gold_last": "with the gold paragraphs moved last (amendment, registered before the test read)"}
+
+
+def _arm_lines(arm: str, t: Mapping[str, Any]) -> list[str]:
+    lines = [f"**{arm}**: {t['items']} test questions {ARM_WORDS[arm]}.", "",
+             "| stage printed | questions | mean gain | median gain | fixed |", "|---|---|---|---|---|"]
     for stage in SCORED:
         g = t["per_stage"][stage]
         lines.append(f"| {stage} | {g['n']} | {_num(g['mean_gain'])} | {_num(g['median_gain'])} | {g['fixed']} of {g['n']} |")
     b = t["baseline_rank_only"]
-    lines.append(f"| rank-only baseline (ranking + generation) | {b['n']} | {_num(b['mean_gain'])} | "
-                 f"{_num(b['median_gain'])} | {b['fixed']} of {b['n']} |")
-    lines.append("")
+    lines += [f"| rank-only baseline (ranking + generation) | {b['n']} | {_num(b['mean_gain'])} | "
+              f"{_num(b['median_gain'])} | {b['fixed']} of {b['n']} |", ""]
     if "primary" in t:
         lo, hi = t["primary"]["ci95"]
         lines.append(f"Ranking minus generation, mean gain: {_num(t['primary']['difference'])} nats "
                      f"(95% bootstrap interval {_num(lo)} to {_num(hi)}; one-sided Mann-Whitney p "
                      f"{t['mann_whitney_p']:.3f}; fixed, one-sided Fisher p {t['fisher_p']:.3f}).")
     counts = ", ".join(f"{k} {v}" for k, v in t["stage_counts"].items() if v)
-    lines += [f"Verdict (pre-registered rule): **{t['decision']}**.", "",
-              f"Stages on the test split: {counts}; generation failures whose gold was already first "
-              f"(not scored): {t['generation_gold_already_first']}; the run's prompt reproduced its answer on "
-              f"{t['reproduces']['k']} of {t['reproduces']['n']} scored questions."]
-    return "\n".join(lines)
+    return lines + [f"Verdict (pre-registered rule): **{t['decision']}**.", "",
+                    f"Stages: {counts}; generation failures whose gold was already first (not scored): "
+                    f"{t['generation_gold_already_first']}; the run's prompt reproduced its answer on "
+                    f"{t['reproduces']['k']} of {t['reproduces']['n']} scored questions.", ""]
+
+
+def docs_block(res: Mapping[str, Any]) -> str:
+    """docs/trust.md's block: each arm's test figures, from ``stages.json`` alone."""
+    lines = [f"Test split of the first {LIMIT} HotpotQA questions, read once ({res['test_reads'][0]['date'][:10]}; "
+             f"pre-registered at {res['protocol']['commit']}). Wrong answers whose order the gold-to-top move "
+             "changes, by the stage ragray printed; gain: log p(gold answer) with the gold passages first minus "
+             "with the run's order (nats); fixed: the new greedy answer is right.", ""]
+    for arm, splits in res["arms"].items():
+        lines += _arm_lines(arm, splits["test"])
+    return "\n".join(lines).rstrip("\n")
 
 
 def report(split: str) -> None:
     records = load_records()
     if split == "tune":
-        print(json.dumps(figures(records, "tune"), indent=2))
+        print(json.dumps({arm: figures(recs, "tune") for arm, recs in records.items()}, indent=2))
         return
     if test_reads(BENCH):
         raise SystemExit(f"the test split was read already ({test_reads(BENCH)[0]['date']}): it is read once")
@@ -242,15 +289,17 @@ def report(split: str) -> None:
     out = {**result(records), "machine": machine_info()}
     RESULT.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     write_block(DOCS, DOCS_BEGIN, DOCS_END, docs_block(out))
-    print(json.dumps(out["test"], indent=2))
+    print(json.dumps({arm: splits["test"] for arm, splits in out["arms"].items()}, indent=2))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("step", choices=["run", "fix", "report"])
     ap.add_argument("--split", choices=["tune", "test"], default="tune")
+    ap.add_argument("--arm", choices=list(RUN_DIRS), default="bm25")
     args = ap.parse_args()
-    {"run": run_items, "fix": fix_items, "report": lambda: report(args.split)}[args.step]()
+    {"run": lambda: run_items(args.arm), "fix": lambda: fix_items(args.arm),
+     "report": lambda: report(args.split)}[args.step]()
 
 
 if __name__ == "__main__":

@@ -275,6 +275,11 @@ def docs_block(res: Mapping[str, Any]) -> str:
              "with the run's order (nats); fixed: the new greedy answer is right.", ""]
     for arm, splits in res["arms"].items():
         lines += _arm_lines(arm, splits["test"])
+    right = {arm: splits["test"]["stage_counts"]["right"] for arm, splits in res["arms"].items()}
+    items = {arm: splits["test"]["items"] for arm, splits in res["arms"].items()}
+    lines.append(f"Post hoc (read after the test read, from the stage counts above): the same questions were "
+                 f"answered right {right['bm25']} of {items['bm25']} times in BM25's order and {right['gold_last']} "
+                 f"of {items['gold_last']} with the gold paragraphs last, next to the question.")
     return "\n".join(lines).rstrip("\n")
 
 

@@ -5,6 +5,7 @@ and counts its work; ``auto`` picks by device, in one place."""
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 MAX_TOKENS = 16
+
+
+class _Held:
+    """Stands for the memory a failed pass's frame holds (weak-referenceable)."""
 
 
 def test_auto_is_gpu_on_cuda_and_cpu_elsewhere():
@@ -289,12 +294,16 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
     answer = reference.generate(prompts[:1])[0].text
     want = gen.logprobs(prompts, [answer] * len(prompts))
     model = gen.engine.prefill.model
-    refused = []
+    refused, failed_frames = [], []
 
     def small_batches_only(*args, **kwargs):
         if kwargs["input_ids"].shape[0] > 2:
             refused.append(kwargs["input_ids"].shape[0])
+            activations = _Held()  # what a failed pass's frame holds (its activations)
+            failed_frames.append(weakref.ref(activations))
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        # the retry runs after the failed pass's frames are gone: its memory is free for the halves
+        assert all(ref() is None for ref in failed_frames), "a failed pass's frames outlive it"
         return model(*args, **kwargs)
 
     small_batches_only.config = model.config
@@ -309,6 +318,38 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
         gen.logprobs(prompts[:1], [answer])
     assert gen.engine.prefill.tokens_per_pass == 100_000
 
+
+
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+def test_jsd_holds_the_reference_s_vocabulary_rows_only(reference, monkeypatch, strategy):
+    """jsd mode reduces each prompt's full-vocabulary log-softmax to its divergence as it arrives:
+    once the reference is scored, no prompt's rows but the reference's outlive their own store (the
+    same figures as before). The cpu strategy scores the reference first, so none are ever held;
+    the gpu strategy's pass plan may score prompts before it, and those wait for it."""
+    prompts = _subset_prompts()
+    answer = reference.generate(prompts[:1])[0].text
+    gen = reference.inner if strategy == "cpu" else _gpu(reference, tokens_per_pass=200)
+    want = reference.score_divergence(prompts[0], prompts[1:], answer)
+    engine = gen._engine
+    score_rows, held = engine.score_rows, []
+
+    def watched(job, store):
+        seen = []
+
+        def spy(i, lp, target):
+            store(i, lp, target)
+            after_reference = any(j == 0 for j, _ in seen) or i == 0
+            held.append((after_reference, sum(1 for j, ref in seen if j != 0 and ref() is not None)))
+            seen.append((i, weakref.ref(lp)))
+
+        score_rows(job, spy)
+
+    monkeypatch.setattr(engine, "score_rows", watched)
+    got = gen.score_divergence(prompts[0], prompts[1:], answer)
+    assert [x for pair in got for x in pair] == pytest.approx([x for pair in want for x in pair], abs=1e-4)
+    assert len(held) == len(prompts) and all(n == 0 for after, n in held if after), held
+    if strategy == "cpu":
+        assert held[0][0] and all(n == 0 for _, n in held), held
 
 @pytest.mark.slow
 def test_fixed_shape_decoding_gives_the_reference_answers(reference, monkeypatch):
@@ -408,12 +449,15 @@ def test_out_of_memory_in_decoding_halves_the_group_and_changes_nothing(referenc
     engine = gen.engine
     planned = engine.sizes.decode_rows
     assert engine.batch_size == planned >= len(prompts)
-    decode, refused = engine.decoder.one_token, []
+    decode, refused, failed_frames = engine.decoder.one_token, [], []
 
     def small_batches_only(cache, mask, lengths, *args):
         if len(lengths) > 3:
             refused.append(len(lengths))
+            state = _Held()  # what a failed group's frame holds
+            failed_frames.append(weakref.ref(state))
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        assert all(ref() is None for ref in failed_frames), "a failed group's frames outlive it"
         return decode(cache, mask, lengths, *args)
 
     monkeypatch.setattr(engine.decoder, "one_token", small_batches_only)

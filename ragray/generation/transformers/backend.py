@@ -234,26 +234,36 @@ class TransformersGenerator(Generator):
         if not answer or not prompts:
             return [(0.0, 0.0)] * len(prompts)
         torch = self._torch
-        logprobs: dict[int, Any] = {}
         totals: dict[int, Any] = {}  # on the device until the one read at the end
+        jsds: dict[int, Any] = {}
+        reference_rows: list[Any] = []  # the reference's full-vocabulary log-softmax, once scored
+        waiting: dict[int, Any] = {}  # prompts scored before the reference (a plan may reorder rows)
+
+        def divergence(lp: Any) -> Any:
+            # JSD(P, Q) = ½ KL(P ‖ M) + ½ KL(Q ‖ M), M = ½(P + Q), per position, in nats
+            ref = reference_rows[0]
+            m = torch.logaddexp(ref, lp) - math.log(2.0)
+            return (0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))).clamp_min(0).sum()
 
         def store(i: int, lp: Any, target: Any) -> None:
+            # each prompt's vocabulary rows are reduced to one number as they arrive: only the
+            # reference's are held for the call, not every prompt's
             totals[i] = lp.gather(1, target[:, None]).sum()
-            logprobs[i] = lp
+            if i == 0:
+                reference_rows.append(lp)
+                for j in list(waiting):
+                    jsds[j] = divergence(waiting.pop(j))
+            elif reference_rows:
+                jsds[i] = divergence(lp)
+            else:
+                waiting[i] = lp
 
         job = self._score_job([reference, *prompts], [answer] * (len(prompts) + 1))
         with self._engine.lock, torch.inference_mode():  # one call, reference first: the prompts reuse its prefix
             self._engine.score_rows(job, store)
-            ref = logprobs.pop(0)
-            jsds = []
-            for i in range(1, len(prompts) + 1):
-                lp = logprobs.pop(i)
-                # JSD(P, Q) = ½ KL(P ‖ M) + ½ KL(Q ‖ M), M = ½(P + Q), per position, in nats
-                m = torch.logaddexp(ref, lp) - math.log(2.0)
-                jsd = 0.5 * ((ref.exp() * (ref - m)).sum(-1) + (lp.exp() * (lp - m)).sum(-1))
-                jsds.append(jsd.clamp_min(0).sum())
             self.counts.add(host_syncs=1)  # every prompt's log-prob and divergence read at once
-            values = torch.stack([totals[i] for i in range(1, len(prompts) + 1)] + jsds).tolist()
+            order = range(1, len(prompts) + 1)
+            values = torch.stack([totals[i] for i in order] + [jsds[i] for i in order]).tolist()
         return list(zip(values[: len(prompts)], values[len(prompts) :]))
 
     def divergence_problem(self) -> str | None:

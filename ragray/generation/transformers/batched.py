@@ -192,13 +192,16 @@ class BatchedPrefill:
         except oom:
             if len(rows) == 1:
                 raise
-            if self.device.startswith("cuda"):
-                self.torch.cuda.empty_cache()
-            half = len(rows) // 2
-            self._halved = True
-            self.tokens_per_pass = max(1, min(self.tokens_per_pass, half * rows[0].new(seqs)))
-            return (self._pass_or_halve(rows[:half], seqs, keep, consume)
-                    + self._pass_or_halve(rows[half:], seqs, keep, consume))
+        # out of the except block: the exception and its traceback are gone, and with them the
+        # failed pass's frames and the activations they hold, before the cache is emptied and the
+        # halves run (retried inside the block, both halves would run beside that memory)
+        if self.device.startswith("cuda"):
+            self.torch.cuda.empty_cache()
+        half = len(rows) // 2
+        self._halved = True
+        self.tokens_per_pass = max(1, min(self.tokens_per_pass, half * rows[0].new(seqs)))
+        return (self._pass_or_halve(rows[:half], seqs, keep, consume)
+                + self._pass_or_halve(rows[half:], seqs, keep, consume))
 
     def _pass(self, rows: list[PassRow], seqs: dict[int, list[int]], keep: dict[int, int], consume: Consume
               ) -> list[tuple[int, tuple[Piece, ...]]]:

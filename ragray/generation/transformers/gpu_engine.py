@@ -108,18 +108,20 @@ class GpuEngine(Engine):
             try:
                 self.decode_group(group, [list(kv[i]) for i in group], [firsts[i] for i in group], seqs, budgets,
                                   out, began, 0)
-            except self._out_of_memory as exc:
+            except self._out_of_memory:
                 if len(group) == 1:
-                    raise exc
-                # like a prefill pass: half the rows each, and smaller groups until calls run clean
-                half = len(group) // 2
-                self._decode_shrank = True
-                self.batch_size = max(1, min(self.batch_size, half))
-                groups[:0] = [group[:half], group[half:]]
-                if self.device.startswith("cuda"):
-                    self.torch.cuda.empty_cache()
+                    raise
+            else:
+                began = time.perf_counter()
                 continue
-            began = time.perf_counter()
+            # like a prefill pass: half the rows each, and smaller groups until calls run clean; out
+            # of the except block, so the failed group's frames (its decoding state) are freed first
+            half = len(group) // 2
+            self._decode_shrank = True
+            self.batch_size = max(1, min(self.batch_size, half))
+            groups[:0] = [group[:half], group[half:]]
+            if self.device.startswith("cuda"):
+                self.torch.cuda.empty_cache()
 
     def decode_group(self, indices: list[int], rows: list[list[Piece]], firsts: list[Any], seqs: Any,
                      budgets: dict[int, int], out: dict[int, Decoded], began: float, computed: int,

@@ -1,22 +1,17 @@
 """`ragray run` end to end with the real SmolLM2 model on HotpotQA and on the demo set."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pyarrow.parquet as pq
 import pytest
 
-from ragray.generation.engine_counts import ENGINE_COUNTS
+from ragray.metrics.similarity import get_similarity
 from ragray.pipeline import run_influence
 from ragray.config import load_config
 
 pytestmark = pytest.mark.slow
 
-K = 10
+K = 5  # of the 10 paragraphs per question: each generate-mode question is k + 1 generations
 
 
 def read(out, name):
@@ -40,51 +35,14 @@ def test_hotpotqa_two_questions_smollm2(shared_data, tmp_path):
             assert q["spearman_rho"] is None and q["divergent"] is None
         infl = {p["passage_id"]: p["influence"] for p in ps if p["question_id"] == q["question_id"]}
         assert len(infl) == K and all(0 <= v <= 1 for v in infl.values())
-        # an ablation that leaves the answer unchanged has influence exactly 0, and vice versa
+        # an ablation whose answer is the same to the run's similarity (rouge_l on normalized
+        # tokens: quotes and case do not count) has influence exactly 0, and vice versa
+        same = get_similarity("rouge_l")
         for c in mine[1:]:
             (removed,) = c["removed_passage_ids"]
-            assert (infl[removed] == 0) == (c["answer"].strip() == q["baseline_answer"].strip())
+            assert (infl[removed] == 0) == (same(c["answer"], q["baseline_answer"]) == 1.0)
     s = json.loads((res.out / "summary.json").read_text())
     assert s["n_calls"] == 2 * (K + 1) and s["model"].startswith("smollm2") and s["backend"] == "transformers"
-
-
-def _ragray(*args, cwd):
-    env = {**os.environ, "TQDM_DISABLE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "ragray.adapters.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-
-
-def _stable(rows):
-    return [{k: v for k, v in r.items() if k not in ("seconds", "latency_s", *ENGINE_COUNTS)} for r in rows]
-
-
-def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
-    # uncached: the reference run would otherwise answer the interrupted one at once
-    args = ["run", "--limit", "3", "--top-k", "4", "--set", "generation.max_tokens=12", "--set", "cache.calls=false",
-            "--set", "cache.embeddings=false", "--no-progress"]
-    full = _ragray(*args, "--out", str(tmp_path / "full"), cwd=tmp_path)
-    assert full.wait(timeout=900) == 0, full.stderr.read()
-
-    cut = _ragray(*args, "--out", str(tmp_path / "cut"), cwd=tmp_path)
-    log = tmp_path / "cut" / "progress.jsonl"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and (not log.exists() or not log.read_text().count("\n")):
-        time.sleep(0.2)
-    os.killpg(cut.pid, signal.SIGKILL)  # no chance to clean up, like an OOM kill
-    cut.wait(timeout=60)
-    finished = log.read_text().count("\n")
-    assert 1 <= finished < 3, "the kill should land mid-run"
-
-    resumed = _ragray(*args, "--out", str(tmp_path / "cut"), "--resume", cwd=tmp_path)
-    out, err = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, err
-    assert f"({finished} resumed)" in out
-    for name in ("questions", "passages", "calls"):
-        a, b = read(tmp_path / "cut", name), read(tmp_path / "full", name)
-        assert _stable(a) == _stable(b)
-    ids = [q["question_id"] for q in read(tmp_path / "cut", "questions")]
-    assert len(ids) == len(set(ids)) == 3
 
 
 @pytest.mark.realdata

@@ -1,5 +1,6 @@
-"""Ctrl-C and kill: a real `ragray run` stopped mid-question says how to resume, and resumes to the
-same tables as a run that was never stopped."""
+"""Ctrl-C, SIGTERM and SIGKILL: a real `ragray run` stopped mid-question says how to resume (a
+killed one cannot), and resumes to the same tables as a run that was never stopped, losing and
+duplicating nothing."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ragray.adapters.cli import resume_command
 
 # the packaged SmolLM2 on the demo set, 3 passages per question: a few seconds per question
 # the call cache off: the reference run would otherwise answer the interrupted run's calls at once
-ARGS = ["run", "--limit", "3", "--set", "retrieval.top_k=3", "--set", "generation.max_tokens=16",
+ARGS = ["run", "--limit", "4", "--set", "retrieval.top_k=3", "--set", "generation.max_tokens=16",
         "--set", "metrics.embedding=false", "--set", "history.record=false", "--set", "cache.calls=false",
         "--no-progress"]
 VOLATILE = {"seconds", "latency_s", *ENGINE_COUNTS}  # timings; work done (the call cache changes it)
@@ -67,7 +68,7 @@ def test_resume_command_keeps_the_arguments_and_names_the_run_directory():
 
 
 @pytest.mark.slow
-def test_sigint_and_sigterm_mid_question_resume_to_the_same_tables(tmp_path):
+def test_sigint_sigterm_and_sigkill_mid_question_resume_to_the_same_tables(tmp_path):
     ref = _ragray([*ARGS, "--out", str(tmp_path / "ref")], tmp_path)
     _, err = ref.communicate(timeout=900)
     assert ref.returncode == 0, err
@@ -78,12 +79,18 @@ def test_sigint_and_sigterm_mid_question_resume_to_the_same_tables(tmp_path):
     resume = err.strip().splitlines()[-1].strip()
     assert resume == resume_command("run", [*ARGS, "--out", str(out)], str(out))
     assert len(progress.read_text().splitlines()) == 1
-    # resume as printed, and kill that one (SIGTERM) after its next question
+    # resume as printed, and stop that one (SIGTERM) after its next question
     code, err = _stop_after(_ragray(shlex.split(resume)[1:], tmp_path), progress, 2, signal.SIGTERM)
     assert code == 130 and "terminated (SIGTERM); every finished question is kept" in err, err
     assert len(progress.read_text().splitlines()) == 2
-    last = _ragray(shlex.split(err.strip().splitlines()[-1])[1:], tmp_path)
+    # and that one killed (SIGKILL: no chance to clean up, like the OOM killer) after its next
+    code, _ = _stop_after(_ragray(shlex.split(err.strip().splitlines()[-1])[1:], tmp_path), progress, 3,
+                          signal.SIGKILL)
+    assert code == -signal.SIGKILL and len(progress.read_text().splitlines()) == 3
+    last = _ragray(shlex.split(resume)[1:], tmp_path)
     stdout, err = last.communicate(timeout=900)
     assert last.returncode == 0, err
-    assert "3 questions (2 resumed)" in stdout
+    assert "4 questions (3 resumed)" in stdout
     assert _tables(out) == _tables(tmp_path / "ref")
+    ids = [q["question_id"] for q in _tables(out)["questions"]]
+    assert len(ids) == len(set(ids)) == 4

@@ -89,7 +89,9 @@ def check_sweep(out: Path, logs: str) -> list[dict]:
 def test_a_node_sharing_the_heads_session_folder_does_not_kill_the_driver(tmp_path):
     """The reproduction as a regression test: a fresh two-node cluster whose worker shares the
     head's session folder, a fresh working_dir package, `ragray sweep` with the packaged model
-    (trials on both nodes, so the worker unpacks the package while the driver runs in it)."""
+    (trials on both nodes, so the worker unpacks the package while the driver runs in it). It is
+    also the suite's sweep job with the packaged models on two nodes: the same spec and checks on
+    a cluster with a temp dir per node would run the same trials again (a minute on 2 cores)."""
     cluster = start_head(num_cpus=1, prefix="rgshared-", multi_node=True)
     try:
         add_worker(cluster, num_cpus=1, own_temp_dir=False)
@@ -141,15 +143,6 @@ def test_interpret_job_with_the_packaged_models(two_nodes, tmp_path):
     cases = rows(out / "cases.parquet")
     assert len({c["question_id"] for c in cases}) == 1 and {c["case"] for c in cases} <= {"A", "B", "C", None}
     assert rows(out / "arms.parquet")
-
-
-@pytest.mark.timeout(900)
-def test_sweep_job_with_the_packaged_models(two_nodes, tmp_path):
-    out = tmp_path / "sweep"
-    job_id = f"ragray-sweep-{uuid.uuid4().hex[:8]}"
-    done = submit(two_nodes, job_id, ["ragray", "sweep", str(sweep_spec(tmp_path, "twonode")), "--out", str(out)],
-                  timeout=800)
-    check_sweep(out, logs_of(two_nodes, job_id, done))
 
 
 @pytest.mark.timeout(900)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import bench_evidence, lighthouse_example, readme_example, shared_evidence_docs
+from benchmarks import bench_evidence, bench_stages, lighthouse_example, readme_example, shared_evidence_docs
 from ragray.config import limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +30,8 @@ GENERATED: dict[str, tuple[str, str, Callable[[], Any], Callable[[Any], str]]] =
                       bench_evidence.readme_block),
     "shared-evidence": (shared_evidence_docs.DOCS_BEGIN, shared_evidence_docs.DOCS_END, _results(SHARED_EVIDENCE),
                         shared_evidence_docs.docs_block),
+    # the stage verdict's measured check (benchmarks/bench_stages.py report --split test)
+    "stages": (bench_stages.DOCS_BEGIN, bench_stages.DOCS_END, _results(bench_stages.RESULT), bench_stages.docs_block),
     # from the committed record of every scored context of the worked example
     "lighthouse": (lighthouse_example.BEGIN, lighthouse_example.END, _results(lighthouse_example.RECORD),
                    lighthouse_example.block),

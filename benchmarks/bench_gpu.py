@@ -204,7 +204,7 @@ def ragray_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, 
             run = ragray.run(progress=False, model=gen, settings={**base, "data.limit": questions})
         sync(device)
         wall = time.perf_counter() - began
-    calls = run.calls
+    calls = run.calls.to_pandas()
     summary = run.summary
     # every scored context: the calls (full context, each passage left out) and the subsets
     # (each passage kept alone, the empty context) of the default measure
@@ -225,8 +225,8 @@ def ragray_run(gen: Any, questions: int, settings: dict[str, Any]) -> dict[str, 
         "model_seconds": spent,
         "peak_memory_gb": peak(),
         "mean_prompt_tokens": float(calls["prompt_tokens"].mean()),
-        "_passages": run.passages[["question_id", "retrieval_rank", "title", "text"]].to_dict("records"),
-        "_questions": run.questions[["question_id", "question", "baseline_answer"]].to_dict("records"),
+        "_passages": run.passages.to_pandas()[["question_id", "retrieval_rank", "title", "text"]].to_dict("records"),
+        "_questions": run.questions.to_pandas()[["question_id", "question", "baseline_answer"]].to_dict("records"),
     }
 
 

@@ -40,14 +40,14 @@ def run() -> dict[str, Any]:
     copy = dict(passages[0], id="demo-p001-copy")
     a = ragray.attribute(q["question"], [*passages, copy], answers=q["answers"], settings={"generation.dtype": "float32"},
                          progress=False)
-    table = a.run.passages.sort_values("retrieval_rank")
+    table = a.run.passages.to_pandas().sort_values("retrieval_rank")
     ids = list(table["passage_id"])
-    qrow = a.run.questions.iloc[0]
+    qrow = a.run.questions[0]
     full = list(range(len(ids)))
     contexts = {tuple(full): float(qrow["logprob_all"])}
     for i, d in enumerate(table["logprob_drop"]):
         contexts[tuple(j for j in full if j != i)] = float(qrow["logprob_all"] - d)
-    for s in a.run.subsets.to_dict("records"):
+    for s in a.run.subsets:
         if s["logprob"] is not None:
             contexts.setdefault(tuple(sorted(ids.index(x) for x in s["kept_passage_ids"])), float(s["logprob"]))
     record = {"question": q["question"], "answer": a.answer, "answer_correct": bool(a.correct),

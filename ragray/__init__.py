@@ -1,8 +1,8 @@
 """ragray: influence-aware RAG diagnostics on Ray.
 
 The top level is the notebook API: :func:`ragray.attribute` (one question), :func:`ragray.run` /
-``interpret`` / ``score`` / ``audit_retrieval`` (many; DataFrames in and out),
-:func:`ragray.run_retriever` (a LangChain or LlamaIndex retriever), :func:`ragray.load_run`,
+``interpret`` / ``score`` / ``audit_retrieval`` (many; DataFrames or rows in, tables out, ``.to_pandas()`` for DataFrames),
+:class:`ragray.Attributor` (a model loaded once, the same verbs as methods), :func:`ragray.run_retriever` (a LangChain or LlamaIndex retriever), :func:`ragray.load_run`,
 :func:`ragray.clear_models`, and the config (see :mod:`ragray.api`). Underneath, import from the
 layers' own modules: the pipeline (:mod:`ragray.pipeline`), its typed rows (:mod:`ragray.rows`),
 the sweep (:mod:`ragray.adapters.sweep.runner`), simulation (:mod:`ragray.simulate`). Names are imported on
@@ -32,6 +32,7 @@ _EXPORTS = {
     "clear_models": "ragray.api",
     "Run": "ragray.api",
     "Attribution": "ragray.api",
+    "Attributor": "ragray.attributor",
     "ExperimentConfig": "ragray.config",
     "load_config": "ragray.config",
 }

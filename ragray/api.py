@@ -2,17 +2,20 @@
 
     import ragray
     r = ragray.attribute("When was the lighthouse first lit?", passages, answers=["1871"])
-    r.passages                      # DataFrame: text, title, rank, influence, used, log-prob drop
-    run = ragray.run(df, limit=20)  # .questions / .passages / .calls DataFrames, .summary, .report()
+    r.passages                      # table: text, title, rank, influence, used, log-prob drop
+    r.passages.to_pandas()          # ... as a DataFrame
+    run = ragray.run(df, limit=20)  # .questions / .passages / .calls tables, .summary, .report()
     run.save("runs/mine")           # nothing is written (and no history recorded) until asked
 
 Every function builds an :class:`~ragray.config.ExperimentConfig` from ``config`` (a YAML path or a
 config object), the flag-like keywords of the CLI (``model``, ``backend``, ``top_k``, ``mode``,
 ``dtype``, ``retriever``, ``limit``, ``position_control`` ...) and ``settings`` (dotted keys), and
 calls the same pipeline as the CLI (:mod:`ragray.pipeline`). Rows given in memory reach the pipeline
-in memory (:mod:`ragray.data.held`); without ``out`` the run is kept in memory too (its tables,
-summary and report as the files a run directory would hold, written only by ``Run.save``), and the
-history database is left alone. A model object already loaded (a transformers model with its tokenizer,
+as a data set object (:mod:`ragray.data.given`); without ``out`` the run is kept in memory too (its
+tables as the Arrow tables the pipeline built, :mod:`ragray.api_tables`; its summary and report as
+the files a run directory would hold, written only by ``Run.save``), and the history database is
+left alone. DataFrames are built only when asked for (``run.passages.to_pandas()``), so ``run`` and
+``attribute`` need no pandas. A model object already loaded (a transformers model with its tokenizer,
 or a ragray generator) is used as it is: nothing loads twice; the call cache is off for it (its
 weights may change in the notebook without a file to fingerprint).
 """
@@ -20,7 +23,7 @@ weights may change in the notebook without a file to fingerprint).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,10 +43,6 @@ def _keyword_settings() -> dict[str, str]:
     from ragray.shortcuts import FLAG_SETTINGS
 
     return {**{k: FLAG_SETTINGS[k] for k in _KEYWORD_FLAGS}, "mode": FLAG_SETTINGS["influence_mode"]}
-
-
-#: the files a run keeps in memory and writes back with :meth:`Run.save`
-_TABLE_SUFFIX = ".parquet"
 
 
 class _Html:
@@ -69,13 +68,14 @@ def _table(name: str, doc: str) -> property:
 
 @dataclass
 class Run:
-    """A finished run: its tables as DataFrames (``run.questions``, ``run.passages``, ``run.calls``;
-    ``run.tables`` has them all), ``summary`` (``summary.json``), ``report()`` and ``save(out)``.
-    ``path`` is its run directory, None while it lives only in memory."""
+    """A finished run: its tables (``run.questions``, ``run.passages``, ``run.calls``; ``run.tables``
+    has them all; each a :class:`~ragray.api_tables.Table`, ``.to_pandas()`` for a DataFrame),
+    ``summary`` (``summary.json``), ``report()`` and ``save(out)``. ``path`` is its run directory,
+    None while it lives only in memory."""
 
     kind: str
     summary: dict[str, Any]
-    tables: dict[str, Any]
+    tables: Mapping[str, Any]
     files: dict[str, bytes] = field(repr=False)
     path: Path | None = None
     #: the pipeline's own typed result (summary record and question records): what the CLI and the
@@ -83,7 +83,7 @@ class Run:
     result: Any = field(default=None, repr=False)
 
     def table(self, name: str) -> Any:
-        """The table ``name`` as a DataFrame (:class:`AttributeError` naming the tables this run has)."""
+        """The table ``name`` (:class:`AttributeError` naming the tables this run has)."""
         if name in self.tables:
             return self.tables[name]
         raise AttributeError(f"this {self.kind} run has no table {name!r} (tables: {', '.join(sorted(self.tables))})")
@@ -178,37 +178,21 @@ class Attribution:
     verdict: str
     misaligned: bool | None
     usage_ndcg: float | None
-    passages: Any  # DataFrame, in retrieval order
+    passages: Any  # a Table, in retrieval order (.to_pandas() for a DataFrame)
     run: Run
 
     def _repr_html_(self) -> str:
         from ragray.report.questions import question_card
 
-        return question_card(_records(self.run.questions)[0], _records(self.run.passages), _records(self.run.calls))
+        run = self.run
+        return question_card(run.questions[0], run.passages.to_pylist(), run.calls.to_pylist())
 
     def __repr__(self) -> str:
         from ragray.report.run_console import group_words, used_groups
 
-        names = "; ".join(group_words(e, 40) for e in used_groups(self.passages.to_dict("records")))
+        names = "; ".join(group_words(e, 40) for e in used_groups(self.passages.to_pylist()))
         mark = {True: "correct", False: "wrong", None: "no gold"}[self.correct]
         return f"Attribution(answer={self.answer!r} [{mark}], used: {names or 'none'}; {self.verdict})"
-
-
-def _records(df: Any) -> list[dict[str, Any]]:
-    """DataFrame rows as plain dicts (NaN/NA as None, arrays as lists), as the report reads them."""
-    import pandas as pd
-
-    out = []
-    for row in df.to_dict("records"):
-        clean = {}
-        for k, v in row.items():
-            if hasattr(v, "tolist"):
-                v = v.tolist()
-            elif not isinstance(v, (list, tuple, dict, str)) and pd.isna(v):
-                v = None
-            clean[k] = v
-        out.append(clean)
-    return out
 
 
 def _config(config: Any, settings: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> Any:
@@ -275,40 +259,14 @@ def clear_models() -> int:
     return clear()
 
 
-class _Tables(Mapping[str, Any]):
-    """A run's tables by name, each read into a DataFrame when first asked for: the CLI and the
-    HTTP API read ``Run.result`` and never need pandas (``ragray[generate]`` has none)."""
+def _run(files: Mapping[str, bytes], kind: str, built: Mapping[str, Any] | None = None) -> Run:
+    """A run from its files (a folder's, or an in-memory run's, with the tables it ``built``)."""
+    from ragray.api_tables import Tables
 
-    def __init__(self, files: Mapping[str, bytes]) -> None:
-        self._files = files
-        self._names = [name[: -len(_TABLE_SUFFIX)] for name in files if name.endswith(_TABLE_SUFFIX)]
-        self._read: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._names:
-            raise KeyError(name)
-        if name not in self._read:
-            import io
-
-            from ragray._imports import require
-
-            pd = require("pandas", extra="notebook", feature="a run's tables as DataFrames")
-            self._read[name] = pd.read_parquet(io.BytesIO(self._files[name + _TABLE_SUFFIX]))
-        return self._read[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-def _run(files: Mapping[str, bytes], kind: str) -> Run:
-    """A run from its files (a folder's, or an in-memory run's)."""
     files = dict(sorted(files.items()))
     summary_name = "audit_report.json" if "audit_report.json" in files else "summary.json"
     summary = json.loads(files[summary_name]) if summary_name in files else {}
-    return Run(kind, summary, _Tables(files), files)
+    return Run(kind, summary, Tables(built or {}, files), files)
 
 
 def load_run(path: str | Path) -> Run:
@@ -368,12 +326,10 @@ def question_rows(record: Any) -> dict[str, Any]:
 def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history: bool | None, progress: bool,
              model: Any, tokenizer: Any, settings: Mapping[str, Any] | None, keywords: dict[str, Any],
              resume: bool = False, watch: Watch | None = None) -> Run:
-    """Build the config, hand ``data``'s rows to the pipeline in memory (:mod:`ragray.data.held`),
-    run the pipeline's ``kind`` in ``out`` or, without ``out``, in memory (``resume``: continue the
-    run ``out`` holds), and return the result with its files."""
-    from contextlib import nullcontext
-
-    from ragray.data.held import held_rows, keep_rows, with_rows_file
+    """Build the config, hand ``data``'s rows to the pipeline as a data set object, run the
+    pipeline's ``kind`` in ``out`` or, without ``out``, in memory (``resume``: continue the run
+    ``out`` holds), and return the result with its files and tables."""
+    from ragray.data.given import ROWS_FILE, keep_rows, rows_jsonl
     from ragray.store.rundir import read_files
 
     if resume and out is None:
@@ -391,58 +347,59 @@ def _execute(kind: str, data: Any, config: Any, out: str | Path | None, history:
     rows = None
     if data is not None and not isinstance(data, (str, Path)):
         rows = question_records(data, keep_answer=kind == "score", columns=keywords.pop("columns", None))
-    with held_rows(rows) if rows is not None else nullcontext(None) as held:
-        records = None  # score: the pipeline's outputs to score (rows or a file)
-        if kind == "score":
-            records = held if held is not None else (Path(data) if data is not None else None)
-        else:
-            if held is not None:
-                # with out, the rows are kept there and the run reads them from that file (a resume
-                # reads the same); without, from memory (the finished run keeps them among its files)
-                kept = keep_rows(Path(out).resolve(), rows, resume=resume) if out is not None else held
-                extra.setdefault("data.path", str(kept))
-                if any("passages" in r for r in rows) and "retriever" not in keywords:
-                    # the passages the user's retriever returned, in its order: measure those
-                    extra.setdefault("retrieval.retriever", "given")
-                    extra.setdefault("retrieval.scope", "per_question")
-            elif data is not None:
-                extra.setdefault("data.path", str(data))
-        if out is None or history is False:
-            extra["history.record"] = False
-        cfg = _config(config, extra, keywords)
-        generator = _generator(model, tokenizer, cfg)
-        needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
-        if generator is None and needs_model and cfg.execution.executor == "local":
-            generator = _kept(cfg)
-        done = _dispatch(kind, cfg, Path(out) if out is not None else None, records, progress, generator, resume,
-                         watch)
-    if out is not None:
-        files = read_files(Path(out))
-    elif held is not None and kind != "score":  # kept beside the run: a saved run re-runs and resumes
-        files = with_rows_file(done.files, held, rows)
+    given = rows is not None and kind != "score"  # score takes its rows as they are (the outputs to score)
+    if given:
+        # the config names the file the run keeps the rows in: with out, written there first (a
+        # resume, here or from the command line, reads the same); without, among the run's files
+        extra.setdefault("data.path", str(keep_rows(Path(out).resolve(), rows, resume=resume))
+                         if out is not None else ROWS_FILE)
+        if any("passages" in r for r in rows) and "retriever" not in keywords:
+            # the passages the user's retriever returned, in its order: measure those
+            extra.setdefault("retrieval.retriever", "given")
+            extra.setdefault("retrieval.scope", "per_question")
+    elif data is not None and kind != "score":
+        extra.setdefault("data.path", str(data))
+    if out is None or history is False:
+        extra["history.record"] = False
+    cfg = _config(config, extra, keywords)
+    generator = _generator(model, tokenizer, cfg)
+    needs_model = kind in ("run", "interpret") or (kind == "audit" and cfg.audit.llm)
+    if generator is None and needs_model and cfg.execution.executor == "local":
+        generator = _kept(cfg)
+    if kind == "score":
+        inputs: Any = rows if rows is not None else (Path(data) if data is not None else None)
     else:
-        files = done.files
-    result = _run(files, kind)
+        from ragray.data.records import rows_dataset
+
+        inputs = rows_dataset(rows, on_bad_row=cfg.data.on_bad_row) if given else None
+    done = _dispatch(kind, cfg, Path(out) if out is not None else None, inputs, progress, generator, resume, watch)
+    if out is not None:
+        result = _run(read_files(Path(out)), kind)
+    else:  # in memory: the tables as built; given rows kept beside the run (a saved run re-runs and resumes)
+        result = _run({**done.files, **({ROWS_FILE: rows_jsonl(rows)} if given else {})}, kind, done.tables)
     result.result = done
     result.path = Path(out) if out is not None else None
     return result
 
 
-def _dispatch(kind: str, cfg: Any, target: Path | None, records: Any, progress: bool, generator: Any,
+def _dispatch(kind: str, cfg: Any, target: Path | None, inputs: Any, progress: bool, generator: Any,
               resume: bool, watch: Watch | None = None) -> Any:
-    """The pipeline's ``kind`` into ``target`` (None: in memory, the files on the result)."""
+    """The pipeline's ``kind`` into ``target`` (None: in memory, the files on the result); ``inputs``:
+    the data set given in memory (None: the config's), or, for ``score``, the outputs to score."""
     from ragray import pipeline
 
     hooks = watch.hooks() if watch is not None else {}
     if kind == "run":
-        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator, **hooks)
+        return pipeline.run_influence(cfg, target, resume=resume, progress=progress, generator=generator,
+                                      dataset=inputs, **hooks)
     if kind == "interpret":
-        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator, **hooks)
+        return pipeline.run_interpret(cfg, target, resume=resume, progress=progress, generator=generator,
+                                      dataset=inputs, **hooks)
     if kind == "audit":
-        return pipeline.run_audit(cfg, target, progress=progress, generator=generator)
-    if records is None:
+        return pipeline.run_audit(cfg, target, progress=progress, generator=generator, dataset=inputs)
+    if inputs is None:
         raise InputError("data: score needs the pipeline's outputs (rows with question and answer, or a file)")
-    return pipeline.run_score(cfg, records, target)
+    return pipeline.run_score(cfg, inputs, target)
 
 
 def run(data: Any = None, *, config: Any = None, out: str | Path | None = None, history: bool | None = None,
@@ -506,11 +463,13 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
     keywords.setdefault("top_k", len(rows))
     result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=progress,
                  **keywords)
-    q = _records(result.questions)[0]
+    from ragray.api_tables import Table
+
+    q = result.questions[0]
     cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "group", "relation", "credit",
             "keep_alone_gain", "logprob_drop", "retrieval_score", "is_gold"]
-    table = result.passages.sort_values("retrieval_rank")
-    table = table[[c for c in cols if c in table.columns]].reset_index(drop=True)
+    arrow = result.passages.to_arrow().sort_by("retrieval_rank")
+    table = Table("passages", arrow.select([c for c in cols if c in arrow.column_names]))
     return Attribution(question, q.get("baseline_answer") or "", q.get("answer_correct"), verdict_words(q),
                        q.get("misaligned"), q.get("usage_ndcg"), table, result)
 

@@ -14,8 +14,7 @@ from ragray.data.beir import is_beir_folder, load_beir
 from ragray.data.named import PUBLIC_SETS, public_set_path
 from ragray.data.nq import NQ_DATASET, NQ_DEFAULT_SAMPLES, load_nq
 from ragray.data.pdf import load_pdf_folder, pdf_files
-from ragray.data.held import is_held, rows_of
-from ragray.data.records import load_records, record_format, rows_dataset
+from ragray.data.records import load_records, record_format
 from ragray.errors import InputError
 from ragray.types import Dataset
 
@@ -46,8 +45,6 @@ def detect_format(path: str | Path) -> str:
     """
     if str(path) in (DEMO, NQ):
         return str(path)
-    if is_held(str(path)):
-        return "rows"
     if str(path) in PUBLIC_SETS:
         return "named"
     p = Path(path)
@@ -88,10 +85,6 @@ def _records(config: DataConfig) -> Dataset:
                         format=fmt, columns=config.columns)
 
 
-def _rows(config: DataConfig) -> Dataset:
-    return rows_dataset(rows_of(config.path), on_bad_row=config.on_bad_row, columns=config.columns)
-
-
 def _beir(config: DataConfig) -> Dataset:
     return load_beir(config.path, split=config.split, on_bad_row=config.on_bad_row)
 
@@ -110,7 +103,6 @@ def _nq(config: DataConfig) -> Dataset:
 
 LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {
     "demo": _demo,
-    "rows": _rows,
     "jsonl": _records,
     "csv": _records,
     "parquet": _records,
@@ -121,13 +113,17 @@ LOADERS: dict[str, Callable[[DataConfig], Dataset]] = {
 }
 
 
-def load_dataset(config: DataConfig) -> Dataset:
+def load_dataset(config: DataConfig, given: Dataset | None = None) -> Dataset:
     """Load the dataset ``config`` describes, mark its unanswerable questions
-    (:mod:`ragray.data.answerable`) and keep its first ``config.limit`` questions."""
+    (:mod:`ragray.data.answerable`) and keep its first ``config.limit`` questions. ``given``: a data
+    set already in memory (the Python API's rows, :func:`~ragray.data.records.rows_dataset`) taken
+    in place of ``config.path``, marked and limited the same way."""
+    if given is not None:
+        return mark_unanswerable(given).limit(config.limit)
     fmt: str = config.format
     if fmt == "auto" or ((config.path == DEMO or config.path in PUBLIC_SETS) and fmt == "jsonl"):
         fmt = detect_format(config.path)
-    if config.columns and LOADERS[fmt] not in (_records, _rows):
+    if config.columns and LOADERS[fmt] is not _records:
         raise InputError(f"data.columns (--columns) renames the columns of a records file (.jsonl, .csv, "
                          f".parquet); {config.path} is read as {fmt}")
     logger.debug("loading %s as %s", config.path, fmt)

@@ -22,14 +22,13 @@ A bad row raises ``InputError("file:line: reason")``, or is skipped and counted 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragray.data.records import BadRows, parse_passage
 from ragray.data.schemas import OUTPUT_SCHEMAS, schema_rows
-from ragray.data.held import is_held, rows_of
 from ragray.data.tables import RowError, cell, kind, read_table, rows_table
 from ragray.errors import InputError
 from ragray.types import Passage, SkippedRow
@@ -122,12 +121,13 @@ def parse_output(raw: Mapping[str, Any], line: int, tabular: bool) -> OutputReco
     )
 
 
-def load_outputs(path: str | Path, on_bad_row: str = "error", columns: Mapping[str, str] | None = None
-                 ) -> tuple[list[OutputRecord], list[SkippedRow]]:
-    """Records of ``path`` and the rows skipped (``on_bad_row="skip"``); ``columns``
-    (``data.columns``) maps ragray's field names to the file's columns."""
-    if is_held(str(path)):  # the Python API's rows, held in memory (ragray.data.held)
-        table = rows_table(rows_of(str(path)))
+def load_outputs(path: str | Path | Sequence[Mapping[str, Any]], on_bad_row: str = "error",
+                 columns: Mapping[str, str] | None = None) -> tuple[list[OutputRecord], list[SkippedRow]]:
+    """Records of ``path`` (a records file, or rows given in memory: the Python API's) and the rows
+    skipped (``on_bad_row="skip"``); ``columns`` (``data.columns``) maps ragray's field names to
+    the file's columns."""
+    if not isinstance(path, (str, Path)):  # rows in memory: a bad one is named rows:N
+        table = rows_table(path)
         path = table.path
     else:
         path = Path(path)

@@ -29,7 +29,7 @@ from ragray.rows.audit import AuditEntry
 from ragray.rows.summaries import AuditSummary
 from ragray.store.recording import recorded_run
 from ragray.store.rundir import RunDir
-from ragray.types import Hit
+from ragray.types import Dataset, Hit
 
 __all__ = ["AuditRun", "audit_entry", "run_audit", "summarize_audit"]
 
@@ -42,6 +42,8 @@ class AuditRun:
     entries: tuple[AuditEntry, ...]
     #: an in-memory audit's files by name (empty on disk: they are in ``out``)
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    #: an in-memory audit's tables as built
+    tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def exit_code(self) -> int:
@@ -107,9 +109,11 @@ def summarize_audit(entries: Sequence[AuditEntry], config: ExperimentConfig, sco
 
 
 def run_audit(
-    config: ExperimentConfig, out: str | Path | None, *, progress: bool = True, generator: ModelSource | None = None
+    config: ExperimentConfig, out: str | Path | None, *, progress: bool = True, generator: ModelSource | None = None,
+    dataset: Dataset | None = None
 ) -> AuditRun:
-    """Audit every query of ``config.data`` (see the module docstring)."""
+    """Audit every query of ``config.data`` (see the module docstring); ``dataset``: a data set
+    given in memory in its place."""
     start = time.perf_counter()
     run = RunDir(out)  # a refused --out is not recorded
     with recorded_run(config, "audit", out) as recording:
@@ -118,7 +122,7 @@ def run_audit(
         fetch = max(ac.k, ac.fetch)
         retrieval = config.retrieval.model_copy(update={"top_k": fetch})
         stage = RetrievalStage(config.model_copy(update={"retrieval": retrieval}))
-        dataset = load_dataset(config.data)
+        dataset = load_dataset(config.data, given=dataset)
         entries = [audit_entry(qh.question.id, qh.question.question, qh.hits, qh.question.gold_passage_ids,
                                ac.k, ac.pass_score) for qh in stage.run(dataset, progress=progress)]
         calls: dict[str, int] | None = None  # the LLM steps' call-cache hits and misses
@@ -138,4 +142,4 @@ def run_audit(
         run.write_rows(AuditEntry, entries)
         write_report(run)
         recording.summary = summary.as_dict()
-    return replace(result, files=run.all_files()) if run.path is None else result
+    return replace(result, files=run.all_files(), tables=run.tables) if run.path is None else result

@@ -178,9 +178,10 @@ class QuestionCommand:
     postfix: Callable[[], Callable[[Any], dict[str, str]]] | None = None
     #: part -> schema where a table's columns depend on the config (``arms``: the measures)
     schemas: Callable[[ExperimentConfig], Mapping[str, pa.Schema]] | None = None
-    #: ``prepare(config, dataset)``: keyword arguments the builder takes from the run's data set
-    #: (``run``: the edit test's substitute pool); they travel with the builder, to Ray actors too
-    prepare: Callable[[ExperimentConfig, Dataset], Mapping[str, Any]] | None = None
+    #: ``prepare(config, dataset, given)``: keyword arguments the builder takes from the run's data
+    #: set (``given``: the whole set, where it was given in memory; ``run``: the edit test's
+    #: substitute pool); they travel with the builder, to Ray actors too
+    prepare: Callable[[ExperimentConfig, Dataset, Dataset | None], Mapping[str, Any]] | None = None
     doc: str = ""
 
     def __post_init__(self) -> None:
@@ -196,15 +197,17 @@ class QuestionCommand:
         generator: ModelSource | None = None,
         on_record: Callable[[QuestionRecord], None] | None = None,
         on_start: Callable[[RunStart], None] | None = None,
+        dataset: Dataset | None = None,
     ) -> RunResult:
-        """``on_start`` hears what the run is before the model loads; ``on_record`` sees every
-        finished record (the resumed ones first). Interrupted (Ctrl-C, SIGTERM), the finished
+        """``dataset``: a data set given in memory (the Python API's rows) in place of
+        ``config.data.path``. ``on_start`` hears what the run is before the model loads; ``on_record``
+        sees every finished record (the resumed ones first). Interrupted (Ctrl-C, SIGTERM), the finished
         questions' tables, a summary marked ``partial`` and the report are written before the
         interrupt goes on."""
         start = time.perf_counter()
         checked = check_run_dir(config, out, resume=resume, command=self.command)  # a refused --out is not recorded
         with recorded_run(config, self.command, out) as recording:
-            qr = open_checked_run(checked, config, record_type=self.record_type)
+            qr = open_checked_run(checked, config, record_type=self.record_type, dataset=dataset)
             config = resolve_decline(config, qr.dataset)  # the prompt says how to decline where the set needs it
             if on_start is not None:
                 on_start(RunStart(self.command, len(qr.dataset.questions), qr.n_resumed,
@@ -212,7 +215,7 @@ class QuestionCommand:
                                   config.generation.backend, qr.run.path,
                                   tuple(q.id for q in qr.dataset.questions)))
             postfix = self.postfix() if self.postfix else None
-            inputs = self.prepare(config, qr.dataset) if self.prepare else {}
+            inputs = self.prepare(config, qr.dataset, dataset) if self.prepare else {}
             builder = functools.partial(self.builder, **inputs) if inputs else self.builder
             began = time.perf_counter()
             try:
@@ -228,7 +231,7 @@ class QuestionCommand:
             summary = self.write(qr, config, executor, start=start, loop_s=time.perf_counter() - began)
             recording.summary = summary.as_dict()
         return RunResult(qr.run.path, summary, qr.n_resumed, tuple(qr.records()),
-                         qr.run.all_files() if qr.run.path is None else {})
+                         qr.run.all_files() if qr.run.path is None else {}, qr.run.tables)
 
     def write(self, qr: QuestionRun, config: ExperimentConfig, executor: Executor | None, *, start: float,
               loop_s: float | None, partial: str | None = None) -> RunSummary | FaithfulnessSummary:

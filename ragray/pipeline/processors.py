@@ -82,13 +82,16 @@ def influence_processor(
     return lambda qh: replace(with_edit_test(loop.run(qh), qh, loop, pool), model=gen.model_id)
 
 
-def edit_test_inputs(config: ExperimentConfig, dataset: Dataset) -> dict[str, Any]:
+def edit_test_inputs(config: ExperimentConfig, dataset: Dataset, given: Dataset | None = None) -> dict[str, Any]:
     """What :func:`influence_processor` takes from the run's data set: with ``influence.edit_test``,
-    the substitute pool (every gold answer of the data set, the questions past ``data.limit`` too);
-    nothing without it."""
+    the substitute pool (every gold answer of the data set, the questions past ``data.limit`` too:
+    ``given``, the whole set given in memory, or the set reloaded without the limit); nothing
+    without it."""
     if not config.influence.edit_test:
         return {}
-    if config.data.limit is not None:  # the pool is the whole data set's, not the first questions' (--limit 1)
+    if given is not None:
+        dataset = given
+    elif config.data.limit is not None:  # the pool is the whole data set's, not the first questions' (--limit 1)
         from ragray.data.loading import load_dataset
 
         dataset = load_dataset(config.data.model_copy(update={"limit": None}))

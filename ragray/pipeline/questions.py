@@ -145,6 +145,8 @@ class RunResult:
     records: tuple[QuestionRecord, ...] = ()
     #: an in-memory run's files by name (empty for a run on disk: they are in ``out``)
     files: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    #: an in-memory run's tables as built (``<name>.parquet`` among ``files`` holds the same)
+    tables: Mapping[str, pa.Table] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -211,23 +213,25 @@ def check_run_dir(config: ExperimentConfig, out: str | Path | None, *, resume: b
 
 
 def open_checked_run(checked: tuple[RunDir, ProgressLog], config: ExperimentConfig, *,
-                     record_type: type[QuestionRecord]) -> QuestionRun:
+                     record_type: type[QuestionRecord], dataset: Dataset | None = None) -> QuestionRun:
     """The run directory :func:`check_run_dir` returned, opened for ``config``: the config saved,
-    the finished questions read back as ``record_type``, the dataset loaded and the retrieval
-    stage ready."""
+    the finished questions read back as ``record_type``, the dataset loaded (``dataset``: one
+    given in memory in place of ``config.data.path``) and the retrieval stage ready."""
     run, log = checked
     run.save_config(config)
     done = {qid: record_type.from_dict(raw) for qid, raw in log.load(repair=True).items()}
-    dataset = load_dataset(config.data)
+    dataset = load_dataset(config.data, given=dataset)
     n_resumed = sum(1 for q in dataset.questions if q.id in done)
     return QuestionRun(run, dataset, RetrievalStage(config), log, done, n_resumed)
 
 
 def open_question_run(config: ExperimentConfig, out: str | Path | None, *, resume: bool,
-                      record_type: type[QuestionRecord]) -> QuestionRun:
+                      record_type: type[QuestionRecord], dataset: Dataset | None = None) -> QuestionRun:
     """The run directory ``out`` opened for ``config`` (``resume``: keep its finished questions,
-    read back as ``record_type``), its dataset loaded and its retrieval stage ready."""
-    return open_checked_run(check_run_dir(config, out, resume=resume), config, record_type=record_type)
+    read back as ``record_type``), its dataset loaded (or ``dataset``, given) and its retrieval
+    stage ready."""
+    return open_checked_run(check_run_dir(config, out, resume=resume), config, record_type=record_type,
+                            dataset=dataset)
 
 
 def write_record_tables(run: RunDir, record_type: type[QuestionRecord], records: Sequence[QuestionRecord],

@@ -7,8 +7,9 @@ writes ``scores.parquet`` (+ CSV), ``summary.json`` and ``config.yaml`` to the r
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ragray.config import ExperimentConfig
 from ragray.data.outputs import load_outputs
@@ -30,8 +31,10 @@ def _in_context(contexts: Sequence[str], golds: Sequence[str]) -> bool | None:
     return any(contains_gold(c, golds) for c in contexts)
 
 def run_score(
-    config: ExperimentConfig, records: str | Path, out: str | Path | None, *, scorer: QualityScorer | None = None
+    config: ExperimentConfig, records: str | Path | Sequence[Mapping[str, Any]], out: str | Path | None, *,
+    scorer: QualityScorer | None = None
 ) -> RunResult:
+    """Score a pipeline's own outputs: ``records``, a records file or rows given in memory."""
     start = time.perf_counter()
     run = RunDir(out)  # a refused --out is not recorded
     with recorded_run(config, "score", out) as recording:
@@ -75,4 +78,4 @@ def run_score(
         )
         recording.summary = summary.as_dict()
         run.write_json("summary", recording.summary)
-    return RunResult(run.path, summary, 0, files=run.all_files() if run.path is None else {})
+    return RunResult(run.path, summary, 0, files=run.all_files() if run.path is None else {}, tables=run.tables)

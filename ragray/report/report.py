@@ -339,7 +339,7 @@ def write_report(run: RunDir | str | Path) -> Path | None:
         return None
     target = run if isinstance(run, RunDir) else RunDir(run)
     try:
-        html = render_report(read_run(target.read, target.path))
+        html = render_report(read_run(target.read, target.path, built=target.tables))
         return target.put("report.html", html.encode("utf-8"))
     except Exception as exc:  # noqa: BLE001 - the report is a view of results already written
         log.warning("could not write report.html in %s: %s", target.path or "the run in memory", exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,17 +60,14 @@ class RunData:
 
     @property
     def dataset(self) -> str:
-        """The data set as the run's config names it; rows a notebook gave in memory by the file
-        the finished run keeps them in (the token they had during the run means nothing after it);
-        an uploaded run by its file (its config's data section is only the default)."""
-        from ragray.data.held import ROWS_FILE, is_held
-
+        """The data set as the run's config names it (rows a notebook gave in memory: the file the
+        run keeps them in); an uploaded run by its file (its config's data section is only the default)."""
         if self.uploaded_file is not None:
             return self.uploaded_file
         path = (self.config.get("data") or {}).get("path")
         if not path:
             return "–"
-        return ROWS_FILE if is_held(str(path)) else str(path)
+        return str(path)
 
     @property
     def simulated(self) -> bool:
@@ -105,9 +102,10 @@ def load_run(path: str | Path, tables: tuple[str, ...] = _TABLES) -> RunData:
     return read_run(read, path, tables)
 
 
-def read_run(read: Callable[[str], bytes | None], path: Path | None, tables: tuple[str, ...] = _TABLES) -> RunData:
+def read_run(read: Callable[[str], bytes | None], path: Path | None, tables: tuple[str, ...] = _TABLES,
+             built: Mapping[str, pa.Table] | None = None) -> RunData:
     """A run from its files as ``read(name)`` gives them (bytes, or None where absent): a folder's
-    or an in-memory run's (``path`` None)."""
+    or an in-memory run's (``path`` None; ``built``: its tables as built, not read back)."""
     kind = _kind(read, str(path) if path is not None else "the run in memory")
     raw_config = read("config.yaml")
     config = (yaml.safe_load(raw_config.decode("utf-8")) or {}) if raw_config is not None else {}
@@ -120,7 +118,9 @@ def read_run(read: Callable[[str], bytes | None], path: Path | None, tables: tup
             break
     data = RunData(path, kind, config, clean(summary))
     for name in tables:
-        raw = read(f"{name}.parquet")
-        if raw is not None:
-            data.tables[name] = clean(pq.read_table(pa.BufferReader(raw)).to_pylist())
+        arrow = (built or {}).get(name)
+        if arrow is None and (raw := read(f"{name}.parquet")) is not None:
+            arrow = pq.read_table(pa.BufferReader(raw))
+        if arrow is not None:
+            data.tables[name] = clean(arrow.to_pylist())
     return data

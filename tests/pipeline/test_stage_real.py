@@ -57,8 +57,8 @@ def test_the_stage_names_generation_retrieval_and_right_with_the_real_model():
             _row("retrieval", unrelated),
             _row("right", BM25_ORDER)]
     run = ragray.run(rows)
-    q = {r["question_id"]: r for r in run.questions.to_dict("records")}
-    used = {(p["question_id"], p["retrieval_rank"]) for p in run.passages.to_dict("records") if p["used"]}
+    q = {r["question_id"]: r for r in run.questions}
+    used = {(p["question_id"], p["retrieval_rank"]) for p in run.passages if p["used"]}
     # the answer took the wrong year from the bottom passage, and ragray marks that passage used
     assert "1902" in q["generation"]["baseline_answer"] and q["generation"]["answer_correct"] is False
     assert ("generation", 5) in used

@@ -146,12 +146,24 @@ def jitter(drop: Sequence[float]) -> float:
     each, so substitutes do not inflate it. (Chosen on the tune split over the credits' own median
     and MAD, the keep-alone and drop-one effects of the weaker half, and the drop-one losses of the
     weaker half.)"""
-    d = np.sort(np.abs(np.asarray([v for v in drop if not math.isnan(v)], dtype=np.float64)))[:-1]
-    return float(1.4826 * np.median(d)) if len(d) else 0.0
+    d = sorted(abs(float(v)) for v in drop if not math.isnan(v))[:-1]
+    if not d:
+        return 0.0
+    half = len(d) // 2  # the median as numpy takes it: the middle value, or the mean of the middle two
+    return float(1.4826 * (d[half] if len(d) % 2 else (d[half - 1] + d[half]) / 2.0))
 
 
-def _features(kept: frozenset[int], k: int, pairs: Sequence[tuple[int, int]]) -> list[float]:
-    return [1.0 if i in kept else 0.0 for i in range(k)] + [1.0 if i in kept and j in kept else 0.0 for i, j in pairs]
+def _design_matrix(kept: Sequence[frozenset[int]], k: int, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """One row per context: an intercept, one column per passage (1 where kept) and one per pair
+    (1 where both are kept)."""
+    x = np.zeros((len(kept), 1 + k + len(pairs)))
+    x[:, 0] = 1.0
+    for row, s in enumerate(kept):
+        for i in s:
+            x[row, 1 + i] = 1.0
+    for col, (i, j) in enumerate(pairs, start=1 + k):
+        x[:, col] = x[:, 1 + i] * x[:, 1 + j]
+    return x
 
 
 def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
@@ -191,7 +203,7 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     candidates = [i for i in sorted(range(k), key=lambda i: -strength[i]) if strength[i] >= bar]
     strongest = sorted(candidates[: max(0, pairs_among)])
     pairs = list(itertools.combinations(strongest, 2))
-    x = np.array([[1.0, *_features(kept, k, pairs)] for kept, _ in points])
+    x = _design_matrix([kept for kept, _ in points], k, pairs)
     y = np.array([lp for _, lp in points])
     penalty = np.diag([0.0] + [0.01] * k + [shrinkage] * len(pairs))
     w = np.linalg.lstsq(x.T @ x + penalty, x.T @ y, rcond=None)[0]

@@ -43,7 +43,7 @@ from benchmarks.machine import SHARED_DATA, machine_info, save_result
 from ragray.config import ExperimentConfig, load_config
 from ragray.metrics.influence import analyze_influence
 from ragray.metrics.similarity import get_similarity
-from ragray.metrics.validity import Measure, question_scores, validity_panel
+from ragray.metrics.validity import PanelColumn, question_scores, validity_panel
 from ragray.report.rundata import load_run
 
 #: data set -> (file, retrieval settings); PubMedQA abstracts are long: k = 5 keeps prompts < 2k tokens
@@ -157,7 +157,7 @@ def _auc_by_question(run_dir: Path) -> dict[str, float]:
     rows: dict[str, list[dict]] = defaultdict(list)
     for p in data.table("passages"):
         rows[p["question_id"]].append(p)
-    measure = Measure("influence", "", "influence")
+    measure = PanelColumn("influence", "", "influence")
     out = {}
     for qid, ps in rows.items():
         got = question_scores(sorted(ps, key=lambda p: p["retrieval_rank"]), measure)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -39,26 +39,49 @@ class Component(ABC):
 class Registry(Generic[T]):
     """A registry of one kind of component; unknown names raise an error listing valid ones."""
 
-    def __init__(self, kind: str, builtins: Mapping[str, str] | None = None) -> None:
+    def __init__(self, kind: str, builtins: Mapping[str, str] | None = None, *, modules: Sequence[str] = ()) -> None:
         """``builtins``: name -> the module that registers it (imported on first lookup); by
-        default the kind's entries in :data:`ragray.catalog.CATALOG`."""
+        default the kind's entries in :data:`ragray.catalog.CATALOG`. ``modules``: modules whose
+        classes register under the names they declare themselves (``cls.name``), all imported on the
+        first lookup: the names live in the classes only."""
         self.kind = kind
         self._items: dict[str, type[T]] = {}
         self._builtins = dict(builtins if builtins is not None else CATALOG.get(kind, {}))
+        self._modules = tuple(modules)
+        self._pending = bool(self._modules)
         LIVE[kind] = self  # config validation asks it about names registered at run time
 
-    def register(self, name: str) -> Callable[[type[T]], type[T]]:
-        """Class decorator registering ``cls`` under ``name``."""
+    def register(self, name: str | None = None) -> Callable[[type[T]], type[T]]:
+        """Class decorator registering ``cls`` under ``name`` (None: the name it declares, ``cls.name``)."""
 
         def decorate(cls: type[T]) -> type[T]:
-            if name in self._items:
-                raise ValueError(f"{self.kind} '{name}' is registered twice")
-            self._items[name] = cls
+            key = name if name is not None else cls.name  # type: ignore[attr-defined]
+            if key in self._items:
+                raise ValueError(f"{self.kind} '{key}' is registered twice")
+            self._items[key] = cls
             return cls
 
         return decorate
 
+    def _load_modules(self) -> None:
+        if self._pending:
+            self._pending = False
+            for module in self._modules:
+                importlib.import_module(module)
+
+    def registered(self) -> list[type[T]]:
+        """Every component of the ``modules`` and the built-ins, loaded: those of ``modules`` in their
+        order, each module's in the order it defines them, then the rest as registered."""
+        self._load_modules()
+        for name in self._builtins:
+            self.get(name)
+        rank = {m: i for i, m in enumerate(self._modules)}
+        items = list(self._items.values())
+        return sorted(items, key=lambda cls: rank.get(cls.__module__, len(rank)))
+
     def get(self, name: str) -> type[T]:
+        if name not in self._items:
+            self._load_modules()
         if name not in self._items and name in self._builtins:
             importlib.import_module(self._builtins[name])
             if name not in self._items:
@@ -75,6 +98,7 @@ class Registry(Generic[T]):
         return name
 
     def names(self) -> list[str]:
+        self._load_modules()
         return sorted({*self._items, *self._builtins})
 
     def load_all(self) -> dict[str, type[T]]:
@@ -82,6 +106,8 @@ class Registry(Generic[T]):
         return {name: self.get(name) for name in self.names()}
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._items and name not in self._builtins:
+            self._load_modules()
         return name in self._items or name in self._builtins
 
     def __iter__(self) -> Iterator[str]:

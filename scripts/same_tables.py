@@ -8,6 +8,8 @@ with the working tree, each in its own folder with its own caches (``$RAGRAY_CAC
 tree computed is read back by the other):
 
 - ``ragray run --limit N`` (influence, log-prob by default) and ``--set influence.mode=generate``;
+- ``ragray run --limit N/2`` with the surrogate beside the influence and the LDS and top-k checks
+  (every measure and control), in jsd mode with the checks, and in surrogate mode;
 - ``ragray interpret --limit N/2`` (faithfulness: importance, deletion arms, cases, curves);
 - ``ragray audit`` (the integrity audit of the demo's retrieval) and ``ragray retrieve``;
 - ``ragray score`` of a few records written here (answer-quality metrics);
@@ -39,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: columns / summary keys that measure wall time, hold a timestamp, or name a run's path
 VOLATILE = frozenset({
-    "seconds", "latency_s", "wall_seconds", "trial_seconds", "time_total_s", "timestamp",
+    "seconds", "seconds_surrogate", "seconds_checks", "latency_s", "wall_seconds", "trial_seconds", "time_total_s",
+    "timestamp",
     "time_this_iter_s", "date", "started", "finished", "created_at", "out", "path", "logdir",
     "trial_dir", "run_dir", "hostname", "node_ip", "pid", "mean_seconds", "seconds_per_question",
     "calls_per_second", "mean_latency_s",
@@ -86,6 +89,14 @@ def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
         "run": ["run", "--limit", str(n), "--out", str(out / "run"), "--no-progress"],
         "run_generate": ["run", "--limit", str(n), "--set", "influence.mode=generate",
                          "--out", str(out / "run_generate"), "--no-progress"],
+        # the measures beside the influence: the surrogate on its own subsets, every measure and
+        # control through the LDS and top-k checks (the default measure, and jsd's scorer)
+        "run_checks": ["run", "--limit", str(half), "--set", "influence.masks=8", "--set", "influence.check_subsets=8",
+                       "--set", "influence.check_top_k=[1,2]", "--out", str(out / "run_checks"), "--no-progress"],
+        "run_jsd": ["run", "--limit", str(half), "--set", "influence.mode=jsd", "--set", "influence.check_subsets=8",
+                    "--set", "influence.check_top_k=[1]", "--out", str(out / "run_jsd"), "--no-progress"],
+        "run_surrogate": ["run", "--limit", str(half), "--set", "influence.mode=surrogate",
+                          "--out", str(out / "run_surrogate"), "--no-progress"],
         "interpret": ["interpret", "--limit", str(half), "--out", str(out / "interpret"), "--no-progress"],
         "audit": ["audit", "--out", str(out / "audit"), "--no-progress"],
         "retrieve": ["retrieve", "--out", str(out / "retrieve"), "--no-progress"],

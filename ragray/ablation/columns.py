@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragray.ablation.plan import Arm
+from ragray.attribution.base import Fitted
 from ragray.attribution.interactions import Interactions
 from ragray.config import InfluenceConfig
 from ragray.data.answerable import is_unanswerable
@@ -68,15 +69,19 @@ class QuestionEvidence:
     jsd: list[float] | None = None
     logprob_none: float | None = None
     context_dependent: bool | None = None
-    surrogate: list[float] | None = None
     random: list[float] | None = None
-    surrogate_passes: int | None = None
     check_passes: int | None = None
-    seconds_surrogate: float | None = None
     seconds_checks: float | None = None
     subsets: list[SubsetRow] = field(default_factory=list)
     checks: list[CheckRow] = field(default_factory=list)
+    #: the run's measure's result, and its fitted model where it fits one (used marks, groups)
+    result: Fitted | None = None
     fit: Interactions | None = None
+    #: passages-table columns the measures that ran filled (``surrogate_weight``), by column
+    columns: dict[str, list[float]] = field(default_factory=dict)
+    #: the contexts each measure of its own contexts scored, and the seconds its fit took, by measure
+    passes: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
     decline_margin: float | None = None
 
     def question_columns(self, span: str, ranks: Sequence[int] | None = None) -> dict[str, Any]:
@@ -85,8 +90,8 @@ class QuestionEvidence:
             return {}
         return {"answer_span": span, "scored_answer": self.answer, "scored_tokens": self.tokens,
                 "logprob_all": finite(self.logprob_all), "logprob_none": finite(self.logprob_none),
-                "context_dependent": self.context_dependent, "surrogate_passes": self.surrogate_passes,
-                "check_passes": self.check_passes, "seconds_surrogate": self.seconds_surrogate,
+                "context_dependent": self.context_dependent, "surrogate_passes": self.passes.get("surrogate"),
+                "check_passes": self.check_passes, "seconds_surrogate": self.seconds.get("surrogate"),
                 "seconds_checks": self.seconds_checks, "decline_margin": finite(self.decline_margin)} | (
                 {} if self.fit is None else {
                 "noise_scale": self.fit.noise, "used_bar": self.fit.bar,
@@ -106,7 +111,7 @@ class QuestionEvidence:
         per_token = drop / self.tokens if self.tokens and not math.isnan(drop) else None
         return {"logprob_drop": drop, "logprob_drop_per_token": per_token,
                 "jsd": self.jsd[i] if self.jsd is not None else None,
-                "surrogate_weight": self.surrogate[i] if self.surrogate is not None else None,
+                "surrogate_weight": self.columns["surrogate_weight"][i] if "surrogate_weight" in self.columns else None,
                 "random_control": self.random[i] if self.random is not None else None}
 
 

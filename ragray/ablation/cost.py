@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ragray.ablation.engine import SCORERS
 from ragray.ablation.plan import control_plan, drop_one_plan
-from ragray.attribution.base import MEASURES, MODE_MEASURES
+from ragray.attribution.base import measure_for_mode, measures, planners
 from ragray.config import InfluenceConfig
 from ragray.types import Passage
 
@@ -30,17 +30,15 @@ def _mode_calls(config: InfluenceConfig, k: int, mode: str) -> int:
     if config.position_control != "none" and k >= 2:
         orders.append(control_plan(passages))
     arms = sum(map(len, orders))
-    measure = MEASURES.get(MODE_MEASURES[mode])(config)
+    measure = measure_for_mode(mode)(config)
     if SCORERS.get(measure.scorer).generates_arms:
         return arms  # every arm generated, nothing scored
-    planners = [measure] + ([MEASURES.get("surrogate")(config)]
-                            if config.surrogate_masks and measure.name != "surrogate" else [])
-    planned = sum(len(m.subsets(k, "")) for m in planners) if k >= 2 else 0
-    closed_book = 1 if config.closed_book or measure.name == "interactions" else 0
+    planned = sum(len(m.subsets(k, "")) for m in planners(measure, config)) if k >= 2 else 0
+    closed_book = 1 if config.closed_book or measure.needs_closed_book else 0
     decline = 1  # an unanswerable question also scores the declining answer
     checks = 0
     if k >= 2:  # the held-out subsets, and each measure's top-k removal per k below the passages
-        checks = config.check_subsets + len(MEASURES.names()) * sum(1 for n in config.check_top_k if n < k)
+        checks = config.check_subsets + len(measures()) * sum(1 for n in config.check_top_k if n < k)
     return len(orders) + arms + planned + closed_book + decline + checks
 
 

@@ -44,9 +44,8 @@ from ragray.ablation.checks import heldout_subsets, run_checks
 from ragray.ablation.engine import SCORERS, CallBook, CallCost, Extra, Measured
 from ragray.ablation.plan import Arm, control_plan, drop_one_plan
 from ragray.ablation.span import answer_span
-from ragray.attribution.base import CONTROL_NAMES, MEASURES, MODE_MEASURES, Evidence, Measure, Observed, Scores
+from ragray.attribution.base import Evidence, Fitted, Measure, Scored, Scores, measure_for_mode, measures, planners
 from ragray.attribution.controls import random_scores
-from ragray.attribution.interactions import InteractionMeasure
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
 from ragray.data.answerable import is_unanswerable
@@ -136,11 +135,10 @@ class InfluenceLoop:
         self.quality = quality
         self.model = model
         self.mode, self.mode_note = resolve_mode(config.mode, generator)
-        self.measure: Measure = MEASURES.get(MODE_MEASURES[self.mode])(config)
+        self.measure: Measure = measure_for_mode(self.mode)(config)
         self.scorer = SCORERS.get(self.measure.scorer)(similarity, span=answer_span(config.answer_span))
-        #: measures that score contexts of their own: the run's, and the surrogate when it runs beside it
-        self.planners = [self.measure] + ([MEASURES.get("surrogate")(config)]
-                                          if config.surrogate_masks and self.measure.name != "surrogate" else [])
+        #: measures that score contexts of their own: the run's, and those the config asks for beside it
+        self.planners = planners(self.measure, config)
 
     def _quality(self, qh: QuestionHits, baseline: Generation, influence: list[float]) -> dict[str, Any]:
         """Answer quality of the baseline, label-based and causal noise (SPEC §6)."""
@@ -173,15 +171,14 @@ class InfluenceLoop:
     @property
     def _closed_book(self) -> bool:
         """Whether each question scores its answer with no passages (the closed-book pass)."""
-        return bool(self.config.closed_book) or self.measure.name == "interactions"
+        return bool(self.config.closed_book) or self.measure.needs_closed_book
 
     def _planned(self, qh: QuestionHits) -> list[tuple[str, Subset]]:
         """``(purpose, subset)`` of every context the run's measures score beyond the drop-one arms."""
         k = len(qh.hits)
         if k < 2 or self.measure.scorer == "generate":
             return []
-        return [("design" if m.name == "interactions" else m.name, s)
-                for m in self.planners for s in m.subsets(k, qh.question.id)]
+        return [(m.purpose, s) for m in self.planners for s in m.subsets(k, qh.question.id)]
 
     def _build(self, qh: QuestionHits, passages: list[Passage]) -> ChatPrompt:
         return self.template.build(qh.question.question, passages, self.system_prompt)
@@ -249,19 +246,20 @@ class InfluenceLoop:
             ev.decline_margin = decline_margin(lp_decline, self.generator.answer_length(full_prompt, DECLINE_PHRASE),
                                                lp_all, n_tokens)
         full = frozenset(range(k))
-        scored = [Observed(full, lp_all, "full"), *(Observed(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
+        scored = [Scored(full, lp_all, "full"), *(Scored(full - {i}, lp_all - d, "drop") for i, d in enumerate(drops))]
         if self._closed_book:
             (lp_none,) = book.logprobs([build(())], [answer])
             ev.logprob_none = lp_none
             ev.context_dependent = (None if math.isnan(lp_none) or math.isnan(lp_all)
                                     else bool(lp_all - lp_none >= self.config.context_threshold))
             ev.subsets.append(SubsetRow(q.id, "closed_book", (), lp_none))
-            scored.append(Observed(frozenset(), lp_none, "closed_book"))
+            scored.append(Scored(frozenset(), lp_none, "closed_book"))
         planned_lps = book.logprobs([build([passages[i] for i in s.shown]) for _, s in planned], [answer] * len(planned))
         known = {o.kept for o in scored}
+        drawn = {m.purpose for m in self.planners if m.random_draws}
         for (purpose, sub), lp in zip(planned, planned_lps):
-            scored.append(Observed(sub.kept, lp, purpose))
-            if sub.kept not in known or purpose == "surrogate":
+            scored.append(Scored(sub.kept, lp, purpose))
+            if sub.kept not in known or purpose in drawn:  # a random draw's row each time it is drawn
                 ev.subsets.append(SubsetRow(q.id, purpose, tuple(passages[i].id for i in sub.shown), lp))
         checking = bool(self.config.check_subsets or self.config.check_top_k) and k >= 2
         exclude = {sub.kept for _, sub in planned}
@@ -273,35 +271,37 @@ class InfluenceLoop:
         if checking:
             ev.random = side["random_control"] = random_scores(k, self.config.check_seed, q.id)
         evidence = Evidence(k, tuple(scored), side=side, reserved=reserved)
-        start = time.perf_counter()
-        for measure in self.planners:
-            if isinstance(measure, InteractionMeasure):
-                ev.fit = measure.fit(evidence)
-            elif measure.name == "surrogate" and k >= 2:
-                ev.surrogate = measure.scores(evidence)
-                ev.surrogate_passes = sum(1 for p, _ in planned if p == "surrogate")
-                ev.seconds_surrogate = time.perf_counter() - start
+        fitted = self._fit(evidence, ev, planned)
         if checking:
-            names = ["logprob_share", "logprob_drop"] + (["jsd"] if ev.jsd is not None else []) + \
-                (["surrogate"] if ev.surrogate is not None else []) + (["interactions"] if ev.fit is not None else [])
-            measures = [Scores(MEASURES.get(n).column, self._scores(n, evidence, ev), False) for n in names]
-            measures += [Scores(n, MEASURES.get(n)().scores(evidence), True) for n in CONTROL_NAMES
-                         if side.get(n) is not None]
+            # every measure with a result for this question: those fitted on contexts of their own,
+            # and those that read only what every question scores (the drop-one contexts, side inputs)
+            found = [fitted.get(m.name) if m.own_contexts else m(self.config).fit(evidence) for m in measures()
+                     if m.own_contexts or m(self.config).available(evidence)]
+            scores = [Scores(f.column, f.scores, f.control) for f in found if f is not None]
             checks, rows, ev.check_passes, ev.seconds_checks = run_checks(
-                book, build, passages, q.id, answer, lp_all, measures, self.config, exclude=exclude,
-                models={"interactions": ev.fit.predict} if ev.fit is not None else {})
+                book, build, passages, q.id, answer, lp_all, scores, self.config, exclude=exclude,
+                models={f.column: f.predict for f in found if f is not None and f.predict is not None})
             ev.checks = list(checks)
             ev.subsets.extend(rows)
         return ev
 
-    @staticmethod
-    def _scores(name: str, evidence: Evidence, ev: QuestionEvidence) -> list[float]:
-        """One measure's scores (the fitted ones from what the question already fitted)."""
-        if name == "surrogate" and ev.surrogate is not None:
-            return ev.surrogate
-        if name == "interactions" and ev.fit is not None:
-            return list(ev.fit.credit)
-        return MEASURES.get(name)().scores(evidence)
+    def _fit(self, evidence: Evidence, ev: QuestionEvidence, planned: list[tuple[str, Subset]]) -> dict[str, Fitted]:
+        """The planners' results by measure name, kept on ``ev``: the run's model (its used marks
+        and groups), each measure's column, the passes and seconds it took."""
+        fitted: dict[str, Fitted] = {}
+        for measure in self.planners:
+            start = time.perf_counter()
+            found = measure.fit(evidence)
+            if found is None:
+                continue
+            fitted[measure.name] = found
+            if measure is self.measure:
+                ev.result, ev.fit = found, found.model
+            if found.predict is None:  # a column of the passages table (a model's are its own columns)
+                ev.columns[found.column] = found.scores
+            ev.passes[measure.name] = sum(1 for p, _ in planned if p == measure.purpose)
+            ev.seconds[measure.name] = time.perf_counter() - start
+        return fitted
 
     def run(self, qh: QuestionHits) -> InfluenceRecord:
         q, hits = qh.question, qh.hits
@@ -331,7 +331,7 @@ class InfluenceLoop:
         content: list[float | None] = [None] * len(hits)
         pos: PositionResult | None = None
         if order is not None and error is None:  # the position control compares drop-one in both orders
-            forward = drop_one if self.measure.name == "interactions" else infl
+            forward = infl if self.measure.influence_in_both_orders else drop_one
             control, pos = self._position(order, forward, sims[1])
             content = content_influence(infl, control)
         flags = list(result.flags)
@@ -387,11 +387,8 @@ class InfluenceLoop:
         drop_one = drop_influence(sims)
         infl = drop_one
         fit = ev.fit
-        if self.measure.name == "surrogate" and error is None:
-            infl = [float("nan") if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w))
-                    for w in (ev.surrogate or [float("nan")] * len(hits))]
-        if self.measure.name == "interactions" and error is None:
-            infl = list(fit.influence) if fit is not None else [float("nan")] * len(hits)
+        if error is None and self.measure.own_contexts:  # the influence its own result gives
+            infl = self.measure.influence(ev.result, len(hits))
         ranks = [h.rank for h in hits]
         if error is not None:
             result: InfluenceResult = error_result(len(hits))

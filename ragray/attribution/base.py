@@ -13,25 +13,34 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ragray.attribution.subsets import Subset
 from ragray.registry import Registry
 
-__all__ = ["CONTROL_NAMES", "Evidence", "MEASURES", "MODE_MEASURES", "Measure", "Observed", "Scores"]
+__all__ = ["Changed", "Evidence", "Fitted", "MEASURES", "Measure", "Scored", "Scores", "control_names", "measure_for_mode",
+           "measures", "planners"]
 
 
 @dataclass(frozen=True)
-class Observed:
-    """What one context (the units it kept) did to the answer, and why it was measured
-    (``full``, ``drop``, ``closed_book``, ``design``, ``surrogate``, ``random``, ``heldout``, ``top_k``):
-    in ``Evidence.scored`` the answer's log-probability, in ``Evidence.changed`` 1 − sim(answer,
-    the answer regenerated from that context)."""
+class Scored:
+    """The answer's log-probability under one context (the units it ``kept``), and why that context
+    was scored (``full``, ``drop``, ``closed_book``, ``design``, ``surrogate``, ``heldout``, ``top_k``)."""
 
     kept: frozenset[int]
-    value: float
+    logprob: float
+    purpose: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    """How far the answer regenerated from one context (the units it ``kept``) moved from the
+    answer: ``1 − sim(answer, regenerated)``; ``purpose``: ``drop`` or ``random``."""
+
+    kept: frozenset[int]
+    change: float
     purpose: str
 
 
@@ -45,6 +54,20 @@ class Scores:
 
 
 @dataclass(frozen=True)
+class Fitted:
+    """What a measure found for one question: one score per unit (retrieval order, higher = more
+    used), the measure's name and its column, and, for a measure that fits a model of the answer's
+    log-probability, what that model predicts for a kept subset (``predict``) and the model itself."""
+
+    name: str
+    column: str
+    scores: list[float]
+    control: bool = False
+    predict: Callable[[Sequence[int]], float] | None = None
+    model: Any = None
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What one question (or explanation stage) measured, for every measure to read.
 
@@ -55,8 +78,8 @@ class Evidence:
     """
 
     n: int
-    scored: tuple[Observed, ...] = ()
-    changed: tuple[Observed, ...] = ()
+    scored: tuple[Scored, ...] = ()
+    changed: tuple[Changed, ...] = ()
     side: Mapping[str, Sequence[float] | None] = field(default_factory=dict)
     reserved: frozenset[frozenset[int]] = frozenset()
 
@@ -64,7 +87,7 @@ class Evidence:
         """The first scored log-probability of ``kept`` (NaN: not scored)."""
         for s in self.scored:
             if s.kept == kept:
-                return s.value
+                return s.logprob
         return math.nan
 
     @property
@@ -78,25 +101,54 @@ class Evidence:
 
     def points(self, purposes: Sequence[str] | None = None) -> list[tuple[frozenset[int], float]]:
         """Every scored (kept set, log-prob) not reserved (of ``purposes``, if given), NaN left out."""
-        return [(s.kept, s.value) for s in self.scored if s.kept not in self.reserved and not math.isnan(s.value)
+        return [(s.kept, s.logprob) for s in self.scored if s.kept not in self.reserved and not math.isnan(s.logprob)
                 and (purposes is None or s.purpose in purposes)]
 
 
 class Measure(ABC):
-    """One way to score how much each unit did for the answer."""
+    """One way to score how much each unit did for the answer. A measure names itself once, here:
+    ``name`` (the registry's key, the config's and the tables' name for it) and what it declares
+    below; everything that lists measures (the influence loop, its checks, the faithfulness
+    experiments, the cost estimates) reads these, never a table of names."""
 
     name: ClassVar[str]
-    #: the measure's column in the passages and checks tables
+    #: the measure's column in the passages and checks tables (default: its name)
     column: ClassVar[str]
     #: a free control (no model call), which every attribution must beat
     control: ClassVar[bool] = False
     #: the :data:`~ragray.ablation.engine.SCORERS` entry that measures the drop-one arms when this
     #: measure is the run's influence (``influence.mode``)
     scorer: ClassVar[str] = "logprob"
+    #: the ``influence.mode`` that makes this measure the run's influence (None: no mode does)
+    mode: ClassVar[str | None] = None
+    #: the name it goes by in the faithfulness experiments (``faithfulness.attributions`` /
+    #: ``explainer``); None: not offered there
+    explains: ClassVar[str | None] = None
+    #: there, fitted on the random-deletion arm's answers (no call of its own)
+    fits_random_arm: ClassVar[bool] = False
+    #: scores contexts of its own (:meth:`subsets`): it has a result only where the run planned them
+    own_contexts: ClassVar[bool] = False
+    #: what its contexts are scored for (the ``subsets`` table's ``purpose``; default: its name)
+    purpose: ClassVar[str]
+    #: its contexts are random draws: each is a point of the fit every time it is drawn (the
+    #: ``subsets`` table lists every draw, repeats and contexts other measures scored included)
+    random_draws: ClassVar[bool] = False
+    #: as the run's influence, the answer with no passages is scored too (the closed-book pass)
+    needs_closed_book: ClassVar[bool] = False
+    #: as the run's influence, the position control measures it in the other order too (else it
+    #: compares drop-one in both orders)
+    influence_in_both_orders: ClassVar[bool] = True
     #: reads regenerated answers (``Evidence.changed``): the drop-one arms must be generated
     needs_generated_arms: ClassVar[bool] = False
     #: reads the answer's log-probability without each unit (the drop-one contexts must be scored)
     needs_drop_scores: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            for declared in ("column", "purpose"):
+                if declared not in cls.__dict__:
+                    setattr(cls, declared, cls.name)
 
     def __init__(self, config: Any = None) -> None:
         """``config``: the settings section the measure reads (``influence``), if any."""
@@ -110,21 +162,54 @@ class Measure(ABC):
     def scores(self, evidence: Evidence) -> list[float]:
         """One score per unit, higher = more used (NaN: unmeasured)."""
 
+    def available(self, evidence: Evidence) -> bool:
+        """Whether ``evidence`` holds what this measure reads without contexts of its own."""
+        return not (self.needs_generated_arms or self.own_contexts)
+
+    def fit(self, evidence: Evidence) -> Fitted | None:
+        """This measure's result for one question (None: nothing to report for it)."""
+        return Fitted(self.name, self.column, self.scores(evidence), self.control)
+
+    @classmethod
+    def wanted(cls, config: Any) -> bool:
+        """Whether ``config`` asks for this measure beside the run's influence (it scores contexts
+        of its own for it)."""
+        return False
+
+    def influence(self, fitted: Fitted | None, n: int) -> list[float]:
+        """The run's influence column from this measure's result, where it is the run's measure
+        and scores contexts of its own (NaN: no result)."""
+        return list(fitted.scores) if fitted is not None else [math.nan] * n
+
     def calls(self, n: int) -> int:
         """Model calls the measure costs for ``n`` units (0: it reuses what others scored)."""
         return 0
 
 
-#: the free controls, in the order the checks report them
-CONTROL_NAMES: tuple[str, ...] = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity",
-                                  "random_control")
-#: every built-in measure, and the module that registers it
-_BUILTINS = {
-    "interactions": "ragray.attribution.interactions",
-    **dict.fromkeys(("loo", "logprob_share", "logprob_drop", "jsd", "surrogate"), "ragray.attribution.measures"),
-    **dict.fromkeys(CONTROL_NAMES, "ragray.attribution.controls"),
-}
-MEASURES: Registry[Measure] = Registry("attribution", _BUILTINS)
-#: ``influence.mode`` -> the measure behind the influence column
-MODE_MEASURES: dict[str, str] = {"generate": "loo", "logprob": "logprob_share", "jsd": "jsd",
-                                 "surrogate": "surrogate", "interactions": "interactions"}
+#: the modules of the built-in measures, in the order the checks report them
+_MODULES = ("ragray.attribution.measures", "ragray.attribution.interactions", "ragray.attribution.controls")
+MEASURES: Registry[Measure] = Registry("attribution", {}, modules=_MODULES)
+
+
+def measures() -> list[type[Measure]]:
+    """Every measure, in the order the checks report them (attributions, then the controls)."""
+    return MEASURES.registered()
+
+
+def measure_for_mode(mode: str) -> type[Measure]:
+    """The measure an ``influence.mode`` makes the run's influence."""
+    found = [m for m in measures() if m.mode == mode]
+    if not found:
+        raise ValueError(f"no measure for influence.mode {mode!r}; modes: {', '.join(m.mode for m in measures() if m.mode)}")
+    return found[0]
+
+
+def planners(measure: Measure, config: Any) -> list[Measure]:
+    """The measures that score contexts of their own in a run whose influence is ``measure``: it,
+    and those ``config`` asks for beside it (:meth:`Measure.wanted`)."""
+    return [measure] + [m(config) for m in measures() if m.own_contexts and m is not type(measure) and m.wanted(config)]
+
+
+def control_names() -> list[str]:
+    """The free controls, in the order the checks report them."""
+    return [m.name for m in measures() if m.control]

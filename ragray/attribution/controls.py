@@ -20,34 +20,37 @@ __all__ = ["AnswerSimilarity", "Control", "QuestionSimilarity", "RandomControl",
 class Control(Measure):
     control = True
 
+    def available(self, evidence: Evidence) -> bool:
+        return evidence.side.get(self.name) is not None
+
     def scores(self, evidence: Evidence) -> list[float]:
         values = evidence.side.get(self.name)
         return list(values) if values is not None else [math.nan] * evidence.n
 
 
-@MEASURES.register("retrieval_rank")
+@MEASURES.register()
 class RetrievalRank(Control):
-    name = column = "retrieval_rank"
+    name = "retrieval_rank"
 
 
-@MEASURES.register("retrieval_score")
+@MEASURES.register()
 class RetrievalScore(Control):
-    name = column = "retrieval_score"
+    name = "retrieval_score"
 
 
-@MEASURES.register("answer_similarity")
+@MEASURES.register()
 class AnswerSimilarity(Control):
-    name = column = "answer_similarity"
+    name = "answer_similarity"
 
 
-@MEASURES.register("question_similarity")
+@MEASURES.register()
 class QuestionSimilarity(Control):
-    name = column = "question_similarity"
+    name = "question_similarity"
 
 
-@MEASURES.register("random_control")
+@MEASURES.register()
 class RandomControl(Control):
-    name = column = "random_control"
+    name = "random_control"
 
 
 def random_scores(k: int, seed: int, question_id: str) -> list[float]:

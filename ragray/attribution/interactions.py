@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragray.attribution.base import MEASURES, Evidence, Measure
+from ragray.attribution.base import MEASURES, Evidence, Fitted, Measure
 from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
@@ -171,12 +171,10 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
                      min_effect: float = 1.0, min_share: float | None = 0.05,
                      lead_z: float | None = 2.0, lead_share: float = 0.25,
                      drop_z: float | None = 3.0, drop_floor: float = 0.25,
-                     suffices_share: float | None = SUFFICES_SHARE, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
+                     keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                      needed_together: bool = True) -> Interactions | None:
     """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
-    None when the full or the empty context was not scored. ``suffices_share`` None: the rule
-    before (a passage sufficed when its keep-alone gain cleared the bar; groups from pairs only),
-    kept for the benchmark's comparison. ``lead_z`` None: no leader (the rule of versions 1–3).
+    None when the full or the empty context was not scored. ``lead_z`` None: no leader (the rule of versions 1–3).
     ``drop_z`` None: no passage is used by its leave-out loss alone (the rule of versions 1–4).
     ``keep_alone_weight`` 0.5: the Shapley credit (the credit
     before); ``needed_together`` False: complements from pairs only (the rule before)."""
@@ -228,12 +226,10 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     positive = np.clip(credit, 0.0, None)
     total = float(positive.sum())
     influence = [float(v / total) if total > 0 else 0.0 for v in positive]
-    enough = max(bar, (suffices_share or 0.0) * gain)  # what a passage must give alone to suffice
-    redundant = _sufficient_not_needed(used, alone, drop, enough, bar) if suffices_share is not None else []
-    # the rule before: a group that shared evidence always read "either suffices"
-    missed = drop if suffices_share is not None else [-math.inf] * k
+    enough = max(bar, SUFFICES_SHARE * gain)  # what a passage must give alone to suffice
+    redundant = _sufficient_not_needed(used, alone, drop, enough, bar)
     needed = _needed_not_sufficient(used, alone, drop, enough, bar, redundant) if needed_together else []
-    group, relation = _groups(k, pairs, gamma, beta, used, alone, missed, bar, redundant, needed)
+    group, relation = _groups(k, pairs, gamma, beta, used, alone, drop, bar, redundant, needed)
     return Interactions(
         credit=tuple(float(c) for c in credit), influence=tuple(influence), used=tuple(used), group=group,
         relation=relation, keep_alone=tuple(alone), drop_one=tuple(drop), gain=float(gain), noise=noise,
@@ -326,25 +322,39 @@ def _groups(k: int, pairs: Sequence[tuple[int, int]], gamma: np.ndarray, beta: n
     return tuple(group), tuple(relation_of)
 
 
-@MEASURES.register("interactions")
+@MEASURES.register()
 class InteractionMeasure(Measure):
     """The measure behind ``influence.mode: interactions`` (the default where the backend scores):
     the design's contexts scored, :func:`fit_interactions` on every scored context of the question."""
 
-    name = column = "interactions"
+    name = "interactions"
+    mode = "interactions"
+    purpose = "design"
+    own_contexts = True
+    needs_closed_book = True
+    influence_in_both_orders = False
     needs_drop_scores = True
 
     def subsets(self, n: int, question_id: str) -> list[Subset]:
         c = self.config
         return design_subsets(n, question_id, c.budget if c is not None else None, c.mask_seed if c is not None else 0)
 
-    def fit(self, evidence: Evidence) -> Interactions | None:
-        return fit_at(self.config, evidence.n, evidence.points())
+    def fit(self, evidence: Evidence) -> Fitted | None:
+        """The credit (Shapley value of the fitted game, nats) per passage, the fitted model's
+        prediction and the model (its used marks and groups); None where the full or the empty
+        context was not scored."""
+        model = fit_at(self.config, evidence.n, evidence.points())
+        if model is None:
+            return None
+        return Fitted(self.name, self.column, list(model.credit), predict=model.predict, model=model)
 
     def scores(self, evidence: Evidence) -> list[float]:
-        """The credit (Shapley value of the fitted game, nats) per passage."""
         fitted = self.fit(evidence)
-        return list(fitted.credit) if fitted is not None else [math.nan] * evidence.n
+        return fitted.scores if fitted is not None else [math.nan] * evidence.n
+
+    def influence(self, fitted: Fitted | None, n: int) -> list[float]:
+        """The credit's positive part as a share of the whole (the fitted model's ``influence``)."""
+        return list(fitted.model.influence) if fitted is not None else [math.nan] * n
 
     def calls(self, n: int) -> int:
         return len(self.subsets(n, ""))

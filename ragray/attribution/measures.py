@@ -16,62 +16,72 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-from ragray.attribution.base import MEASURES, Evidence, Measure
+from ragray.attribution.base import MEASURES, Evidence, Fitted, Measure
 from ragray.attribution.subsets import Subset, draw_subsets
 from ragray.attribution.linear import fit_lasso
 
 __all__ = ["DropShare", "JensenShannon", "LeaveOneOut", "LogprobDrop", "Surrogate", "lasso_weights"]
 
 
-@MEASURES.register("loo")
+@MEASURES.register()
 class LeaveOneOut(Measure):
-    name = column = "loo"
+    name = "loo"
+    mode = "generate"
+    explains = "loo"
     needs_generated_arms = True
     scorer = "generate"
 
     def scores(self, evidence: Evidence) -> list[float]:
-        change = {o.kept: o.value for o in evidence.changed if o.purpose == "drop"}
+        change = {o.kept: o.change for o in evidence.changed if o.purpose == "drop"}
         return [change.get(evidence.full - {i}, math.nan) for i in range(evidence.n)]
 
     def calls(self, n: int) -> int:
         return n
 
 
-@MEASURES.register("logprob_drop")
-class LogprobDrop(Measure):
-    name = column = "logprob_drop"
-    needs_drop_scores = True
+class _DropScores(Measure):
+    """Measures read off the drop-one contexts' log-probabilities (one pass per unit and the full one)."""
 
-    def scores(self, evidence: Evidence) -> list[float]:
-        return evidence.drops()
+    needs_drop_scores = True
 
     def calls(self, n: int) -> int:
         return n + 1
 
 
-@MEASURES.register("logprob_share")
-class DropShare(LogprobDrop):
-    name = column = "logprob_share"
+@MEASURES.register()
+class DropShare(_DropScores):
+    name = "logprob_share"
+    mode = "logprob"
 
     def scores(self, evidence: Evidence) -> list[float]:
         return [1.0 - math.exp(-max(0.0, d)) if not math.isnan(d) else math.nan for d in evidence.drops()]
 
 
-@MEASURES.register("jsd")
-class JensenShannon(Measure):
-    name = column = "jsd"
-    needs_drop_scores = True
+@MEASURES.register()
+class LogprobDrop(_DropScores):
+    name = "logprob_drop"
+    explains = "logprob"
+
+    def scores(self, evidence: Evidence) -> list[float]:
+        return evidence.drops()
+
+
+@MEASURES.register()
+class JensenShannon(_DropScores):
+    name = "jsd"
+    mode = "jsd"
     scorer = "jsd"
+
+    def available(self, evidence: Evidence) -> bool:
+        return evidence.side.get("jsd") is not None
 
     def scores(self, evidence: Evidence) -> list[float]:
         values = evidence.side.get("jsd")
         return list(values) if values is not None else [math.nan] * evidence.n
-
-    def calls(self, n: int) -> int:
-        return n + 1
 
 
 def lasso_weights(n: int, points: list[tuple[frozenset[int], float]], alpha: float, *, positive: bool = False,
@@ -89,10 +99,15 @@ def lasso_weights(n: int, points: list[tuple[frozenset[int], float]], alpha: flo
     return [float(v) for v in w]
 
 
-@MEASURES.register("surrogate")
+@MEASURES.register()
 class Surrogate(Measure):
     name = "surrogate"
     column = "surrogate_weight"
+    mode = "surrogate"
+    explains = "surrogate"
+    fits_random_arm = True
+    own_contexts = True
+    random_draws = True
 
     def subsets(self, n: int, question_id: str) -> list[Subset]:
         c = self.config
@@ -103,14 +118,27 @@ class Surrogate(Measure):
 
     def scores(self, evidence: Evidence) -> list[float]:
         if any(o.purpose == "surrogate" for o in evidence.scored):
-            masks = [(o.kept, o.value) for o in evidence.scored if o.purpose == "surrogate" and not math.isnan(o.value)]
+            masks = [(o.kept, o.logprob) for o in evidence.scored if o.purpose == "surrogate" and not math.isnan(o.logprob)]
             if len(masks) < 4:
                 return [math.nan] * evidence.n
             arms = evidence.points(("full", "drop")) if self.config.surrogate_fit == "masks_and_arms" else []
             return lasso_weights(evidence.n, masks + arms, self.config.surrogate_alpha)
         # answers regenerated from random deletions: which removals changed the answer
-        draws = [(o.kept, o.value) for o in evidence.changed if o.purpose == "random" and not math.isnan(o.value)]
+        draws = [(o.kept, o.change) for o in evidence.changed if o.purpose == "random" and not math.isnan(o.change)]
         return lasso_weights(evidence.n, draws, 0.01, positive=True, removed=True, minimum=2)
+
+    def fit(self, evidence: Evidence) -> Fitted | None:
+        """The Lasso's weights (None for a single unit: nothing to fit)."""
+        return super().fit(evidence) if evidence.n >= 2 else None
+
+    @classmethod
+    def wanted(cls, config: Any) -> bool:
+        return bool(config.surrogate_masks)
+
+    def influence(self, fitted: Fitted | None, n: int) -> list[float]:
+        """Each weight as a share of the answer's probability, 1 − exp(−max(0, w)), as drop-one's."""
+        weights = fitted.scores if fitted is not None else [math.nan] * n
+        return [math.nan if w is None or math.isnan(w) else 1.0 - math.exp(-max(0.0, w)) for w in weights]
 
     def calls(self, n: int) -> int:
         return self.config.surrogate_masks if self.config is not None else 0

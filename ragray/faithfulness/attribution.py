@@ -1,24 +1,36 @@
 """The attributions an explanation stage can ask for, by their ``faithfulness.attributions`` names.
 
-Each is a measure of :data:`ragray.attribution.base.MEASURES` (one interface and one registry for
-the influence run and the faithfulness experiments alike):
+Each is a measure of :data:`ragray.attribution.base.MEASURES` that declares the name it goes by here
+(``Measure.explains``), so this module keeps no table of names:
 
 - ``loo``: 1 − sim(y, y′ᵢ), the answer regenerated without unit i (the ``loo`` measure: the stage's
   leave-one-out arms are generated);
 - ``logprob``: log p(y | all) − log p(y | all − i) (the ``logprob_drop`` measure: one teacher-forced
   pass per unit, no generation);
 - ``surrogate``: the non-negative Lasso of the random-deletion arm's answer changes on the removed
-  units (the ``surrogate`` measure on answers already generated).
+  units (the ``surrogate`` measure on answers already generated; ``Measure.fits_random_arm``).
 """
 
 from __future__ import annotations
 
-__all__ = ["ATTRIBUTION_ORDER", "FITTED_ON_RANDOM_ARM", "MEASURE_OF"]
+from ragray.attribution.base import Measure, measures
 
-#: the methods in the order the experiment runs and reports them
-ATTRIBUTION_ORDER = ("loo", "logprob", "surrogate")
-#: ``faithfulness.attributions`` name -> the measure in ``MEASURES``
-MEASURE_OF = {"loo": "loo", "logprob": "logprob_drop", "surrogate": "surrogate"}
-#: the attributions fitted on the random-deletion arm (no call of their own); as the explainer, the
-#: ranking a K is tested with is fitted on the other K's random draws only
-FITTED_ON_RANDOM_ARM = frozenset({"surrogate"})
+__all__ = ["attribution_order", "explainers", "fitted_on_random_arm"]
+
+
+def explainers() -> dict[str, type[Measure]]:
+    """``faithfulness.attributions`` name -> its measure, in the order the experiment runs and
+    reports them."""
+    return {m.explains: m for m in measures() if m.explains}
+
+
+def attribution_order() -> tuple[str, ...]:
+    """The attributions' names in the order the experiment runs and reports them."""
+    return tuple(explainers())
+
+
+def fitted_on_random_arm(name: str | None) -> bool:
+    """Whether the attribution ``name`` is fitted on the random-deletion arm (no call of its own);
+    as the explainer, the ranking a K is tested with is then fitted on the other K's draws only."""
+    measure = explainers().get(name) if name is not None else None
+    return bool(measure is not None and measure.fits_random_arm)

@@ -16,10 +16,9 @@ not limit: :func:`is_upper_bound` says so.
 
 from __future__ import annotations
 
-from ragray.attribution.base import MEASURES
 from ragray.config import FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE, draw_count, resolve_k
-from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
+from ragray.faithfulness.attribution import explainers
 from ragray.faithfulness.experiment import STAGE_LEVELS
 
 __all__ = ["faithfulness_calls", "is_upper_bound"]
@@ -41,7 +40,7 @@ def _stage_calls(fc: FaithfulnessConfig, n: int, final: bool) -> int:
         attributions = fc.attributions
     else:  # coarse stages rank with leave-one-out, or log-prob when that is the explainer
         attributions = ("logprob",) if fc.explainer == "logprob" else ("loo",)
-    calls = sum(MEASURES.get(MEASURE_OF[name])().calls(n) for name in ATTRIBUTION_ORDER if name in attributions)
+    calls = sum(measure().calls(n) for name, measure in explainers().items() if name in attributions)
     if final:
         calls += sum(draw_count(n, k, fc.random_repeats) for k in _top_ks(fc, n))
     return calls

@@ -51,8 +51,8 @@ from ragray.faithfulness.arms import (
     random_draws,
     resolve_k,
 )
-from ragray.attribution.base import MEASURES, Evidence, Observed
-from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, FITTED_ON_RANDOM_ARM, MEASURE_OF
+from ragray.attribution.base import Changed, Evidence, Scored
+from ragray.faithfulness.attribution import attribution_order, explainers, fitted_on_random_arm
 from ragray.faithfulness.cases import decide_case
 from ragray.faithfulness.verdict import circular
 from ragray.faithfulness.importance import (
@@ -246,24 +246,24 @@ class FaithfulnessExperiment:
                 draws = random_draws(n, k, fc.random_repeats, question_rng(self.seed, state.qid, k))
                 state.populations[label] = draws.population
                 randoms += [Ablation(DEL_RANDOM, s, label, k, draw=d) for d, s in enumerate(draws.subsets)]
-        methods = {name: MEASURES.get(MEASURE_OF[name])() for name in ATTRIBUTION_ORDER if name in attrs}
+        methods = {name: measure() for name, measure in explainers().items() if name in attrs}
         generated = any(m.needs_generated_arms for m in methods.values())
         phase = extra + (loo if generated else []) + randoms
         state.book.fill(ctx, phase)
         state.start(ctx)
         similarity = state.similarity(ctx, phase, fc.similarity)
         full = frozenset(range(n))
-        drops = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), "drop") for a in (loo if generated else []))
-        drawn = tuple(Observed(full - set(a.removed), 1.0 - similarity(a), "random") for a in randoms)
+        drops = tuple(Changed(full - set(a.removed), 1.0 - similarity(a), "drop") for a in (loo if generated else []))
+        drawn = tuple(Changed(full - set(a.removed), 1.0 - similarity(a), "random") for a in randoms)
         changed = drops + drawn
         raw: dict[str, list[float]] = {}
         for name, method in methods.items():
             try:
-                scored: tuple[Observed, ...] = ()
+                scored: tuple[Scored, ...] = ()
                 if method.needs_drop_scores:
                     lps = state.book.logprobs(ctx, [Ablation(DEL_NONE), *loo])
-                    scored = (Observed(full, lps[0], "full"),
-                              *(Observed(full - {i}, lp, "drop") for i, lp in enumerate(lps[1:])))
+                    scored = (Scored(full, lps[0], "full"),
+                              *(Scored(full - {i}, lp, "drop") for i, lp in enumerate(lps[1:])))
                 raw[name] = method.scores(Evidence(n, scored, changed))
             except BackendError as exc:
                 if name == explainer or not state.book.generates_arms:
@@ -275,13 +275,13 @@ class FaithfulnessExperiment:
         importance = {m: normalize(v) for m, v in raw.items()}
         order = rank_units(importance[explainer], question_rng(self.seed, state.qid, 7919, depth))
         by_k: dict[str, list[int] | None] = {}
-        if final and explainer in FITTED_ON_RANDOM_ARM and explainer in raw:
+        if final and fitted_on_random_arm(explainer) and explainer in raw:
             by_k = self._held_out_orders(state.qid, depth, n, methods[explainer], drops,
                                          [(a.k_label, o) for a, o in zip(randoms, drawn)])
         return _Stage(depth, ctx, order, importance, raw, explainer, phase, by_k)
 
-    def _held_out_orders(self, qid: str, depth: int, n: int, method: Any, drops: tuple[Observed, ...],
-                         drawn: list[tuple[str | None, Observed]]) -> dict[str, list[int] | None]:
+    def _held_out_orders(self, qid: str, depth: int, n: int, method: Any, drops: tuple[Changed, ...],
+                         drawn: list[tuple[str | None, Changed]]) -> dict[str, list[int] | None]:
         """Per K, the ranking of an explainer fitted on the random arm, fitted on the other K's
         random draws only. Fitted on all of them, it would know which of this K's own draws changed
         the answer, and where the K's draws are every K-subset (top-1, top-20% of 10 units at 50
@@ -310,7 +310,7 @@ class FaithfulnessExperiment:
                 "start": u.span.start, "end": u.span.end, "text": u.text,
                 "importance": stage.importance[stage.explainer][i], "rank": rank[i], "bucket": bucket[i],
             }
-            for m in ATTRIBUTION_ORDER:
+            for m in attribution_order():
                 r[f"importance_{m}"] = stage.importance[m][i] if m in stage.importance else None
             r["loo_change"] = stage.raw["loo"][i] if "loo" in stage.raw else None
             r["logprob_drop"] = stage.raw["logprob"][i] if "logprob" in stage.raw else None
@@ -402,7 +402,7 @@ class FaithfulnessExperiment:
                 row["reason"] += (f"; by construction for the {fc.explainer} explainer at {label}: no other K's random "
                                   "draws to fit it on, so it was fitted on these, and knows which of them changed the "
                                   "answer: not a test of the explanation")
-            elif fc.explainer in FITTED_ON_RANDOM_ARM:
+            elif fitted_on_random_arm(fc.explainer):
                 row["reason"] += f"; the {fc.explainer} ranking tested here was fitted on the other K's random draws"
             t = fc.threshold_t
             row.update(changed_most=most < t, changed_least=least < t, changed_random=res.random_mean < t,
@@ -441,8 +441,9 @@ class FaithfulnessExperiment:
         row["position_sensitive"] = any(s < fc.threshold_t for s in known) if known else None
 
     def _agreement_row(self, row: dict[str, Any], importance: dict[str, list[float]]) -> None:
-        for i, a in enumerate(ATTRIBUTION_ORDER):
-            for b in ATTRIBUTION_ORDER[i + 1 :]:
+        order = attribution_order()
+        for i, a in enumerate(order):
+            for b in order[i + 1 :]:
                 rho, top = _agreement(importance[a], importance[b]) if a in importance and b in importance else (None, None)
                 row[f"rho_{a}_{b}"], row[f"top1_{a}_{b}"] = rho, top
 

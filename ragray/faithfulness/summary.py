@@ -21,7 +21,7 @@ from typing import Any
 from ragray.config import ExperimentConfig, FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE, DEL_RANDOM
 from ragray.faithfulness.cases import CASES
-from ragray.faithfulness.attribution import ATTRIBUTION_ORDER
+from ragray.faithfulness.attribution import attribution_order
 from ragray.metrics.stats import mcnemar_exact, mean_ci, paired_tests, share_ci, stratified_rank_test
 from ragray.faithfulness.verdict import KTests, circular, family_verdicts
 from ragray.rows.faithfulness import FaithfulnessRecord
@@ -111,8 +111,9 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
     for label, verdict in verdicts.items():
         per_k[label]["verdict"] = verdict
     agreement = {}
-    for i, a in enumerate(ATTRIBUTION_ORDER):
-        for b in ATTRIBUTION_ORDER[i + 1 :]:
+    order = attribution_order()
+    for i, a in enumerate(order):
+        for b in order[i + 1 :]:
             if a in fc.attributions and b in fc.attributions:
                 agreement[f"{a}_vs_{b}"] = {
                     "mean_spearman": _mean([q[f"rho_{a}_{b}"] for q in ok]),

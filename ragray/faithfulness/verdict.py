@@ -63,7 +63,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-from ragray.faithfulness.attribution import FITTED_ON_RANDOM_ARM
+from ragray.faithfulness.attribution import fitted_on_random_arm
 from ragray.metrics.stats import RankTest, holm, min_questions
 
 __all__ = ["STATES", "KTests", "KVerdict", "circular", "family_verdicts", "k_verdict", "verdict_words"]
@@ -164,7 +164,7 @@ def verdict_words(label: str, v: Mapping[str, Any]) -> str:
     else:  # a summary written before the rank test (the sign test against the median)
         where = f"below the random removals' median in {worse} of {n} questions, sign test"
     evidence = f"{where} p {p}{holm_p}{left_out}"
-    if v["state"] == "by_construction" and v.get("explainer") in FITTED_ON_RANDOM_ARM:
+    if v["state"] == "by_construction" and fitted_on_random_arm(v.get("explainer")):
         return (f"explanations at {label}: not tested — the {v['explainer']} explainer had only this K's random "
                 "removals to be fitted on, so it knows which of them changed the answer (list more k_values: "
                 "each K is then tested with a fit on the others)")

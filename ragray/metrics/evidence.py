@@ -35,12 +35,16 @@ import numpy as np
 
 from ragray.metrics.stats import holm
 from ragray.metrics.answers import contains_gold as answered
-from ragray.metrics.validity import Measure, bootstrap_ci, question_scores
+from ragray.metrics.validity import PanelColumn, bootstrap_ci, question_scores
 
 __all__ = ["ATTRIBUTIONS", "CONTROLS", "MIN_VERDICT_QUESTIONS", "PRIMARY", "answered", "evidence_lines", "evidence_panel", "holm"]
 
-#: ``logprob_share`` (checks only): the seed-compatible clipped share 1 − exp(−max(0, drop))
+#: the columns this panel reads as attributions: the printed influence and the column of each
+#: measure the checks report beside it (``logprob_share``, checks only: the seed-compatible clipped
+#: share 1 − exp(−max(0, drop))). The measures declare these (``Measure.column``) in a layer above
+#: this one; tests/architecture/test_measure_names.py holds the two lists to what they declare
 ATTRIBUTIONS = ("influence", "logprob_share", "logprob_drop", "jsd", "surrogate_weight")
+#: the columns of the free controls, as the control measures declare them
 CONTROLS = ("retrieval_rank", "retrieval_score", "answer_similarity", "question_similarity", "random_control")
 MIN_VERDICT_QUESTIONS = 10
 SUBSETS = ("all", "answered", "answered_context_dependent")
@@ -49,7 +53,7 @@ PRIMARY = "answered_context_dependent"
 
 def _gold_values(rows: list[Mapping[str, Any]], name: str) -> tuple[float, float] | None:
     column = "retrieval_rank" if name == "retrieval_rank" else name
-    measure = Measure("random" if name == "random_control" else name, name, column)
+    measure = PanelColumn("random" if name == "random_control" else name, name, column)
     return question_scores(rows, measure)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CORRECT_F1", "MIN_VERDICT_QUESTIONS", "Measure", "question_scores", "run_measures", "validity_panel"]
+__all__ = ["CORRECT_F1", "MIN_VERDICT_QUESTIONS", "PanelColumn", "question_scores", "run_measures", "validity_panel"]
 
 #: a baseline answer counts as correct at token F1 >= this
 CORRECT_F1 = 0.5
@@ -39,9 +39,11 @@ MIN_VERDICT_QUESTIONS = 10
 
 
 @dataclass(frozen=True)
-class Measure:
-    """A way to score passages: ``column`` of the passages table (higher = more important), or
-    ``-retrieval_rank``; ``control`` marks the no-model-call controls."""
+class PanelColumn:
+    """A column of the passages table the validity panel reads as a ranking of the passages
+    (higher = more important; ``retrieval_rank``'s is its order; ``random`` the expected value of a
+    random ranking); ``control`` marks the no-model-call controls. Not a measure: the measures
+    (:class:`ragray.attribution.base.Measure`) fill these columns."""
 
     name: str
     label: str
@@ -49,17 +51,17 @@ class Measure:
     control: bool = False
 
 
-def run_measures(passages: Sequence[Mapping[str, Any]], influence_label: str) -> list[Measure]:
+def run_measures(passages: Sequence[Mapping[str, Any]], influence_label: str) -> list[PanelColumn]:
     """The measures a run's passages table supports (columns that hold values)."""
     has = {c for p in passages for c, v in p.items() if v is not None}
-    out = [Measure("influence", influence_label, "influence")]
+    out = [PanelColumn("influence", influence_label, "influence")]
     if "content_influence" in has:
-        out.append(Measure("content_influence", "content influence (mean of both orders)", "content_influence"))
-    out.append(Measure("retrieval_rank", "retrieval rank (control)", "retrieval_rank", control=True))
+        out.append(PanelColumn("content_influence", "content influence (mean of both orders)", "content_influence"))
+    out.append(PanelColumn("retrieval_rank", "retrieval rank (control)", "retrieval_rank", control=True))
     if "answer_similarity" in has:
-        out.append(Measure("answer_similarity", "answer–passage embedding similarity (control)",
+        out.append(PanelColumn("answer_similarity", "answer–passage embedding similarity (control)",
                            "answer_similarity", control=True))
-    out.append(Measure("random", "random (control, expected)", "", control=True))
+    out.append(PanelColumn("random", "random (control, expected)", "", control=True))
     return out
 
 
@@ -72,7 +74,7 @@ def _recovery_auc(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     return recovery, auc
 
 
-def question_scores(rows: Sequence[Mapping[str, Any]], measure: Measure) -> tuple[float, float] | None:
+def question_scores(rows: Sequence[Mapping[str, Any]], measure: PanelColumn) -> tuple[float, float] | None:
     """``(recovery@1, AUC)`` of one question's passages, or None when not defined."""
     gold = np.array([bool(r.get("is_gold")) for r in rows])
     if gold.all() or not gold.any():
@@ -100,7 +102,7 @@ def bootstrap_ci(values: np.ndarray, boot: np.ndarray) -> dict[str, float | None
             "high": float(np.percentile(means, 97.5))}
 
 
-def _subset(per_q: dict[str, dict[str, tuple[float, float]]], measures: list[Measure], qids: list[str],
+def _subset(per_q: dict[str, dict[str, tuple[float, float]]], measures: list[PanelColumn], qids: list[str],
             n_boot: int, seed: int) -> dict[str, Any]:
     """The table over ``qids`` (questions every measure scores)."""
     qids = [q for q in qids if all(m.name in per_q[q] for m in measures)]
@@ -129,7 +131,7 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
-def _verdicts(subsets: dict[str, Any], measures: list[Measure]) -> list[str]:
+def _verdicts(subsets: dict[str, Any], measures: list[PanelColumn]) -> list[str]:
     """Plain-words lines: does each measure beat the embedding control?"""
     lines = []
     for name, sub in subsets.items():

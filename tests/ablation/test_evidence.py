@@ -196,15 +196,15 @@ def test_lds_of_a_perfect_additive_model_is_one():
 
 
 def test_the_surrogate_fits_on_the_arms_it_already_has_but_never_on_a_held_out_subset():
-    from ragray.attribution.base import MEASURES, Evidence, Observed
+    from ragray.attribution.base import MEASURES, Evidence, Scored
     from ragray.ablation.checks import heldout_subsets
     from ragray.config import InfluenceConfig
 
     full = frozenset({0, 1, 2})
-    masks = (Observed(frozenset({0}), -1.0, "surrogate"), Observed(frozenset({0, 1}), -2.0, "surrogate"),
-             Observed(frozenset({2}), -4.0, "surrogate"), Observed(frozenset({1}), -1.5, "surrogate"))
-    arms = (Observed(full, 0.0, "full"), Observed(full - {0}, -5.0, "drop"), Observed(full - {1}, float("nan"), "drop"),
-            Observed(full - {2}, -3.0, "drop"))
+    masks = (Scored(frozenset({0}), -1.0, "surrogate"), Scored(frozenset({0, 1}), -2.0, "surrogate"),
+             Scored(frozenset({2}), -4.0, "surrogate"), Scored(frozenset({1}), -1.5, "surrogate"))
+    arms = (Scored(full, 0.0, "full"), Scored(full - {0}, -5.0, "drop"), Scored(full - {1}, float("nan"), "drop"),
+            Scored(full - {2}, -3.0, "drop"))
     evidence = Evidence(3, arms + masks, reserved=frozenset({full - {0}}))
     # the held-out arm and the NaN one are left out of the points a fit may use
     assert evidence.points(("full", "drop")) == [(full, 0.0), (full - {2}, -3.0)]

@@ -55,6 +55,7 @@ def read(out, name):
     return pq.read_table(out / f"{name}.parquet").to_pylist()
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_influence_of_used_and_unused_passages(dataset, tmp_path):
     gen = ScriptedGenerator()
     res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=gen, progress=False)

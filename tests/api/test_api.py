@@ -273,6 +273,7 @@ def test_the_cli_and_the_http_api_take_the_notebook_functions(in_empty_folder, m
     assert (in_empty_folder / "http" / "summary.json").is_file()
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_the_cli_runs_with_only_what_ragray_generate_installs(tmp_path):
     """``ragray[generate]`` brings no pandas, no sentence-transformers and no Ray: the CLI reads the
     pipeline's result, ``ragray.attribute`` and ``ragray.run`` hand tables of rows (a DataFrame only

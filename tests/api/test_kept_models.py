@@ -62,6 +62,7 @@ def test_two_attribute_calls_load_the_model_once(loads, tmp_path, monkeypatch):
 
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_bad_input_fails_before_the_model_loads(loads, tmp_path, monkeypatch, capsys):
     """A model loads when the first question needs it: a missing dataset, a bad row, a run folder
     that is refused or a finished run resumed costs no load (seconds on a laptop, minutes for a
@@ -90,6 +91,7 @@ def test_bad_input_fails_before_the_model_loads(loads, tmp_path, monkeypatch, ca
     ragray.run("demo", limit=2, out=tmp_path / "r2", progress=False)
     assert len(loads) == 2  # a question to run: the model loads
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_engine_settings_share_the_weights_and_two_models_at_most_stay_loaded(loads, tmp_path, monkeypatch, caplog):
     import gc
     import weakref

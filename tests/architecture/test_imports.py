@@ -71,6 +71,7 @@ def test_no_module_sets_the_environment_at_import() -> None:
     assert offenders == []
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_importing_every_module_leaves_ray_and_the_environment_alone() -> None:
     """Import all of ragray in a fresh interpreter: none of ragray's Ray defaults (nor a RAGRAY_*
     variable) is set, and Ray is not started (Ray's own import may set its internals)."""

@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ragray.attribution.base import MEASURES, MODE_MEASURES, Evidence, Observed
+from ragray.attribution.base import MEASURES, Evidence, Scored, measure_for_mode
 from ragray.attribution.design import design_size, design_subsets
 from ragray.attribution.interactions import COMPLEMENTS, KEEP_ALONE_WEIGHT, OVERLAPPING, SUBSTITUTES, fit_interactions
 from ragray.config import load_config
@@ -189,10 +189,10 @@ def test_a_used_passage_stands_clear_of_jitter_that_would_pass_the_old_relative_
 
 
 def test_the_interactions_measure_is_the_default_and_reads_evidence():
-    assert MODE_MEASURES["interactions"] == "interactions"
+    assert measure_for_mode("interactions").name == "interactions"
     cfg = load_config(None, []).influence
     measure = MEASURES.get("interactions")(cfg)
-    ev = Evidence(K, tuple(Observed(kept, lp, "design") for kept, lp in scored(lambda s: -5.0 if 2 in s else -20.0)))
+    ev = Evidence(K, tuple(Scored(kept, lp, "design") for kept, lp in scored(lambda s: -5.0 if 2 in s else -20.0)))
     credit = measure.scores(ev)
     assert int(np.argmax(credit)) == 2 and measure.calls(K) == 2 * (K + 1)
 

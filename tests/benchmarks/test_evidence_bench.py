@@ -163,6 +163,7 @@ def test_tracing_decodes_again_on_this_cpu_before_stage_2_and_fills_the_quota(tm
     assert json.loads((tmp_path / "t.json").read_text())["stage2"]["interim"] is False
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_the_test_split_runs_in_rounds_of_parts_and_reports_from_the_exports(tmp_path, monkeypatch):
     data = tmp_path / "set.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records(8)), encoding="utf-8")
@@ -306,6 +307,7 @@ def test_the_secondary_surrogate_and_the_additive_ceiling_on_an_additive_answer(
     assert bench_evidence.arms_check(rec) is None  # no masks: no surrogate
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_parts_run_side_by_side_stop_between_rounds_and_match_one_sequential_run(tmp_path, monkeypatch):
     """The lent-GPU path: one process per part (``--parts``), ``--stop-after`` ending at a round's
     end with the export written, a resumed run skipping rounds already exported; the exports equal a

@@ -3,9 +3,12 @@ the one-passage answers faithful (the figures themselves are the benchmark's, 60
 
 import json
 
+import pytest
+
 from benchmarks import bench_verdict_family
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_small_run_writes_both_rules_for_every_explainer(tmp_path):
     out = tmp_path / "family.json"
     assert bench_verdict_family.main(["--runs", "2", "--questions", "7", "--used-questions", "7",

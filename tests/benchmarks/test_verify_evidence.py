@@ -28,6 +28,7 @@ def _run(names: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dic
     pytest.param(["tracing"], marks=NEEDS_DATA, id="tracing"),
     pytest.param(["used_rule", "evidence_gpu_vs_cpu", "contextcite"], id="from-records-only"),
 ])
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_the_published_figures_are_the_recomputed_ones(names, capsys):
     code, counts, out = _run(names, capsys)
     assert code == 0, out

@@ -134,6 +134,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_two_processes_writing_the_same_keys_both_succeed(tmp_path):
     import time
 

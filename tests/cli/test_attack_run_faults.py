@@ -62,6 +62,7 @@ def _tables(out: Path) -> dict[str, list[dict]]:
 # -- SIGTERM and Ctrl-C: interrupted, not failed ----------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.timeout(180)
 def test_a_sigtermed_run_is_recorded_interrupted_not_failed(tmp_path, island, db):
     out = tmp_path / "runs" / "stopped"

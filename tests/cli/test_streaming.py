@@ -86,6 +86,7 @@ def _wait_for(proc: subprocess.Popen, done: callable, what: str, seconds: float 
     raise AssertionError(f"no {what} within {seconds} s")
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_each_question_s_line_arrives_as_it_finishes_before_the_last_question_runs(tmp_path):
     go = tmp_path / "go"
     out = tmp_path / "run"
@@ -114,6 +115,7 @@ def test_each_question_s_line_arrives_as_it_finishes_before_the_last_question_ru
     assert any(line.startswith("misaligned:") for line in lines)
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_the_run_line_and_the_table_header_print_while_the_model_is_still_loading(tmp_path):
     """What is searched, with which model, for how many questions: before the load, which on a GPU
     cluster or a cold cache takes minutes (here the generator's construction is held)."""
@@ -132,6 +134,7 @@ def test_the_run_line_and_the_table_header_print_while_the_model_is_still_loadin
     assert rest.splitlines()[0].startswith("1  Which word")
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_ctrl_c_after_two_questions_leaves_a_readable_partial_run_that_resumes_with_another_limit(tmp_path):
     go = tmp_path / "go"
     out = tmp_path / "run"
@@ -164,6 +167,7 @@ def test_ctrl_c_after_two_questions_leaves_a_readable_partial_run_that_resumes_w
     assert list(ragray.load_run(out).questions["question_id"]) == ["q1", "q2", "q3"]
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_killed_run_opens_from_its_progress_log(tmp_path, capsys):
     go = tmp_path / "go"
     out = tmp_path / "run"

@@ -118,6 +118,7 @@ def test_cli_refuses_a_missing_runs_folder(tmp_path, capsys):
     assert "RUNS_DIR: no such folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.timeout(120)
 def test_cli_serves_the_dashboard(runs):
     """`ragray dashboard RUNS_DIR --port P` in a subprocess answers on the port."""

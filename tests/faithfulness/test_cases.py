@@ -63,16 +63,17 @@ def test_min_effect_guards_against_tiny_significant_differences():
 
 
 def test_attribution_methods_are_measures_of_the_one_registry_in_a_fixed_order():
-    from ragray.attribution.base import MEASURES, Evidence, Observed
-    from ragray.faithfulness.attribution import ATTRIBUTION_ORDER, MEASURE_OF
+    from ragray.attribution.base import Changed, Evidence, Scored
+    from ragray.faithfulness.attribution import attribution_order, explainers
 
-    assert ATTRIBUTION_ORDER == ("loo", "logprob", "surrogate") and set(MEASURE_OF) == set(ATTRIBUTION_ORDER)
+    assert attribution_order() == ("loo", "logprob", "surrogate")
+    assert [m.name for m in explainers().values()] == ["loo", "logprob_drop", "surrogate"]
     full = frozenset(range(3))
-    changed = tuple(Observed(full - {i}, c, "drop") for i, c in enumerate([1.0, 0.0, 0.5]))
-    scored = (Observed(full, -1.0, "full"),
-              *(Observed(full - {i}, lp, "drop") for i, lp in enumerate([-3.0, -1.0, -2.0])))
+    changed = tuple(Changed(full - {i}, c, "drop") for i, c in enumerate([1.0, 0.0, 0.5]))
+    scored = (Scored(full, -1.0, "full"),
+              *(Scored(full - {i}, lp, "drop") for i, lp in enumerate([-3.0, -1.0, -2.0])))
     evidence = Evidence(3, scored, changed)
-    measure = {n: MEASURES.get(MEASURE_OF[n])() for n in ATTRIBUTION_ORDER}
+    measure = {n: m() for n, m in explainers().items()}
     assert measure["loo"].scores(evidence) == [1.0, 0.0, 0.5]
     assert measure["logprob"].scores(evidence) == [2.0, 0.0, 1.0]
     assert [m.calls(3) for m in measure.values()] == [3, 4, 0]

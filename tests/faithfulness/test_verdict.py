@@ -216,6 +216,7 @@ def test_min_questions_is_where_the_exact_signed_rank_test_can_decide():
         assert 2 / 2**n < a <= 2 / 2 ** (n - 1)
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_answers_that_change_at_random_are_not_called_faithful_at_any_k(tmp_path):
     """Known truth: removing two or more units gives a fresh pseudo-random answer for every set (1 in 3
     changed), so no ranking can beat random removals at K >= 2. Most random removals leave the answer

@@ -320,6 +320,7 @@ def test_out_of_memory_halves_the_pass_and_changes_nothing(reference, monkeypatc
 
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.parametrize("strategy", ["cpu", "gpu"])
 def test_jsd_holds_the_reference_s_vocabulary_rows_only(reference, monkeypatch, strategy):
     """jsd mode reduces each prompt's full-vocabulary log-softmax to its divergence as it arrives:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ragray.metrics.validity import Measure, question_scores, validity_panel
+from ragray.metrics.validity import PanelColumn, question_scores, validity_panel
 
 
 def rows(gold, **cols):
@@ -13,14 +13,14 @@ def rows(gold, **cols):
 
 def test_question_scores_hand_computed():
     r = rows([False, True, False, False], influence=[0.1, 0.9, 0.0, 0.2], answer_similarity=[0.5, 0.4, 0.3, 0.6])
-    assert question_scores(r, Measure("influence", "", "influence")) == (1.0, 1.0)
-    assert question_scores(r, Measure("retrieval_rank", "", "retrieval_rank", True)) == (0.0, pytest.approx(2 / 3))
-    assert question_scores(r, Measure("answer_similarity", "", "answer_similarity", True)) == (0.0, pytest.approx(1 / 3))
-    assert question_scores(r, Measure("random", "", "", True)) == (0.25, 0.5)
+    assert question_scores(r, PanelColumn("influence", "", "influence")) == (1.0, 1.0)
+    assert question_scores(r, PanelColumn("retrieval_rank", "", "retrieval_rank", True)) == (0.0, pytest.approx(2 / 3))
+    assert question_scores(r, PanelColumn("answer_similarity", "", "answer_similarity", True)) == (0.0, pytest.approx(1 / 3))
+    assert question_scores(r, PanelColumn("random", "", "", True)) == (0.25, 0.5)
     # a tie at the top shares recovery; tied gold/non-gold pairs count 1/2 in the AUC
     tied = rows([True, False, False], influence=[0.0, 0.0, 0.0])
-    assert question_scores(tied, Measure("influence", "", "influence")) == (pytest.approx(1 / 3), 0.5)
-    assert question_scores(rows([True, True], influence=[1, 0]), Measure("influence", "", "influence")) is None
+    assert question_scores(tied, PanelColumn("influence", "", "influence")) == (pytest.approx(1 / 3), 0.5)
+    assert question_scores(rows([True, True], influence=[1, 0]), PanelColumn("influence", "", "influence")) is None
 
 
 def panel(n=60, seed=0, noise=0.0):

@@ -50,6 +50,7 @@ def test_in_flight_gives_the_tables_of_one_at_a_time(tmp_path):
     assert sequential_peak <= 11 < server.stats.max_in_flight  # several questions' prompts at once
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_429_storm_loses_and_duplicates_nothing(tmp_path):
     # every other request (counted across all of them): 429. Which request draws the 429s depends on
     # timing, so one request may draw several in a row. At even odds per try, 9 in a row (8 retries)

@@ -178,6 +178,7 @@ def test_an_uploaded_run_page_names_the_file_not_the_demo_set(tmp_path):
 # -- the real server, over real HTTP ---------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.timeout(120)
 def test_ragray_dashboard_on_every_interface_answers_401_without_the_key(runs, tmp_path):
     import urllib.error

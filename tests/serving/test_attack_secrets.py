@@ -133,6 +133,7 @@ def _ask_every_route(ask: Recorder, tmp_path: Path) -> None:
         ask("GET", f"{d}/compare?a={ids[0]}&b={ids[1]}", f"{d}/compare")
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.parametrize("backend", ["scripted", "openai"])
 def test_no_answer_of_any_route_holds_a_planted_secret(tmp_path, monkeypatch, backend):
     config = _planted(tmp_path, monkeypatch, backend)

@@ -69,6 +69,7 @@ def keyed(served_config):
     return local_app(config, api_key=KEY)
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 @pytest.mark.timeout(120)
 def test_a_slow_body_flood_leaves_keyed_clients_served(keyed):
     with _Server(keyed) as url:

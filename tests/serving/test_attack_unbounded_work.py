@@ -353,6 +353,7 @@ def live(tmp_path, monkeypatch):
     ("/influence", {"question": "ferry", "top_k_docs": 6, "mode": "generate"}),  # 7 prompts
     ("/interpretation", {"question": "ferry", "top_k_docs": 6}),
 ])
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_disconnected_request_stops_making_model_calls(live, path, body):
     url, gen = live
     gen.delay = 1.0  # 7 prompts: 7 s of model, the client leaves after 0.5 s
@@ -368,6 +369,7 @@ def test_a_disconnected_request_stops_making_model_calls(live, path, body):
     assert httpx.get(url + "/health", timeout=5).status_code == 200
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_another_clients_generate_waits_one_call_of_a_long_influence_not_all_of_it(live):
     url, gen = live
     gen.delay = 0.5

@@ -190,6 +190,7 @@ def test_a_sweeps_trials_point_at_it(history):
 # -- concurrent writers ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_threads_write_at_once(url):
     shared = History(url)
 
@@ -228,6 +229,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_processes_write_at_once(tmp_path):
     url = f"sqlite:///{tmp_path / 'shared.sqlite'}"  # does not exist yet
     go = tmp_path / "go"

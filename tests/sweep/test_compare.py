@@ -76,6 +76,7 @@ def test_holm_adjusts_in_step_down_order():
     assert holm([0.5]) == [0.5] and holm([0.2, 0.9]) == pytest.approx([0.4, 0.9])
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_under_the_null_the_winner_is_rarely_called_ahead():
     """Five configurations drawn from one distribution: how often is any called behind the
     winner? The winner is the best of five by chance, which a naive test would exploit."""

@@ -7,8 +7,8 @@
 #   here:   bash benchmarks/gpu_bench.sh pack     # -> .gpu/bench (git-ignored, ~15 MB): wheels, SmolLM2's
 #                                                 #    tokenizer, the commit
 #   there:  bash benchmarks/gpu_bench.sh run      # carry=[".gpu/bench"], timeout_s ~ 540
-#           writes $OUT/gpu_1b.json, $OUT/gpu_8b.json (copy them to benchmarks/results/) and the CUDA
-#           exactness test's $OUT/cuda_exactness.xml
+#           writes $OUT/gpu_1b.json, $OUT/gpu_8b.json (copy them to benchmarks/results/), the CUDA
+#           exactness test's $OUT/cuda_exactness.xml and the faiss-gpu smoke's $OUT/faiss_gpu.json
 # GPU_BENCH_PLAN="shape:questions:deadline_s ..." overrides the plan (default "1b:24:150 8b:24:280");
 # GPU_BENCH_ARGS adds bench_gpu.py arguments (e.g. "--naive-seconds 45"), GPU_BENCH_IN_FLIGHT its --in-flight;
 # `run` also works on a CPU machine with ragray installed (e.g. GPU_BENCH_PLAN="tiny:4:120").
@@ -125,4 +125,7 @@ done
 # attention kernels of one scoring pass (masked SDPA, FlashAttention varlen), then the exactness check
 timeout 60 python3 -m benchmarks.bench_attention_gpu --out "$out/attention.json" 2>&1 | tail -12
 exactness
+# faiss-gpu through ragray's dense index, where the machine has it ($OUT/faiss_gpu.json says which: the
+# lent machine has no faiss and cannot be given one, its wheel is over the 64 MiB a call carries)
+timeout 60 python3 -m benchmarks.faiss_gpu_smoke --out "$out/faiss_gpu.json" 2>&1 | tail -2
 ls -la "$out"

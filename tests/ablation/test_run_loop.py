@@ -84,6 +84,7 @@ def test_influence_of_used_and_unused_passages(dataset, tmp_path):
     assert removed == [[]] + [[p["passage_id"]] for p in by_rank]
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     """passages: title, text, used (influence.used_rule); questions: answer_correct by gold
     containment, dtype (old logs' ``precision`` still read); no file for the checks that were off."""

@@ -51,6 +51,7 @@ def _tamper(data: dict, path: list) -> tuple[object, object]:
                  ["variants", "short_full", "pooled", "subsets", "all", "metrics", "lds", "measures", "jsd", "mean"],
                  marks=NEEDS_DATA, id="evidence_pilot"),
 ])
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_changed_published_value_is_reported(name, file, path, tmp_path, monkeypatch, capsys):
     data = json.loads((verify.RESULTS / file).read_text(encoding="utf-8"))
     before, after = _tamper(data, path)

@@ -315,13 +315,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         s = RunSummary.from_dict(run.summary)
         print(f"ragray report: {s.n_questions} questions, {s.model} via {s.backend}, {sources_words(s)} "
               f"-> {args.run_dir}")
-        import pyarrow.parquet as pq
-
         from ragray.report.run_console import print_run
 
-        folder = Path(args.run_dir)
-        print_run(s, pq.read_table(folder / "questions.parquet").to_pylist(),
-                  pq.read_table(folder / "passages.parquet").to_pylist(), _mode_text(s))
+        print_run(s, run.questions.to_pylist(), run.passages.to_pylist(), _mode_text(s))
     else:
         from ragray.report.interpret_console import print_interpret
 

@@ -64,6 +64,29 @@ def test_random_subsets_compute_the_chains_tokens_in_few_waves(n) -> None:
     assert len(waves[0]) == 1  # the chat header is shared by all: one root
 
 
+@pytest.mark.parametrize("n", [7, 32])
+def test_a_pinned_prompt_is_in_wave_0_and_the_plan_computes_the_same_tokens(n) -> None:
+    """``first`` (a divergence call's reference) leads the root's heavy path: it is wave 0's prompt,
+    every prompt still reuses a true shared prefix, and the tokens computed are the chain's."""
+    from ragray.generation.transformers.plan import keyed_waves
+
+    rng = random.Random(n)
+    passages = [[rng.randrange(100, 999) for _ in range(20)] for _ in range(10)]
+    prompts = [[1, 2] + sum((p for p, keep in zip(passages, mask) if keep), []) + [7, 8]
+               for mask in ([rng.random() < 0.5 for _ in passages] for _ in range(n))]
+    caps = [len(p) - 1 for p in prompts]
+    chain = prefill_token_count(prompts, plan_prefills(prompts))
+    for first in (0, n // 2, n - 1):
+        waves = wave_plan(prompts, caps, first)
+        reuse = _check_plan(prompts, caps, waves)
+        assert [s.index for s in waves[0]] == [first]
+        assert sum(map(len, prompts)) - sum(reuse.values()) == chain
+    # over runs: the pinned prompt's run goes first, the pinned prompt in its wave 0
+    seqs, keyed_caps = {10 + i: p for i, p in enumerate(prompts)}, {10 + i: c for i, c in enumerate(caps)}
+    plans = keyed_waves(seqs, keyed_caps, limit=3 * max(map(len, prompts)), first=10 + n - 1)
+    assert len(plans) > 1 and [s.index for s in plans[0][0]] == [10 + n - 1]
+
+
 def test_caps_and_unrelated_prompts() -> None:
     prompts = [[5, 6, 7, 8], [5, 6, 7, 9], [9, 9], [5, 6, 1]]
     waves = wave_plan(prompts, [3, 1, 1, 0])

@@ -19,6 +19,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ragray._imports import require
@@ -258,7 +259,7 @@ class TransformersGenerator(Generator):
             else:
                 waiting[i] = lp
 
-        job = self._score_job([reference, *prompts], [answer] * (len(prompts) + 1))
+        job = replace(self._score_job([reference, *prompts], [answer] * (len(prompts) + 1)), first=0)
         with self._engine.lock, torch.inference_mode():  # one call, reference first: the prompts reuse its prefix
             self._engine.score_rows(job, store)
             self.counts.add(host_syncs=1)  # every prompt's log-prob and divergence read at once

@@ -115,25 +115,29 @@ class BatchedPrefill:
         self._carried = []
 
     def run(self, seqs: dict[int, list[int]], caps: dict[int, int], keep: dict[int, int], consume: Consume,
-            *, hold: bool = False) -> dict[int, tuple[Piece, ...]]:
+            *, hold: bool = False, first: int | None = None) -> dict[int, tuple[Piece, ...]]:
         """Run every prompt of ``seqs`` (its reuse capped by ``caps``), hand each pass's logits of
-        its rows' last ``keep[i]`` positions to ``consume``. Returns every prompt's KV as pieces
-        when ``hold`` (to decode from), else nothing (a prompt's KV lives while a later wave needs it)."""
+        its rows' last ``keep[i]`` positions to ``consume`` (``first``, if given, in the first pass).
+        Returns every prompt's KV as pieces when ``hold`` (to decode from), else nothing (a prompt's
+        KV lives while a later wave needs it)."""
         held: dict[int, tuple[Piece, ...]] = {}
         self._halved = False
         if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
             self.drop_carried()
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
-        for waves in keyed_waves(seqs, caps, self.plan_tokens):
+        for waves in keyed_waves(seqs, caps, self.plan_tokens, first):
             steps = rewave(self._reuse_carried([s for wave in waves for s in wave], seqs, caps))
             parents = {s.parent for wave in steps for s in wave if s.parent is not None}
             kv: dict[int, tuple[Piece, ...]] = dict(carried)
             for wave in steps:
                 rows = [PassRow(s.index, () if s.parent is None else truncate(kv[s.parent], s.reuse), s.reuse)
                         for s in wave]
-                for index, pieces in self._wave(rows, seqs, keep, consume):
-                    if hold or index in parents:
-                        kv[index] = pieces
+                # ``first`` in a pass of its own ahead of its wave's (passes sort rows longest first)
+                parts = [[r for r in rows if r.index == first], [r for r in rows if r.index != first]]
+                for part in filter(None, parts):
+                    for index, pieces in self._wave(part, seqs, keep, consume):
+                        if hold or index in parents:
+                            kv[index] = pieces
             if hold:
                 held.update((k, v) for k, v in kv.items() if k >= 0)
         if hold and sum(len(seqs[k]) for k in held) <= self.plan_tokens:

@@ -103,7 +103,7 @@ class CpuEngine(Engine):
             calls_done(1)
 
         if self.packing and len(job.fulls) >= 2:
-            for waves in keyed_waves(job.fulls, job.caps):
+            for waves in keyed_waves(job.fulls, job.caps, first=job.first):
                 for i, logits in sorted(self._prefill_waves(waves, job.fulls, job.keep)[1].items()):
                     consume(i, logits)
             return

@@ -68,12 +68,15 @@ class ScoreJob:
     """Answers teacher-forced after their prompts, keyed by the caller's index: ``fulls[i]`` the
     prompt's ids and then the answer's, ``prompt_lens[i]`` where the answer starts, ``caps[i]`` how
     many positions may come from another prompt's KV, ``keep[i]`` the last positions whose logits
-    are wanted (the answer's, and the prompt's last)."""
+    are wanted (the answer's, and the prompt's last); ``first``: an index the engine scores before
+    every other (a divergence call's reference: each prompt's vocabulary rows are folded into its
+    divergence as they arrive, none waits for the reference)."""
 
     fulls: dict[int, list[int]]
     prompt_lens: dict[int, int]
     caps: dict[int, int]
     keep: dict[int, int]
+    first: int | None = None
 
     def target(self, i: int) -> list[int]:
         return self.fulls[i][self.prompt_lens[i]:]

@@ -146,7 +146,7 @@ class GpuEngine(Engine):
                 lp = torch.log_softmax(logits[b, width - keeps[b] : width - 1].float(), dim=-1)
                 store(i, lp, *to_device(torch, str(lp.device), torch.tensor(job.target(i))))
 
-        self.prefill.run(job.fulls, self._caps(job), job.keep, consume)
+        self.prefill.run(job.fulls, self._caps(job), job.keep, consume, first=job.first)
 
     def score_sums(self, job: ScoreJob) -> dict[int, float]:
         """The rows' summed answer log-probabilities gathered on the device after each pass, with no

@@ -105,9 +105,11 @@ def plan_groups(seqs: Sequence[Sequence[int]], limit: int = MAX_PLAN_TOKENS) -> 
     return [[order[c] for c in chunk] for chunk in pack_spans([len(seqs[i]) for i in order], [0] * len(order), limit)]
 
 
-def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[Step]]:
+def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int], first: int | None = None) -> list[list[Step]]:
     """Waves of prefills over the prefix trie of ``seqs``: a step of wave ``w`` reuses the KV of a
     prompt of an earlier wave. ``caps[j]`` bounds prompt ``j``'s reuse (at most ``len - 1``).
+    ``first``: a prompt that must be in wave 0 (the reference a divergence call compares every
+    prompt with): the heavy path from the root is the one that ends at it.
 
     Each trie node is computed by the prompt at the end of its heavy path (the child subtree with
     the most prompts); a prompt on a light branch reuses that prompt's KV up to the branching
@@ -118,6 +120,7 @@ def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[S
     n = len(seqs)
     order = sorted(range(n), key=lambda i: (list(seqs[i]), i))
     lcp = [0] + [common_prefix_len(seqs[order[t - 1]], seqs[order[t]]) for t in range(1, n)]
+    pinned = order.index(first) if first is not None else None
     wave: dict[int, int] = {}
     steps: list[Step] = []
     work: list[tuple[int, int, int | None, int]] = [(0, n, None, 0)] if n else []
@@ -128,7 +131,9 @@ def wave_plan(seqs: Sequence[Sequence[int]], caps: Sequence[int]) -> list[list[S
             d = min(lcp[lo + 1 : hi])
             cuts = [lo] + [t for t in range(lo + 1, hi) if lcp[t] == d] + [hi]
             children = list(pairwise(cuts))
-            heavy = max(children, key=lambda c: c[1] - c[0])
+            heavy = next((c for c in children if c[0] <= pinned < c[1]), None) if parent is None and \
+                pinned is not None else None
+            heavy = heavy or max(children, key=lambda c: c[1] - c[0])
             lights += [(a, b, d) for a, b in children if (a, b) != heavy]
             lo, hi = heavy
         leaf = order[lo]
@@ -158,21 +163,26 @@ def pack_spans(lengths: Sequence[int], reuse: Sequence[int], limit: int = MAX_PA
     return chunks
 
 
-def keyed_runs(seqs: dict[int, list[int]], limit: int = MAX_PLAN_TOKENS) -> list[list[int]]:
+def keyed_runs(seqs: dict[int, list[int]], limit: int = MAX_PLAN_TOKENS, first: int | None = None
+               ) -> list[list[int]]:
     """The caller's keys in the runs of :func:`plan_groups` (sorted, neighbours sharing the most,
-    at most ``limit`` tokens a run unless one prompt alone exceeds it)."""
+    at most ``limit`` tokens a run unless one prompt alone exceeds it); the run holding the key
+    ``first``, if given, first."""
     keys = list(seqs)
-    return [[keys[j] for j in run] for run in plan_groups([seqs[k] for k in keys], limit)]
+    runs = [[keys[j] for j in run] for run in plan_groups([seqs[k] for k in keys], limit)]
+    return sorted(runs, key=lambda run: first not in run) if first is not None else runs
 
 
-def keyed_waves(seqs: dict[int, list[int]], caps: dict[int, int], limit: int = MAX_PLAN_TOKENS
-                ) -> list[list[list[Step]]]:
+def keyed_waves(seqs: dict[int, list[int]], caps: dict[int, int], limit: int = MAX_PLAN_TOKENS,
+                first: int | None = None) -> list[list[list[Step]]]:
     """:func:`wave_plan` s over the runs of :func:`plan_groups` of a caller's prompts, keyed by the
     caller's keys (``seqs[key]`` the prompt's ids, ``caps[key]`` its reuse bound): one list of waves
-    per run, a run's prompts held until its last wave. Both engines plan through this."""
+    per run, a run's prompts held until its last wave. ``first``: the key run before every other
+    (its run first, in its run's wave 0). Both engines plan through this."""
     plans = []
-    for members in keyed_runs(seqs, limit):
-        waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members])
+    for members in keyed_runs(seqs, limit, first):
+        pinned = members.index(first) if first in members else None
+        waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members], pinned)
         plans.append([[Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
                        for s in wave] for wave in waves])
     return plans

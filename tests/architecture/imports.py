@@ -6,6 +6,7 @@ by a string; imports under ``if TYPE_CHECKING:`` are left out (they never run) u
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ragray"
@@ -49,7 +50,14 @@ def _targets(node: ast.AST, package: str) -> list[str]:
 
 def import_graph(root: Path = PACKAGE, *, type_only: bool = False) -> dict[str, set[str]]:
     """module -> the ragray modules it imports (the nearest existing module of each name);
-    ``type_only``: the imports under ``if TYPE_CHECKING:`` too (a type checker follows them)."""
+    ``type_only``: the imports under ``if TYPE_CHECKING:`` too (a type checker follows them). Read
+    once per tree state and process (the sources' sizes and times key it); each caller gets its own copy."""
+    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*.py")))
+    return {m: set(edges) for m, edges in _graph(root, type_only, stamp).items()}
+
+
+@functools.lru_cache(maxsize=4)
+def _graph(root: Path, type_only: bool, stamp: tuple[tuple[str, int, int], ...]) -> dict[str, frozenset[str]]:
     mods = modules(root)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
@@ -65,7 +73,7 @@ def import_graph(root: Path = PACKAGE, *, type_only: bool = False) -> dict[str, 
                 # a module's own package is imported before it anyway: not an edge
                 if target and target != name and not name.startswith(target + "."):
                     graph[name].add(target)
-    return graph
+    return {m: frozenset(edges) for m, edges in graph.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

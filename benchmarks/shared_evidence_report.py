@@ -97,6 +97,8 @@ def load(*splits: str) -> dict[str, list[dict[str, Any]]]:
 _RECORDS: dict[str, tuple[tuple[int, int] | None, list[dict[str, Any]]]] = {}
 #: (a method's settings, id(record)) -> (the record, its marks): the versions' grids share settings
 _MARKS: dict[tuple[Any, ...], tuple[dict[str, Any], Marks]] = {}
+#: record id -> (the record, its contexts read for the fit)
+_DESIGNS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def _set_records(name: str) -> list[dict[str, Any]]:
@@ -114,12 +116,24 @@ def contexts(r: dict[str, Any]) -> list[tuple[frozenset[int], float]]:
     return [(frozenset(kept), lp) for kept, lp in r["contexts"]]
 
 
+def design_of(r: dict[str, Any]) -> Any:
+    """The record's scored contexts read for the fit once, however many settings fit them (the
+    tune grid: hundreds); kept while the record object lives."""
+    from ragray.attribution.interactions import read_design
+
+    hit = _DESIGNS.get(id(r))
+    if hit is None or hit[0] is not r:
+        hit = (r, read_design(len(r["passages"]), contexts(r)))
+        _DESIGNS[id(r)] = hit
+    return hit[1]
+
+
 def interactions(z: float | None = None, m: float | None = None, f: float | None | str = "default",
                  lead: Lead | str = "default", drop: Drop | str = "default", **keywords: Any
                  ) -> Callable[[dict[str, Any]], Marks]:
     """The default's marks (``fit_interactions`` at ragray's influence defaults; ``z``, ``m``, ``f``,
     ``lead`` and ``drop`` override the bar, the leader and the leave-out rule)."""
-    from ragray.attribution.interactions import fit_interactions
+    from ragray.attribution.interactions import fit_design
     from ragray.config import load_config
 
     c = load_config().influence
@@ -132,11 +146,11 @@ def interactions(z: float | None = None, m: float | None = None, f: float | None
         hit = _MARKS.get((settings, id(r)))
         if hit is not None and hit[0] is r:  # the same record object: the same fit
             return hit[1]
-        fit = fit_interactions(len(r["passages"]), contexts(r), context_threshold=c.context_threshold,
-                               pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
-                               noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
-                               min_share=c.min_share if f == "default" else f, lead_z=lead_z, lead_share=lead_share,
-                               drop_z=drop_z, drop_floor=drop_floor, **keywords)
+        fit = fit_design(design_of(r), context_threshold=c.context_threshold,
+                         pairs_among=c.interaction_pairs, shrinkage=c.interaction_shrinkage,
+                         noise_z=c.noise_z if z is None else z, min_effect=c.min_effect if m is None else m,
+                         min_share=c.min_share if f == "default" else f, lead_z=lead_z, lead_share=lead_share,
+                         drop_z=drop_z, drop_floor=drop_floor, **keywords)
         out = {"used": list(fit.used), "group": list(fit.group), "relation": list(fit.relation),
                "influence": list(fit.influence), "keep_alone": list(fit.keep_alone), "drop": list(fit.drop_one)}
         _MARKS[(settings, id(r))] = (r, out)

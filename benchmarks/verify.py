@@ -3,6 +3,7 @@
     python benchmarks/verify.py            # every check; one line per figure
     python benchmarks/verify.py --quiet    # differences and the count only
     python benchmarks/verify.py --only shared_evidence
+    python benchmarks/verify.py --jobs 1      # one check at a time (default: one process per CPU)
 
 Published figures: the generated blocks of README.md and docs/*.md, the figures README.md and
 docs/trust.md state in prose, and the results JSON files at the top of ``benchmarks/results/``.
@@ -19,6 +20,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import re
 import sys
 import traceback
@@ -60,15 +62,18 @@ class Check:
     name: str
     run: Callable[[], Iterable[Figure]]
     covers: tuple[str, ...]  # results files (relative to benchmarks/results) whose figures it recomputes
+    slow: bool = False  # started first when checks run side by side
 
 
 CHECKS: dict[str, Check] = {}
 
 
-def check(name: str, *, covers: Iterable[str] = ()) -> Callable[[Callable[[], Iterable[Figure]]], Callable[[], Iterable[Figure]]]:
-    """Register a check that recomputes ``covers`` (results files) and any docs figures."""
+def check(name: str, *, covers: Iterable[str] = (), slow: bool = False
+          ) -> Callable[[Callable[[], Iterable[Figure]]], Callable[[], Iterable[Figure]]]:
+    """Register a check that recomputes ``covers`` (results files) and any docs figures; ``slow``
+    (tens of seconds): started first when checks run side by side."""
     def register(fn: Callable[[], Iterable[Figure]]) -> Callable[[], Iterable[Figure]]:
-        CHECKS[name] = Check(name, fn, tuple(covers))
+        CHECKS[name] = Check(name, fn, tuple(covers), slow)
         return fn
     return register
 
@@ -156,29 +161,60 @@ def uncovered() -> list[str]:
     return sorted(p.name for p in RESULTS.glob("*.json") if p.name not in covered)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One check's run: the lines it prints, its figures and those that differ, or why it failed."""
+
+    name: str
+    lines: tuple[str, ...]
+    figures: int = 0
+    differ: int = 0
+    failed: bool = False
+
+
+def run_check(name: str, quiet: bool) -> Outcome:
+    """The check ``name`` run (in this process or a worker forked from it)."""
+    try:
+        figures = list(CHECKS[name].run())
+    except Exception:  # noqa: BLE001 - a check that cannot run is reported, and fails the run
+        return Outcome(name, (f"{name}: CANNOT RECOMPUTE\n{traceback.format_exc()}",), failed=True)
+    bad = [f for f in figures if not f.agrees()]
+    lines = [f.line() for f in (figures if not quiet else bad)]
+    lines.append(f"== {name}: {len(figures)} figures recomputed, {len(bad)} differ")
+    return Outcome(name, tuple(lines), len(figures), len(bad))
+
+
+def outcomes(names: list[str], quiet: bool, jobs: int) -> Iterator[Outcome]:
+    """Each check's outcome in ``names``' order; with ``jobs`` > 1 the checks run side by side in
+    forked workers (they read records and compute, nothing shared is written), the slow ones first."""
+    if jobs <= 1 or len(names) <= 1:
+        yield from (run_check(name, quiet) for name in names)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(jobs, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {name: pool.submit(run_check, name, quiet)
+                   for name in sorted(names, key=lambda n: not CHECKS[n].slow)}
+        yield from (futures[name].result() for name in names)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quiet", action="store_true", help="print differences and counts only")
     ap.add_argument("--only", nargs="*", help="run these checks only")
+    ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
+                    help="checks run side by side (default: one per CPU; 1: one at a time)")
     args = ap.parse_args(argv)
     load_checks()
     total = differ = 0
     failed: list[str] = []
-    for name, chk in CHECKS.items():
-        if args.only and name not in args.only:
-            continue
-        try:
-            figures = list(chk.run())
-        except Exception:  # noqa: BLE001 - a check that cannot run is reported, and fails the run
-            failed.append(name)
-            print(f"{name}: CANNOT RECOMPUTE\n{traceback.format_exc()}", flush=True)
-            continue
-        bad = [f for f in figures if not f.agrees()]
-        total += len(figures)
-        differ += len(bad)
-        for f in figures if not args.quiet else bad:
-            print(f.line())
-        print(f"== {name}: {len(figures)} figures recomputed, {len(bad)} differ", flush=True)
+    names = [name for name in CHECKS if not args.only or name in args.only]
+    for out in outcomes(names, args.quiet, args.jobs):
+        total += out.figures
+        differ += out.differ
+        failed += [out.name] if out.failed else []
+        print("\n".join(out.lines), flush=True)
     missing = [] if args.only else uncovered()
     for rel in missing:
         print(f"benchmarks/results/{rel}: no check recomputes it (per-item records, or archive it)")

@@ -64,7 +64,7 @@ def _pruned(fresh: Any, published: Any) -> Any:
     return fresh
 
 
-@check("evidence_test", covers=("evidence_test.json", "evidence_test_table.csv"))
+@check("evidence_test", covers=("evidence_test.json", "evidence_test_table.csv"), slow=True)
 def evidence_test() -> Iterator[Figure]:
     from benchmarks.bench_evidence import README_BEGIN, README_END, readme_block, table_csv
 

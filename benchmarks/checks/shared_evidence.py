@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from benchmarks.verify import Figure, check, compare_block, compare_json
 
 
-@check("shared_evidence", covers=("shared_evidence.json",))
+@check("shared_evidence", covers=("shared_evidence.json",), slow=True)
 def shared_evidence() -> Iterator[Figure]:
     from benchmarks.shared_evidence_docs import DOCS, DOCS_BEGIN, DOCS_END, docs_block
     from benchmarks.shared_evidence_report import RESULT, compute

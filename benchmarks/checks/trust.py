@@ -47,7 +47,7 @@ def worked_example() -> Iterator[Figure]:
     yield from compare_block("docs/trust.md#lighthouse", PAGE, BEGIN, END, block(json.loads(RECORD.read_text())))
 
 
-@check("trust_prose")
+@check("trust_prose", slow=True)
 def prose() -> Iterator[Figure]:
     tune = _tune()["variants"]["short_full"]
     lds = tune["pooled"]["subsets"]["all"]["metrics"]["lds"]["measures"]

@@ -61,7 +61,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -70,8 +71,8 @@ from ragray.attribution.design import design_subsets
 from ragray.attribution.subsets import Subset
 from ragray.config import InfluenceConfig
 
-__all__ = ["COMPLEMENTS", "DROP_FRACTION", "KEEP_ALONE_WEIGHT", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "InteractionMeasure", "Interactions",
-           "fit_at", "fit_interactions", "jitter"]
+__all__ = ["COMPLEMENTS", "DROP_FRACTION", "KEEP_ALONE_WEIGHT", "OVERLAPPING", "SUBSTITUTES", "SUFFICES_SHARE", "Design",
+           "InteractionMeasure", "Interactions", "fit_at", "fit_design", "fit_interactions", "jitter", "read_design"]
 
 #: how much of the context's gain passages must each give alone (with nothing lost without them)
 #: to be read as one group of copies, however many
@@ -166,23 +167,39 @@ def _design_matrix(kept: Sequence[frozenset[int]], k: int, pairs: Sequence[tuple
     return x
 
 
-def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, context_threshold: float,
-                     pairs_among: int = 4, shrinkage: float = 0.1, noise_z: float = 3.0,
-                     min_effect: float = 1.0, min_share: float | None = 0.05,
-                     lead_z: float | None = 2.0, lead_share: float = 0.25,
-                     drop_z: float | None = 3.0, drop_floor: float = 0.25,
-                     keep_alone_weight: float = KEEP_ALONE_WEIGHT,
-                     needed_together: bool = True) -> Interactions | None:
-    """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped).
-    None when the full or the empty context was not scored. ``lead_z`` None: no leader (the rule of versions 1–3).
-    ``drop_z`` None: no passage is used by its leave-out loss alone (the rule of versions 1–4).
-    ``keep_alone_weight`` 0.5: the Shapley credit (the credit
-    before); ``needed_together`` False: complements from pairs only (the rule before)."""
+@dataclass
+class Design:
+    """A question's scored contexts as the fit reads them, whatever its settings: one log-prob per
+    context, each passage's keep-alone gain and drop-one loss, the jitter, the gain of the whole
+    context. Read once (:func:`read_design`); fitted at any settings (:func:`fit_design`: a tune
+    grid fits one question at hundreds), each least-squares solve kept per set of pairs."""
+
+    k: int
+    points: list[tuple[frozenset[int], float]]
+    alone: list[float]
+    drop: list[float]
+    noise: float
+    gain: float
+    solved: dict[tuple[tuple[tuple[int, int], ...], float], np.ndarray] = field(default_factory=dict, repr=False)
+
+    def weights(self, pairs: list[tuple[int, int]], shrinkage: float) -> np.ndarray:
+        """The ridge-penalised least squares of the log-probs on the passages and ``pairs``."""
+        key = (tuple(pairs), shrinkage)
+        if key not in self.solved:
+            x = _design_matrix([kept for kept, _ in self.points], self.k, pairs)
+            y = np.array([lp for _, lp in self.points])
+            penalty = np.diag([0.0] + [0.01] * self.k + [shrinkage] * len(pairs))
+            self.solved[key] = np.linalg.lstsq(x.T @ x + penalty, x.T @ y, rcond=None)[0]
+        return self.solved[key]
+
+
+def read_design(k: int, scored: Sequence[tuple[frozenset[int], float]]) -> Design | None:
+    """``scored`` (kept passage indices, log p of the answer; NaN skipped) as the fit reads it; None
+    when the full or the empty context was not scored."""
     table: dict[frozenset[int], float] = {}
     for kept, lp in scored:  # one point per context: the arms and the design repeat some
         if not math.isnan(lp):
             table.setdefault(kept, lp)
-    points = list(table.items())
     full, empty = frozenset(range(k)), frozenset()
     if full not in table or empty not in table:
         return None
@@ -190,8 +207,26 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     nan = float("nan")
     alone = [table[frozenset({i})] - v_none if frozenset({i}) in table else nan for i in range(k)]
     drop = [v_all - table[full - {i}] if full - {i} in table else nan for i in range(k)]
-    noise = jitter(drop)
-    gain = v_all - v_none
+    return Design(k, list(table.items()), alone, drop, jitter(drop), v_all - v_none)
+
+
+def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], **settings: Any) -> Interactions | None:
+    """Fit the model above on ``scored`` (kept passage indices, log p of the answer; NaN skipped) at
+    ``settings`` (:func:`fit_design`'s). None when the full or the empty context was not scored."""
+    design = read_design(k, scored)
+    return fit_design(design, **settings) if design is not None else None
+
+
+def fit_design(design: Design, *, context_threshold: float, pairs_among: int = 4, shrinkage: float = 0.1,
+               noise_z: float = 3.0, min_effect: float = 1.0, min_share: float | None = 0.05,
+               lead_z: float | None = 2.0, lead_share: float = 0.25, drop_z: float | None = 3.0,
+               drop_floor: float = 0.25, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
+               needed_together: bool = True) -> Interactions:
+    """The model above fitted on ``design`` at these settings. ``lead_z`` None: no leader (the rule
+    of versions 1–3). ``drop_z`` None: no passage is used by its leave-out loss alone (the rule of
+    versions 1–4). ``keep_alone_weight`` 0.5: the Shapley credit (the credit before);
+    ``needed_together`` False: complements from pairs only (the rule before)."""
+    k, alone, drop, noise, gain = design.k, design.alone, design.drop, design.noise, design.gain
     # the noise bar, and a floor that grows with what the context does for the answer: a small
     # model's log-prob moves more where the passages move it a lot
     bar = max(min_effect, noise_z * noise, (min_share or 0.0) * max(gain, 0.0))
@@ -201,10 +236,7 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], *, 
     candidates = [i for i in sorted(range(k), key=lambda i: -strength[i]) if strength[i] >= bar]
     strongest = sorted(candidates[: max(0, pairs_among)])
     pairs = list(itertools.combinations(strongest, 2))
-    x = _design_matrix([kept for kept, _ in points], k, pairs)
-    y = np.array([lp for _, lp in points])
-    penalty = np.diag([0.0] + [0.01] * k + [shrinkage] * len(pairs))
-    w = np.linalg.lstsq(x.T @ x + penalty, x.T @ y, rcond=None)[0]
+    w = design.weights(pairs, shrinkage)
     beta, gamma = w[1 : k + 1], w[k + 1 :]
     fitted = beta.copy()
     for (i, j), g in zip(pairs, gamma):

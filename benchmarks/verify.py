@@ -173,7 +173,9 @@ class Outcome:
 
 
 def run_check(name: str, quiet: bool) -> Outcome:
-    """The check ``name`` run (in this process or a worker forked from it)."""
+    """The check ``name`` run (in this process, or in a fresh worker process: it loads the checks)."""
+    if name not in CHECKS:
+        load_checks()
     try:
         figures = list(CHECKS[name].run())
     except Exception:  # noqa: BLE001 - a check that cannot run is reported, and fails the run
@@ -186,14 +188,17 @@ def run_check(name: str, quiet: bool) -> Outcome:
 
 def outcomes(names: list[str], quiet: bool, jobs: int) -> Iterator[Outcome]:
     """Each check's outcome in ``names``' order; with ``jobs`` > 1 the checks run side by side in
-    forked workers (they read records and compute, nothing shared is written), the slow ones first."""
+    fresh worker processes (they read records and compute, nothing shared is written), the slow ones
+    first. Spawned, not forked: a caller that already ran torch's threads (the test suite) cannot
+    hand a worker a lock held by a thread that is not there. Workers see the module as imported,
+    not as the caller may have patched it: ``--jobs 1`` runs in this process."""
     if jobs <= 1 or len(names) <= 1:
         yield from (run_check(name, quiet) for name in names)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(min(jobs, len(names)), mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(min(jobs, len(names)), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {name: pool.submit(run_check, name, quiet)
                    for name in sorted(names, key=lambda n: not CHECKS[n].slow)}
         yield from (futures[name].result() for name in names)

@@ -15,7 +15,7 @@ NEEDS_DATA = pytest.mark.skipif(not SHARED_DATA.is_dir(),
 
 
 def _run(names: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, tuple[int, int]], str]:
-    code = verify.main(["--quiet", "--only", *names])
+    code = verify.main(["--quiet", "--jobs", "1", "--only", *names])  # in this process: RESULTS may be patched
     out = capsys.readouterr().out
     counts = {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(r"^== (\S+): (\d+) figures recomputed, (\d+) differ$",
                                                                  out, re.M)}

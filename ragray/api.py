@@ -183,9 +183,10 @@ class Attribution:
 
     def _repr_html_(self) -> str:
         from ragray.report.questions import question_card
+        from ragray.report.rundata import clean
 
-        run = self.run
-        return question_card(run.questions[0], run.passages.to_pylist(), run.calls.to_pylist())
+        run = self.run  # as the report reads a run: NaN as missing
+        return question_card(clean(run.questions[0]), clean(run.passages.to_pylist()), clean(run.calls.to_pylist()))
 
     def __repr__(self) -> str:
         from ragray.report.run_console import group_words, used_groups
@@ -464,8 +465,9 @@ def attribute(question: str, passages: Iterable[Any], *, answers: Iterable[str] 
     result = run([record], config=config, model=model, tokenizer=tokenizer, settings=settings, progress=progress,
                  **keywords)
     from ragray.api_tables import Table
+    from ragray.report.rundata import clean
 
-    q = result.questions[0]
+    q = clean(result.questions[0])  # NaN as missing (None), as the card and the console read it
     cols = ["retrieval_rank", "passage_id", "title", "text", "influence", "used", "group", "relation", "credit",
             "keep_alone_gain", "logprob_drop", "retrieval_score", "is_gold"]
     arrow = result.passages.to_arrow().sort_by("retrieval_rank")

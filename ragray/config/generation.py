@@ -30,9 +30,15 @@ class TransformersConfig(Section):
         None, ge=1, description="gpu strategy: tokens of one padded forward pass, padding included; null: from "
                                 "free device memory",
     )
+    prefill: Literal["auto", "packed", "padded", "single"] = Field(
+        "auto", description="how prompts are prefilled, with any decoder: packed (a wave of the prompts' trie in "
+                            "one row, attention per prompt), padded (a wave in padded passes), single (one prompt "
+                            "per pass); auto: the strategy's (cpu: packed, or single with packed_prefill false; "
+                            "gpu: padded). Models with sliding-window or recurrent layers always run single",
+    )
     static_decode: bool | None = Field(
-        None, description="gpu strategy: decode with fixed shapes, each step a captured CUDA graph on CUDA (eager "
-                          "elsewhere); one token per step (no drafts). null: on CUDA, off elsewhere (why: "
+        None, description="decode with fixed shapes, each step a captured CUDA graph on CUDA (eager elsewhere); "
+                          "one token per step (no drafts). null: on CUDA, off elsewhere (why: "
                           "benchmarks/results/gpu_8b.json)",
     )
     prefix_reuse: bool = Field(

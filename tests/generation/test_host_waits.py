@@ -142,7 +142,7 @@ def test_fixed_shape_decoding_waits_only_for_each_steps_tokens(waits):
     from ragray.generation.transformers.static_decode import StaticDecoder
 
     engine = _meta_engine()
-    engine.static = StaticDecoder(engine.decoder, graphs=False)  # as on CUDA, less the graph capture
+    engine.decoding = StaticDecoder(engine.decoder, graphs=False)  # as on CUDA, less the graph capture
     with torch.inference_mode():
         out = engine.generate({0: PROMPTS[0], 1: PROMPTS[1]}, {0: 4, 1: 4})
     assert [len(tokens) for tokens, _seconds in out.values()] == [4, 4]  # meta's picks read as 0, never the end

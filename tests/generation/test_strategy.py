@@ -163,7 +163,7 @@ def test_the_gpu_engine_cuts_its_passes_within_the_memory_bound():
 
 
 def test_a_header_is_not_worth_a_wave():
-    from ragray.generation.transformers.batched import rewave
+    from ragray.generation.transformers.plan import rewave
     from ragray.generation.transformers.plan import Step
 
     steps = [Step(0, None, 0), Step(1, 0, 500), Step(2, 0, 20), Step(3, 2, 300)]
@@ -361,7 +361,7 @@ def test_fixed_shape_decoding_gives_the_reference_answers(reference, monkeypatch
     plain = reference.with_config(GenerationConfig(max_tokens=long, transformers=reference.config.transformers))
     ref = plain.generate(prompts)
     gen = reference.with_config(GenerationConfig(max_tokens=long, transformers={"strategy": "gpu", "static_decode": True}))
-    assert gen.engine.static is not None and not gen.engine.drafting
+    assert gen.engine.decoding.name == "static" and not gen.engine.drafting
     out = gen.generate(prompts)
     assert [g.text for g in out] == [g.text for g in ref]
     assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
@@ -698,7 +698,7 @@ def test_cuda_graphs_come_back_after_a_failed_capture(reference, monkeypatch):
     prompts = _subset_prompts()[:2]
     want = [g.text for g in reference.generate(prompts)]
     gen = _gpu(reference, static_decode=True)
-    static = gen.engine.static
+    static = gen.engine.decoding
     static.graphs = True  # as on CUDA; the capture itself is simulated below
     failing = [True]
 
@@ -741,3 +741,118 @@ def test_a_model_with_sliding_window_layers_runs_one_row_at_a_time_and_says_whic
                                     device="cpu")
     assert isinstance(gen.engine, CpuEngine) and not gen.engine.prefix_reuse and gen.engine.batch_size == 1
     assert "tiny/sliding-qwen2 has non-global attention layers" in caplog.text
+
+
+# -- the engine's parts: every prefill with every decoder; memory counted in bytes held -----------
+
+PREFILLS = ["packed", "padded", "single"]
+DECODERS = {"eager": {"static_decode": False, "draft_tokens": 0}, "drafted": {"static_decode": False, "draft_tokens": 4},
+            "static": {"static_decode": True}}
+
+
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+@pytest.mark.parametrize("prefill", PREFILLS)
+def test_every_prefill_with_every_decoder_gives_the_reference_answers_and_scores(reference, strategy, prefill):
+    """The parts combine freely: each prefill (either strategy's sizes) with each decoder gives the
+    reference's answers, and each prefill its log-probabilities and divergences."""
+    prompts = _subset_prompts()
+    ref = reference.generate(prompts)
+    for decoder, settings in DECODERS.items():
+        gen = reference.with_config(GenerationConfig(max_tokens=MAX_TOKENS, transformers={
+            "strategy": strategy, "prefill": prefill, **settings}))
+        engine = gen.engine
+        assert (engine.name, engine.prefill.name, engine.decoding.name) == (strategy, prefill, decoder)
+        assert gen.resolved_settings()["prefill"] == prefill and gen.resolved_settings()["decoder"] == decoder
+        out = gen.generate(prompts)
+        assert [g.text for g in out] == [g.text for g in ref], (prefill, decoder)
+        assert [g.completion_tokens for g in out] == [g.completion_tokens for g in ref]
+    answer = ref[0].text
+    answers = [answer if i % 3 else "" for i in range(len(prompts))]  # empty answers score 0.0
+    assert gen.logprobs(prompts, answers) == pytest.approx(reference.logprobs(prompts, answers), abs=1e-4)
+    got, want = (g.score_divergence(prompts[0], prompts[1:], answer) for g in (gen, reference))
+    assert [x for pair in got for x in pair] == pytest.approx([x for pair in want for x in pair], abs=1e-4)
+
+
+def test_kv_bytes_counts_each_storage_once():
+    """A padded pass's rows share its cache (held whole while any row is); a prompt's reused prefix
+    shares its parent's storage; views of one buffer are one buffer."""
+    from ragray.generation.transformers.kv import BatchRow, kv_bytes
+
+    pass_cache = [(torch.zeros(3, 2, 10, 4), torch.zeros(3, 2, 10, 4))]  # 3 rows of a pass, one layer
+    one = 2 * 3 * 2 * 10 * 4 * 4
+    rows = [((BatchRow(pass_cache, b), 0, 10),) for b in range(3)]
+    assert kv_bytes(rows[:1]) == kv_bytes(rows) == one
+    own = [(torch.zeros(1, 2, 7, 4), torch.zeros(1, 2, 7, 4))]
+    child = ((BatchRow(pass_cache, 0), 0, 5), (own, 0, 7))  # a reused prefix, then its own tokens
+    assert kv_bytes([*rows, child]) == one + 2 * 2 * 7 * 4 * 4
+    buffer = torch.zeros(1, 2, 16, 4)
+    views = [((([(buffer[:, :, :8], buffer[:, :, :8])]), 0, 8),), ((([(buffer[:, :, :12], buffer)]), 0, 12),)]
+    assert kv_bytes(views) == buffer.numel() * 4
+    assert kv_bytes([]) == 0
+
+
+def _bytes_bounded(gen, monkeypatch, **bounds):
+    """``gen``'s engine planning with the given byte bounds (the other sizes as read)."""
+    from dataclasses import replace
+
+    engine = gen.engine
+    sizes = replace(engine.sizes, **bounds)
+    monkeypatch.setattr(engine, "_read_sizes", lambda: sizes)
+    return engine
+
+
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
+def test_held_kv_beyond_the_plans_bytes_comes_off_what_a_pass_may_hold(reference, monkeypatch):
+    """Before each wave the padded prefill measures the bytes of KV the call holds (a wave-0 pass's
+    whole cache, while a later wave reuses it); what exceeds the plan's bytes comes off the pass's
+    memory: a later wave then runs in more, smaller passes. The scores do not change."""
+    prompts = _subset_prompts()
+    answer = reference.generate(prompts[:1])[0].text
+    want = reference.logprobs(prompts, [answer] * len(prompts))
+    passes = {}
+    for name, plan_bytes in (("room", 1 << 40), ("tight", 0)):
+        gen = _gpu(reference, tokens_per_pass=100_000)
+        engine = _bytes_bounded(gen, monkeypatch, memory_tokens=1_000_000, plan_bytes=plan_bytes)
+        engine.prefill.activation_bytes = 1  # each held byte takes a token off the pass's memory
+        before = gen.engine_counts()["forward_passes"]
+        assert gen.logprobs(prompts, [answer] * len(prompts)) == pytest.approx(want, abs=1e-4)
+        passes[name] = gen.engine_counts()["forward_passes"] - before
+        assert engine.prefill.held_bytes > 0  # what the last wave counted: the KV of earlier waves
+    assert passes["room"] <= 4 < passes["tight"]  # one pass per wave / the later waves one row a pass
+
+
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
+def test_decoding_groups_fit_the_decoding_bytes(reference, monkeypatch):
+    """A decoding group's stacked cache (rows x (longest prompt + the room decoding appends) x a
+    token's KV bytes) stays within the decoding budget: the same answers in more, smaller groups."""
+    from ragray.generation.transformers.strategy import kv_bytes_per_token
+
+    prompts = _subset_prompts()
+    want = [g.text for g in reference.generate(prompts)]
+    gen = _gpu(reference, tokens_per_pass=100_000, static_decode=False, draft_tokens=0)
+    per_token = kv_bytes_per_token(gen.engine.model)
+    longest = max(len(ids) for ids in gen.prompt_token_ids(prompts))
+    engine = _bytes_bounded(gen, monkeypatch, decode_bytes=3 * (longest + MAX_TOKENS) * per_token,
+                            kv_token_bytes=per_token)
+    decode, groups = engine.decoder.one_token, []
+
+    def counted(cache, mask, lengths, *args):
+        groups.append(len(lengths))
+        assert len(lengths) * (mask.shape[1] + MAX_TOKENS) <= 3 * (longest + MAX_TOKENS)  # the bytes bound
+        return decode(cache, mask, lengths, *args)
+
+    monkeypatch.setattr(engine.decoder, "one_token", counted)
+    assert [g.text for g in gen.generate(prompts)] == want
+    # the rows bound would take every prompt in one group; the bytes bound cut them
+    assert engine.batch_size >= len(prompts) and len(groups) > 1 and sum(groups) == len(prompts)
+
+
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
+def test_a_generate_calls_kv_is_carried_only_within_the_plans_bytes(reference, monkeypatch):
+    prompts = ablation_prompts()[:2]
+    for plan_bytes, carried in ((1 << 40, 2), (1, 0)):
+        gen = _gpu(reference, tokens_per_pass=100_000)
+        engine = _bytes_bounded(gen, monkeypatch, plan_bytes=plan_bytes)
+        gen.generate(prompts)
+        assert len(engine.prefill._carried) == carried

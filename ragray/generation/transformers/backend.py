@@ -35,7 +35,7 @@ from ragray.generation.transformers.cpu_engine import CpuEngine
 from ragray.generation.transformers.engine import Engine, ScoreJob
 from ragray.generation.transformers.gpu_engine import GpuEngine
 from ragray.generation.transformers.kv import supports_prefix_reuse
-from ragray.generation.transformers.plan import keyed_chain, prefill_token_count
+from ragray.generation.transformers.plan import trie_tokens
 from ragray.generation.transformers.strategy import GPU_PLANNED_IN_FLIGHT, resolve_strategy
 from ragray.model_loads import MODEL_LOADS, check_materialized
 from ragray.progress import calls_done
@@ -159,7 +159,7 @@ class TransformersGenerator(Generator):
 
     def _count_minimum(self, seqs: dict[int, list[int]], caps: dict[int, int]) -> None:
         """Add the tokens exact prefix reuse of ``seqs`` would compute (the trie's nodes)."""
-        self.counts.add(tokens_minimum=prefill_token_count(seqs, keyed_chain(seqs, caps)))
+        self.counts.add(tokens_minimum=trie_tokens(seqs, caps))
 
     @property
     def model_id(self) -> str:
@@ -325,7 +325,8 @@ def make_engine(model: Any, torch: Any, device: str, config: GenerationConfig, e
                 counts: EngineCounts, pad_id: int | None) -> Engine:
     """The one place an engine is chosen: the GPU engine where the strategy (``auto``: the device)
     says gpu and every layer is global attention (padded passes cut and re-stack KV), else the CPU
-    engine. The engine prepares the model it runs (same numbers either way)."""
+    engine (a preset: the settings may choose any prefill and decoder). The engine prepares the
+    model it runs (same numbers either way)."""
     if resolve_strategy(config.transformers.strategy, device) == "gpu" and supports_prefix_reuse(model.config):
         return GpuEngine(model, torch, device, config, eos, counts, pad_id=pad_id)
-    return CpuEngine(model, torch, device, config, eos, counts)
+    return CpuEngine(model, torch, device, config, eos, counts, pad_id=pad_id)

@@ -35,16 +35,16 @@ float32 on CPU (tested against the CPU strategy), within bf16 rounding on CUDA.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ragray.generation.engine_counts import EngineCounts
-from ragray.generation.transformers.kv import BatchRow, Piece, cache_layers, stack_pieces, truncate
-from ragray.generation.transformers.plan import Step, common_prefix_len, keyed_waves
+from ragray.generation.transformers.kv import BatchRow, Piece, cache_layers, kv_bytes, stack_pieces, truncate
+from ragray.generation.transformers.plan import MIN_REUSE_TOKENS, keyed_waves
+from ragray.generation.transformers.prefills import Consume, Prefill
 from ragray.generation.transformers.transfer import to_device
 
-__all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes", "rewave"]
+__all__ = ["PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRow", "cut_passes"]
 
 #: a pass's fixed cost in tokens, for cutting waves into passes (:func:`cut_passes`): launching every
 #: kernel of every layer, and the small kernels that build the pass (its mask, its stacked prefix KV),
@@ -52,13 +52,6 @@ __all__ = ["MIN_REUSE_TOKENS", "PASS_OVERHEAD_TOKENS", "BatchedPrefill", "PassRo
 #: measured per device)
 PASS_OVERHEAD_TOKENS = 1024
 
-#: a prompt that shares fewer tokens than this with the prompt it branches off computes them
-#: itself (:func:`rewave`): a wave saved is worth more than a header's tokens
-MIN_REUSE_TOKENS = 64
-
-#: what a pass hands its consumer: the rows' prompt indices, the logits of the pass's last
-#: ``K`` columns ``[B, K, vocab]`` and, per row, how many of those columns are its own
-Consume = Callable[[list[int], Any, list[int]], None]
 
 
 @dataclass(frozen=True)
@@ -74,14 +67,22 @@ class PassRow:
         return len(seqs[self.index]) - self.reuse
 
 
-class BatchedPrefill:
-    """Prefill prompts wave by wave in padded passes (see the module docstring)."""
+class BatchedPrefill(Prefill):
+    """Prefill prompts wave by wave in padded passes (see the module docstring).
+
+    Device memory is counted in bytes held: before each wave, the KV this call holds (every storage
+    a held prompt keeps alive, a padded pass's whole cache while any of its rows is held) is
+    measured; what exceeds ``plan_bytes`` (the share a plan's held KV was sized for) comes off what
+    the wave's passes may hold. A generate call's KV is carried into the next calls only when its
+    bytes fit ``plan_bytes``."""
+
+    name = "padded"
 
     def __init__(self, model: Any, torch: Any, device: str, *, keep_arg: str | None, tokens_per_pass: int,
                  plan_tokens: int, counts: EngineCounts, pad_id: int = 0, memory_tokens: int | None = None,
-                 prefix_weight: float = 0.0) -> None:
-        self.model, self.torch, self.device = model, torch, device
-        self.keep_arg = keep_arg
+                 prefix_weight: float = 0.0, plan_bytes: int | None = None, activation_bytes: int | None = None
+                 ) -> None:
+        super().__init__(model, torch, device, keep_arg=keep_arg, counts=counts, plan_tokens=plan_tokens)
         self.tokens_per_pass = tokens_per_pass
         #: the device memory a pass may hold, in tokens, its stacked prefix columns weighing
         #: ``prefix_weight`` each (:func:`cut_passes`); None: not bounded (a CPU)
@@ -90,19 +91,23 @@ class BatchedPrefill:
         #: then runs without one doubles it back, up to this
         self.planned_tokens_per_pass = tokens_per_pass
         self._halved = False  # a pass of the current call ran out of memory
-        self.plan_tokens = plan_tokens
-        self.counts = counts
+        #: the bytes a plan's held KV was sized for, and one token's activations in a pass (bytes):
+        #: held KV beyond the first comes off a pass's memory at the second's rate; None: not bounded
+        self.plan_bytes, self.activation_bytes = plan_bytes, activation_bytes
+        #: bytes of KV this call held when its last wave started (what the memory bound counted)
+        self.held_bytes = 0
         self.pad_id = pad_id
         # the last generate call's prompts and their KV pieces (carried into the next calls: their
         # scoring prompts are those prompts plus an answer, and the ablations share their prefixes)
         self._carried: list[tuple[list[int], tuple[Piece, ...]]] = []
 
-    def plan(self, *, tokens_per_pass: int, plan_tokens: int, memory_tokens: int | None = None) -> None:
+    def plan(self, *, tokens_per_pass: int, plan_tokens: int, memory_tokens: int | None = None,
+             plan_bytes: int | None = None) -> None:
         """New sizes (read from the memory free at a call's start). A pass size an out-of-memory
         pass shrank stays at most what it shrank to; clean calls double it back up to the new plan."""
         shrunk = self.tokens_per_pass < self.planned_tokens_per_pass
         self.planned_tokens_per_pass, self.plan_tokens = tokens_per_pass, plan_tokens
-        self.memory_tokens = memory_tokens
+        self.memory_tokens, self.plan_bytes = memory_tokens, plan_bytes
         self.tokens_per_pass = min(self.tokens_per_pass, tokens_per_pass) if shrunk else tokens_per_pass
 
     def drop_carried(self) -> None:
@@ -111,7 +116,7 @@ class BatchedPrefill:
 
     def release(self) -> None:
         """Drop the model and the KV carried between calls (the generator is closing)."""
-        self.model = None
+        super().release()
         self._carried = []
 
     def run(self, seqs: dict[int, list[int]], caps: dict[int, int], keep: dict[int, int], consume: Consume,
@@ -125,13 +130,15 @@ class BatchedPrefill:
         if hold:  # a generate call replaces the carried KV: free it before this call's KV is made
             self.drop_carried()
         carried = {-1 - j: pieces for j, (_, pieces) in enumerate(self._carried)}
-        for waves in keyed_waves(seqs, caps, self.plan_tokens, first):
-            steps = rewave(self._reuse_carried([s for wave in waves for s in wave], seqs, caps))
+        for steps in keyed_waves(seqs, caps, self.plan_tokens, first, carried=[ids for ids, _ in self._carried],
+                                 min_reuse=MIN_REUSE_TOKENS):
             parents = {s.parent for wave in steps for s in wave if s.parent is not None}
             kv: dict[int, tuple[Piece, ...]] = dict(carried)
             for wave in steps:
                 rows = [PassRow(s.index, () if s.parent is None else truncate(kv[s.parent], s.reuse), s.reuse)
                         for s in wave]
+                # the KV made by this call and still held (the carried KV was held before it: not free then)
+                self.held_bytes = self._bytes([v for k, v in kv.items() if k >= 0] + list(held.values()))
                 # ``first`` in a pass of its own ahead of its wave's (passes sort rows longest first)
                 parts = [[r for r in rows if r.index == first], [r for r in rows if r.index != first]]
                 for part in filter(None, parts):
@@ -140,46 +147,33 @@ class BatchedPrefill:
                             kv[index] = pieces
             if hold:
                 held.update((k, v) for k, v in kv.items() if k >= 0)
-        if hold and sum(len(seqs[k]) for k in held) <= self.plan_tokens:
+        if hold and self._fits_plan(held, seqs):
             self._carried = [(seqs[k], held[k]) for k in held]
         if not self._halved and self.tokens_per_pass < self.planned_tokens_per_pass:  # memory came back
             self.tokens_per_pass = min(self.planned_tokens_per_pass, 2 * self.tokens_per_pass)
         return held
 
-    def _reuse_carried(self, steps: list[Step], seqs: dict[int, list[int]], caps: dict[int, int]) -> list[Step]:
-        """``steps`` with each prompt's parent replaced by a carried prompt (key ``-1 - j``) where
-        that gives at least as long a reuse (of at least :data:`MIN_REUSE_TOKENS`): a scoring call
-        then starts from the KV its generate call computed, and its prompts need no wave of their
-        own parents. Exact: a prompt's KV cut to a shared prefix is that prefix's KV."""
-        if not self._carried:
-            return steps
-        entries = sorted([(seqs[s.index], 0, t) for t, s in enumerate(steps)]
-                         + [(ids, 1, j) for j, (ids, _) in enumerate(self._carried)],
-                         key=lambda e: (e[0], e[1], e[2]))
-        best: dict[int, tuple[int, int]] = {}  # step position -> (shared tokens, carried key)
-        for direction in (entries, entries[::-1]):
-            last: tuple[list[int], int] | None = None  # the nearest carried prompt so far
-            for ids, carried, t in direction:
-                if carried:
-                    last = (ids, t)
-                elif last is not None:
-                    shared = common_prefix_len(ids, last[0])
-                    if shared > best.get(t, (0, 0))[0]:
-                        best[t] = (shared, -1 - last[1])
-        out = []
-        for t, step in enumerate(steps):
-            shared, key = best.get(t, (0, 0))
-            reuse = min(shared, caps[step.index])
-            out.append(Step(step.index, key, reuse) if reuse >= max(step.reuse, MIN_REUSE_TOKENS) else step)
-        return out
+    def _bytes(self, held: list[tuple[Piece, ...]]) -> int:
+        """Bytes the pieces keep alive, where memory is bounded (else 0: not measured)."""
+        return kv_bytes(held) if self.plan_bytes is not None else 0
+
+    def _fits_plan(self, held: dict[int, tuple[Piece, ...]], seqs: dict[int, list[int]]) -> bool:
+        """Whether a generate call's KV may be carried: its bytes within ``plan_bytes`` where memory
+        is bounded, else its prompt tokens within ``plan_tokens``."""
+        if self.plan_bytes is not None:
+            return kv_bytes(list(held.values())) <= self.plan_bytes
+        return sum(len(seqs[k]) for k in held) <= self.plan_tokens
 
     def _wave(self, rows: list[PassRow], seqs: dict[int, list[int]], keep: dict[int, int], consume: Consume
               ) -> list[tuple[int, tuple[Piece, ...]]]:
         rows = sorted(rows, key=lambda r: -r.new(seqs))
         out: list[tuple[int, tuple[Piece, ...]]] = []
-        # the memory bound shrinks with the pass size after an out-of-memory pass, and grows back with it
-        memory = (None if self.memory_tokens is None
-                  else self.memory_tokens * self.tokens_per_pass / self.planned_tokens_per_pass)
+        # the memory bound shrinks with the pass size after an out-of-memory pass, and grows back with
+        # it; held KV beyond what the plan was sized for comes off it
+        memory = None
+        if self.memory_tokens is not None:
+            over = max(0, self.held_bytes - (self.plan_bytes or 0)) / (self.activation_bytes or 1)
+            memory = max(0.0, self.memory_tokens * self.tokens_per_pass / self.planned_tokens_per_pass - over)
         for start, end in cut_passes([r.new(seqs) for r in rows], self.tokens_per_pass,
                                      prefixes=[r.reuse for r in rows], memory=memory,
                                      prefix_weight=self.prefix_weight):
@@ -249,24 +243,6 @@ class BatchedPrefill:
 
             return DynamicCache(config=self.model.config)
         return stack_pieces([r.prefix for r in rows], width, left=True)[0]
-
-
-def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[Step]]:
-    """``steps`` (parents first) as waves, a step that would reuse fewer than ``min_reuse`` tokens
-    (different questions share only the prompt's header) computing them itself instead: it then
-    joins wave 0, not a wave of its own after its parent's. A step whose parent is carried from
-    an earlier call (a negative key) is in wave 0."""
-    wave: dict[int, int] = {}
-    waves: list[list[Step]] = []
-    for step in steps:
-        if step.parent is not None and step.reuse < min_reuse:
-            step = Step(step.index, None, 0)
-        # a carried parent (a negative key: computed by an earlier call) is before every wave
-        wave[step.index] = 0 if step.parent is None else wave.get(step.parent, -1) + 1
-        if wave[step.index] == len(waves):
-            waves.append([])
-        waves[wave[step.index]].append(step)
-    return waves
 
 
 def cut_passes(lengths: list[int], budget: int, overhead: int = PASS_OVERHEAD_TOKENS, *,

@@ -24,6 +24,7 @@ __all__ = [
     "KVLayers",
     "Piece",
     "cache_layers",
+    "kv_bytes",
     "make_cache",
     "stack_pieces",
     "supports_prefix_reuse",
@@ -67,6 +68,24 @@ def truncate(pieces: Sequence[Piece], length: int) -> tuple[Piece, ...]:
         out.append((layers, begin, begin + take))
         length -= take
     return tuple(out)
+
+
+def kv_bytes(held: Sequence[Sequence[Piece]]) -> int:
+    """Bytes of memory the KV pieces of ``held`` (one prompt's pieces each) keep alive, every storage
+    once: a padded pass's rows share their pass's cache, which stays whole while any row is held,
+    and a prompt reusing another's KV shares that storage."""
+    sources: dict[int, Any] = {}
+    for pieces in held:
+        for layers, _, _ in pieces:
+            source = layers.layers if isinstance(layers, BatchRow) else layers
+            sources.setdefault(id(source), source)
+    storages: dict[int, int] = {}
+    for source in sources.values():
+        for pair in source:
+            for tensor in pair:
+                storage = tensor.untyped_storage()
+                storages[storage.data_ptr() or id(tensor)] = storage.nbytes()  # 0: no memory (meta)
+    return sum(storages.values())
 
 
 def supports_prefix_reuse(model_config: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The neutral planner both engines use: which prompt's KV each prompt reuses, and in what order.
+"""The one planner every prefill runs: which prompt's KV each prompt reuses, and in which wave.
 
 A question's prompts share long token prefixes (the prompt without passage i is the baseline up to
 passage i). In a causal decoder the KV of a prompt cut to ``t`` tokens *is* the KV of its first
@@ -6,18 +6,19 @@ passage i). In a causal decoder the KV of a prompt cut to ``t`` tokens *is* the 
 :class:`Step` type says it: run prompt ``index`` after the first ``reuse`` positions of prompt
 ``parent``.
 
-- :func:`plan_prefills` (the chain): sorted by token ids, the longest common prefix of a prompt with
-  any *earlier* prompt is the one with its immediate predecessor (the LCP-array property of sorted
-  strings, Gusfield 1997, §7.14), so prefilling in that order and reusing only the predecessor's KV
-  computes every node of the prompts' token trie exactly once, the fewest prefill tokens any exact
-  scheme can reach, while holding one extra cache at a time. The CPU engine runs it one prompt at
-  a time where it cannot pack.
-- :func:`wave_plan` (the waves): the same trie nodes, computed once, but where the chain makes each
-  prompt wait for its sorted predecessor the waves follow heavy paths: a prompt waits only for the
-  prompt it branches off, and there are at most ``log2(n) + 1`` waves. Drop-one ablations take two:
-  the baseline, then all the others. Both engines run waves: the CPU engine packs a wave into one
-  row, the GPU engine pads it into a batch.
-- :func:`plan_groups` and :func:`pack_spans` cut the work into runs that bound the memory held.
+- :func:`wave_plan`: the waves of the prompts' token trie, each node computed once. The waves
+  follow heavy paths: a prompt waits only for the prompt it branches off, and there are at most
+  ``log2(n) + 1`` waves. Drop-one ablations take two: the baseline, then all the others.
+- :func:`keyed_waves`: what the prefills call (:mod:`~ragray.generation.transformers.prefills`: a
+  wave packed into one row, padded into a batch, or run one prompt at a time): the caller's
+  prompts cut into runs that bound the KV held (:func:`plan_groups`), each run's waves, its
+  prompts moved onto the KV an earlier call left (``carried``) where that reuses more, and a
+  prompt that would reuse only a header's tokens computing them itself (``min_reuse``).
+- :func:`plan_prefills` is the sorted chain (each prompt after its sorted predecessor, the LCP-array
+  property of sorted strings, Gusfield 1997, §7.14): no engine runs it; its count
+  (:func:`trie_tokens`) is the fewest prefill tokens any exact scheme can reach, which the engine
+  counts report beside the tokens computed.
+- :func:`pack_spans` cuts a wave into packed forwards.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ __all__ = [
     "MAX_PLAN_TOKENS",
     "Step",
     "common_prefix_len",
-    "keyed_chain",
+    "MIN_REUSE_TOKENS",
     "keyed_runs",
     "keyed_waves",
     "pack_spans",
     "plan_groups",
     "plan_prefills",
     "prefill_token_count",
+    "reuse_carried",
+    "rewave",
+    "trie_tokens",
     "wave_plan",
 ]
 
@@ -45,6 +49,10 @@ __all__ = [
 MAX_PACKED_TOKENS = 16384
 # Prompt tokens of one wave plan, at most: its prompts' KV is all held until its last wave.
 MAX_PLAN_TOKENS = 4 * MAX_PACKED_TOKENS
+#: a prompt that shares fewer tokens than this with the prompt it branches off computes them itself
+#: where a plan asks for it (:func:`rewave`; the padded prefill does): a wave saved is worth more
+#: than a header's tokens
+MIN_REUSE_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -174,24 +182,75 @@ def keyed_runs(seqs: dict[int, list[int]], limit: int = MAX_PLAN_TOKENS, first: 
 
 
 def keyed_waves(seqs: dict[int, list[int]], caps: dict[int, int], limit: int = MAX_PLAN_TOKENS,
-                first: int | None = None) -> list[list[list[Step]]]:
-    """:func:`wave_plan` s over the runs of :func:`plan_groups` of a caller's prompts, keyed by the
-    caller's keys (``seqs[key]`` the prompt's ids, ``caps[key]`` its reuse bound): one list of waves
-    per run, a run's prompts held until its last wave. ``first``: the key run before every other
-    (its run first, in its run's wave 0). Both engines plan through this."""
+                first: int | None = None, *, carried: Sequence[Sequence[int]] = (), min_reuse: int = 0
+                ) -> list[list[list[Step]]]:
+    """The plan every prefill runs: :func:`wave_plan` s over the runs of :func:`plan_groups` of a
+    caller's prompts, keyed by the caller's keys (``seqs[key]`` the prompt's ids, ``caps[key]`` its
+    reuse bound): one list of waves per run, a run's prompts held until its last wave. ``first``:
+    the key run before every other (its run first, in its run's wave 0). ``carried``: prompts whose
+    KV an earlier call left, keyed ``-1 - j`` as parents (:func:`reuse_carried`); ``min_reuse``: a
+    step that would reuse fewer tokens computes them itself (:func:`rewave`)."""
     plans = []
     for members in keyed_runs(seqs, limit, first):
         pinned = members.index(first) if first in members else None
         waves = wave_plan([seqs[k] for k in members], [caps[k] for k in members], pinned)
-        plans.append([[Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
-                       for s in wave] for wave in waves])
+        keyed = [Step(members[s.index], None if s.parent is None else members[s.parent], s.reuse)
+                 for wave in waves for s in wave]
+        if carried:
+            keyed = reuse_carried(keyed, seqs, caps, carried, max(min_reuse, 1))
+        plans.append(rewave(keyed, min_reuse))
     return plans
 
 
-def keyed_chain(seqs: dict[int, list[int]], caps: dict[int, int] | None = None, *, reuse: bool = True
-                ) -> list[Step]:
-    """:func:`plan_prefills` over a caller's prompts, keyed by the caller's keys."""
+def reuse_carried(steps: list[Step], seqs: dict[int, list[int]], caps: dict[int, int],
+                  carried: Sequence[Sequence[int]], min_reuse: int = MIN_REUSE_TOKENS) -> list[Step]:
+    """``steps`` with each prompt's parent replaced by a carried prompt (key ``-1 - j`` for
+    ``carried[j]``) where that gives at least as long a reuse (of at least ``min_reuse``): a scoring
+    call then starts from the KV its generate call computed, and its prompts need no wave of their
+    own parents. Exact: a prompt's KV cut to a shared prefix is that prefix's KV."""
+    entries = sorted([(list(seqs[s.index]), 0, t) for t, s in enumerate(steps)]
+                     + [(list(ids), 1, j) for j, ids in enumerate(carried)],
+                     key=lambda e: (e[0], e[1], e[2]))
+    best: dict[int, tuple[int, int]] = {}  # step position -> (shared tokens, carried key)
+    for direction in (entries, entries[::-1]):
+        last: tuple[list[int], int] | None = None  # the nearest carried prompt so far
+        for ids, is_carried, t in direction:
+            if is_carried:
+                last = (ids, t)
+            elif last is not None:
+                shared = common_prefix_len(ids, last[0])
+                if shared > best.get(t, (0, 0))[0]:
+                    best[t] = (shared, -1 - last[1])
+    out = []
+    for t, step in enumerate(steps):
+        shared, key = best.get(t, (0, 0))
+        reuse = min(shared, caps[step.index])
+        out.append(Step(step.index, key, reuse) if reuse >= max(step.reuse, min_reuse) else step)
+    return out
+
+
+def rewave(steps: list[Step], min_reuse: int = MIN_REUSE_TOKENS) -> list[list[Step]]:
+    """``steps`` (parents first) as waves, a step that would reuse fewer than ``min_reuse`` tokens
+    (different questions share only the prompt's header) computing them itself instead: it then
+    joins wave 0, not a wave of its own after its parent's. A step whose parent is carried from
+    an earlier call (a negative key) is in wave 0. With ``min_reuse`` 0 the waves are
+    :func:`wave_plan`'s."""
+    wave: dict[int, int] = {}
+    waves: list[list[Step]] = []
+    for step in steps:
+        if step.parent is not None and step.reuse < min_reuse:
+            step = Step(step.index, None, 0)
+        # a carried parent (a negative key: computed by an earlier call) is before every wave
+        wave[step.index] = 0 if step.parent is None else wave.get(step.parent, -1) + 1
+        if wave[step.index] == len(waves):
+            waves.append([])
+        waves[wave[step.index]].append(step)
+    return waves
+
+
+def trie_tokens(seqs: dict[int, list[int]], caps: dict[int, int]) -> int:
+    """The fewest prefill tokens any exact scheme computes for a caller's prompts (each reuse capped
+    by ``caps``): the sorted chain's count (:func:`plan_prefills`)."""
     keys = list(seqs)
-    steps = plan_prefills([seqs[k] for k in keys], reuse=reuse,
-                          max_reuse=None if caps is None else [caps[k] for k in keys])
-    return [Step(keys[s.index], None if s.parent is None else keys[s.parent], s.reuse) for s in steps]
+    ids = [seqs[k] for k in keys]
+    return prefill_token_count(ids, plan_prefills(ids, max_reuse=[caps[k] for k in keys]))

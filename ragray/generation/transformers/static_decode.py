@@ -64,6 +64,10 @@ def _static_layer() -> type:
 class StaticDecoder:
     """Fixed-shape batched decoding (see the module docstring); counts into ``decoder.stats``."""
 
+    name = "static"
+    #: cache columns a row needs per new token
+    columns_per_token = 1
+
     def __init__(self, decoder: BatchDecoder, *, graphs: bool) -> None:
         self.decoder = decoder
         self.graphs = graphs and decoder.device.startswith("cuda")
@@ -82,6 +86,11 @@ class StaticDecoder:
             self._skip -= 1
             return False
         return True
+
+    def decode(self, rows: list[list[Piece]], prompts: list[list[int]], first: Any, budgets: list[int],
+               generators: list[Any]) -> list[list[int]]:
+        """The decoders' interface (:mod:`~ragray.generation.transformers.decoders`): :meth:`run`."""
+        return self.run(rows, [len(p) for p in prompts], first, budgets, generators)
 
     def run(self, rows: list[list[Piece]], lengths: list[int], first: Any, budgets: list[int],
             generators: list[Any]) -> list[list[int]]:

@@ -51,10 +51,11 @@ def resolve_strategy(setting: str, device: str) -> str:
 
 @dataclass(frozen=True)
 class GpuSizes:
-    """The gpu strategy's sizes: tokens per padded pass, prompt tokens per wave plan (their KV is
-    held between waves), prompts decoded together, questions in flight; and the memory a pass may
-    hold, in tokens (``memory_tokens``, None where memory does not bound it), which its tokens and
-    the prefix KV it stacks count against, a prefix column weighing ``prefix_weight`` tokens."""
+    """An engine's sizes: tokens per padded pass, prompt tokens per wave plan (their KV is held
+    between waves), prompts decoded together, questions in flight; and the memory a pass may hold,
+    in tokens (``memory_tokens``, None where memory does not bound it), which its tokens and the
+    prefix KV it stacks count against, a prefix column weighing ``prefix_weight`` tokens; and the
+    byte budgets the KV actually held is counted against."""
 
     tokens_per_pass: int
     plan_tokens: int
@@ -63,6 +64,13 @@ class GpuSizes:
     free_bytes: int | None
     memory_tokens: int | None = None
     prefix_weight: float = 0.0
+    #: bytes: the KV a plan holds between waves may take (beyond it, held KV comes off a pass's
+    #: memory), and a decoding group's stacked cache; one token's KV and one token's activations in
+    #: a pass (None: memory does not bound them, a CPU)
+    plan_bytes: int | None = None
+    decode_bytes: int | None = None
+    kv_token_bytes: int | None = None
+    activation_token_bytes: int | None = None
 
 
 def kv_bytes_per_token(model: Any) -> int:
@@ -133,4 +141,8 @@ def sizes_from_free(model: Any, free: int, *, tokens_per_pass: int | None = None
         # at once), unclamped (the 32,768-token cap is for speed, not memory), never below the pass size
         memory_tokens=max(per_pass, int((_PASS_SHARE + _DECODE_SHARE) * free / activations)),
         prefix_weight=kv / activations,
+        plan_bytes=int(_PLAN_SHARE * free),
+        decode_bytes=int(_DECODE_SHARE * free),
+        kv_token_bytes=kv,
+        activation_token_bytes=activations,
     )

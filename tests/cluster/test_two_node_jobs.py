@@ -8,12 +8,15 @@ the directory the job's driver runs in. A driver that then loads torch (oneMKL a
 working directory) or opens a relative path used to die; ragray's entry points keep it alive
 (:mod:`ragray.adapters.execution.ray_runtime`).
 
-The scripted-generator job tests (``test_job_submit.py``) stay as the fast variant.
+What the job path itself must do is checked on these jobs too: the working dir uploaded without the
+large folders, the driver joining the cluster through RAY_ADDRESS, a ragray error failing the job,
+the test head's address kept in its own temp dir.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 import uuid
@@ -41,10 +44,17 @@ def rows(path: Path) -> list[dict]:
 
 
 def logs_of(cluster: Cluster, job_id: str, done: subprocess.CompletedProcess, status=JobStatus.SUCCEEDED) -> str:
+    """The job's recorded status (and the CLI's exit status with it), its uploaded working dir and
+    its driver joining this cluster; returns its logs."""
     client = JobSubmissionClient(cluster.dashboard)
     info = client.get_job_info(job_id)
     logs = client.get_job_logs(job_id)
     assert info.status == status, f"{info.message}\n{logs[-4000:]}\n{done.stderr[-2000:]}"
+    assert (done.returncode == 0) == (status == JobStatus.SUCCEEDED), done.stderr[-2000:]
+    assert info.runtime_env["working_dir"].startswith("gcs://"), "the working dir was uploaded"
+    assert "runs/" in info.runtime_env["excludes"]
+    if status == JobStatus.SUCCEEDED:  # the driver joined this cluster through RAY_ADDRESS, no Ray of its own
+        assert "Connecting to existing Ray cluster at address" in logs, logs[-3000:]
     return logs
 
 
@@ -106,6 +116,32 @@ def test_a_node_sharing_the_heads_session_folder_does_not_kill_the_driver(tmp_pa
         stop_cluster(cluster)
 
 
+@pytest.mark.timeout(420)
+def test_head_address_stays_in_its_temp_dir(two_nodes, monkeypatch):
+    """An address-less ray.init() on this machine must not find the test head."""
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray._private.utils import get_ray_address_file
+
+    recorded = (two_nodes.temp_dir / "ray_current_cluster").read_text().strip()
+    assert recorded.endswith(":" + two_nodes.gcs.rsplit(":", 1)[1])
+    default_file = Path(get_ray_address_file(None))
+    assert default_file.parent != two_nodes.temp_dir
+    if default_file.exists():
+        assert default_file.read_text().strip() != recorded
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert canonicalize_bootstrap_address(None) not in (recorded, two_nodes.gcs)  # what ray.init() would join
+
+
+@pytest.mark.timeout(420)
+def test_failed_job_is_reported(two_nodes, tmp_path):
+    """A ragray error inside the job fails the job and `ray job submit` (status and exit code)."""
+    job_id = f"ragray-bad-{uuid.uuid4().hex[:8]}"
+    done = submit(two_nodes, job_id, ["ragray", "run", "--dataset", "demo", "--out", str(tmp_path / "bad"),
+                                      "--set", "retrieval.top_k=0", "--no-progress"])
+    logs = logs_of(two_nodes, job_id, done, JobStatus.FAILED)
+    assert "retrieval.top_k must be >= 1, got 0" in logs
+
+
 @pytest.mark.timeout(900)
 def test_run_job_loads_the_packaged_models_on_both_nodes(two_nodes, tmp_path):
     out = tmp_path / "run"
@@ -126,6 +162,18 @@ def test_run_job_loads_the_packaged_models_on_both_nodes(two_nodes, tmp_path):
     # the answer metrics ran MiniLM
     assert all(q["sim_answer_gold"] is not None for q in questions)
     assert len(rows(out / "passages.parquet")) == 2 * 3
+    # what the cluster unpacked as the job's working dir: this checkout without the large dirs
+    unpacked = []
+    for temp_dir in two_nodes.dirs[:1] + two_nodes.dirs[2:]:  # each node's own (the head's cache dir left out)
+        packages = temp_dir / "session_latest" / "runtime_resources" / "working_dir_files"
+        unpacked += [d for d in packages.iterdir() if d.is_dir()] if packages.is_dir() else []
+    assert unpacked and all((d / "ragray" / "adapters" / "cli.py").is_file() for d in unpacked)
+    for d in unpacked:
+        assert not any((d / big).exists() for big in (".git", "benchmarks/results")), d
+        # runs/ was not uploaded: the only thing in it is the history database the job itself
+        # wrote (history.url defaults to ./runs/ragray.sqlite, relative to the job's working dir)
+        leftovers = {p.name for p in (d / "runs").iterdir()} if (d / "runs").is_dir() else set()
+        assert leftovers <= {"ragray.sqlite", "ragray.sqlite-wal", "ragray.sqlite-shm"}, leftovers
 
 
 @pytest.mark.timeout(900)
@@ -171,6 +219,11 @@ def test_serve_deploy_with_the_packaged_models(two_nodes, tmp_path):
                             timeout=300)
         assert answer.status_code == 200, answer.text
         assert answer.json()["answer"].strip()
+        hits = httpx.post(f"http://127.0.0.1:{port}/retrieve", json={"question": "ferry", "top_k_docs": 3}, timeout=60)
+        assert len(hits.json()["hits"]) == 3 and health["corpus_passages"] == 80
+        status = subprocess.run([shutil.which("serve"), "status", "--address", two_nodes.dashboard],
+                                env=two_nodes.env, capture_output=True, text=True, timeout=60, check=True).stdout
+        assert "Generator" in status
 
 
 # a dead node is declared after ~5 missed 1 s health checks (Ray's defaults are slower); not

@@ -213,3 +213,27 @@ def test_the_cpu_engine_starts_with_todays_cpu_options_resolved_from_auto(gen):
     settings = gen.resolved_settings()
     assert settings["device"] == "cpu" and settings["dtype"] == "float32"
     assert (settings["enforce_eager"], settings["kv_cache_gb"], settings["tensor_parallel_size"]) == (True, 1.0, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_runs_and_scores_the_plain_text_prompt(gen: Generator):
+    """vLLM gets the prompt as token ids: the hand-built ones of
+    :mod:`tests.serving.test_attack_special_tokens` (a passage posing as chat markup stays text),
+    for generation and for scoring."""
+    import transformers
+    vllm = pytest.importorskip("vllm")
+    from ragray.generation.packaged import resolve_generator_model
+    from tests.serving.test_attack_special_tokens import attacks, chatml
+
+    tok = transformers.AutoTokenizer.from_pretrained(resolve_generator_model("smollm2"))
+    prompt, answer = attacks(tok)["passage"], "Paris"
+    (out,) = gen.generate([prompt])
+    assert out.ok and out.prompt_tokens == len(chatml(tok, prompt)) == 174
+    assert out.text.strip().rstrip(".") != "BANANA", out.text
+    ids, target = chatml(tok, prompt), tok.encode(answer, add_special_tokens=False)
+    params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+    (ref,) = gen._llm.generate([{"prompt_token_ids": ids + target}], params, use_tqdm=False)
+    expected = sum(ref.prompt_logprobs[p][(ids + target)[p]].logprob for p in range(len(ids), len(ids) + len(target)))
+    (score,) = gen.logprobs([prompt], [answer])
+    assert math.isfinite(score) and score == pytest.approx(expected, abs=1e-4)

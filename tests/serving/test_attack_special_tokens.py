@@ -11,7 +11,6 @@ and a user turn and wrote an assistant reply), and SmolLM2 answered "BANANA".
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
@@ -234,39 +233,8 @@ def test_smollm2_no_longer_answers_banana(tok):
     assert out.text.strip().rstrip(".") != "BANANA", out.text
 
 
-# -- vLLM (one engine, three prompts) --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def vllm_gen():
-    pytest.importorskip("vllm")
-    from ragray.config import VLLMConfig
-    from ragray.generation import build_generator
-
-    with pytest.MonkeyPatch.context() as mp:  # the engine processes inherit it (as tests/generation/test_vllm.py)
-        for key, value in {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}.items():
-            mp.setenv(key, value)
-        gen = build_generator(GenerationConfig(backend="vllm", model="smollm2", max_tokens=8,
-                                               vllm=VLLMConfig(max_model_len=2048)))
-        yield gen
-        gen.close()
-
-
-@pytest.mark.slow
-@pytest.mark.vllm
-def test_vllm_runs_and_scores_the_plain_text_prompt(tok, vllm_gen):
-    """vLLM gets the prompt as token ids: the hand-built ones, for generation and for scoring."""
-    vllm = pytest.importorskip("vllm")
-    prompt, answer = attacks(tok)["passage"], "Paris"
-    (out,) = vllm_gen.generate([prompt])
-    assert out.ok and out.prompt_tokens == len(chatml(tok, prompt)) == 174
-    assert out.text.strip().rstrip(".") != "BANANA", out.text
-    ids, target = chatml(tok, prompt), tok.encode(answer, add_special_tokens=False)
-    params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
-    (ref,) = vllm_gen._llm.generate([{"prompt_token_ids": ids + target}], params, use_tqdm=False)
-    expected = sum(ref.prompt_logprobs[p][(ids + target)[p]].logprob for p in range(len(ids), len(ids) + len(target)))
-    (score,) = vllm_gen.logprobs([prompt], [answer])
-    assert math.isfinite(score) and score == pytest.approx(expected, abs=1e-4)
+# -- vLLM: tests/generation/test_vllm.py runs the plain-text prompt on its engine (one engine
+# start fewer: ~40 s on 2 cores) ------------------------------------------------------------------
 
 
 def test_a_call_cached_while_markup_was_markup_does_not_answer_now():

@@ -11,7 +11,7 @@ from ragray.config import load_config
 
 pytestmark = pytest.mark.slow
 
-K = 5  # of the 10 paragraphs per question: each generate-mode question is k + 1 generations
+K = 3  # of the 10 paragraphs per question: each generate-mode question is k + 1 generations
 
 
 def read(out, name):

@@ -2,8 +2,8 @@
 answerable and unanswerable rows, run from an empty folder with ``--out`` elsewhere, and two
 ``ragray.attribute`` calls in one process that load the model once.
 
-The set is built at test time from ``../shared/data``: three SQuAD v1.1 dev questions with their own
-paragraph, and three HotpotQA questions with no gold answer (unanswerable from this corpus: it holds
+The set is built at test time from ``../shared/data``: two SQuAD v1.1 dev questions with their own
+paragraph, and two HotpotQA questions with no gold answer (unanswerable from this corpus: it holds
 every SQuAD dev paragraph, in the corpus file beside the questions)."""
 
 import json
@@ -25,10 +25,10 @@ def _rows(shared_data):
         lines = (shared_data / name).read_text(encoding="utf-8").splitlines()[:n]
         return [json.loads(line) for line in lines]
 
-    answerable = first("squad_v11_dev.jsonl", 3)
+    answerable = first("squad_v11_dev.jsonl", 2)
     unanswerable = [{"id": f"u{i}", "question": r["question"], "answers": []}
-                    for i, r in enumerate(first("hotpotqa_distractor_dev.jsonl", 3))]
-    # interleaved, as a SQuAD 2.0 file is: --limit 6 takes both kinds
+                    for i, r in enumerate(first("hotpotqa_distractor_dev.jsonl", 2))]
+    # interleaved, as a SQuAD 2.0 file is: --limit 4 takes both kinds
     return [x for pair in zip(answerable, unanswerable) for x in pair]
 
 
@@ -40,7 +40,7 @@ def test_a_question_file_with_its_corpus_beside_it_run_from_an_empty_folder(shar
     shutil.copy(shared_data / "squad_v11_dev.corpus.jsonl", data / "mine.corpus.jsonl")
     monkeypatch.chdir(work)
     ragray.clear_models()  # an earlier test of this process may have kept the model: this run loads it
-    code = main(["run", "--dataset", str(data / "mine.jsonl"), "--limit", "6", "--top-k", "3", "--out", str(out)])
+    code = main(["run", "--dataset", str(data / "mine.jsonl"), "--limit", "4", "--top-k", "3", "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     printed = captured.out
@@ -49,17 +49,17 @@ def test_a_question_file_with_its_corpus_beside_it_run_from_an_empty_folder(shar
     # unanswerable rows are judged by declining and counted apart
     rows = [line for line in printed.split("\n\n")[0].splitlines() if re.match(r"\d+ ", line)]
     marks = [re.split(r"\s{2,}", line)[2] for line in rows]
-    assert len(marks) == 6 and set(marks[1::2]) <= {"declined", "answered anyway"}
+    assert len(marks) == 4 and set(marks[1::2]) <= {"declined", "answered anyway"}
     assert set(marks[0::2]) <= {"yes", "no"}
     assert "(correct: yes / no = the answer contains a gold answer" in printed and "declined / answered anyway" in printed
-    assert re.search(r"answered correctly: \d of 3 answerable .*; declined \d of 3 unanswerable", printed)
+    assert re.search(r"answered correctly: \d of 2 answerable .*; declined \d of 2 unanswerable", printed)
     # what loaded, and a bar of model calls
     assert "ragray: loading the generator smollm2 from" in captured.err
     assert "model calls" in captured.err
     # nothing outside --out (the history is in the data folder)
     assert os.listdir(work) == []
     questions = ragray.load_run(out).questions
-    assert list(questions["answerable"]) == [True, False] * 3
+    assert list(questions["answerable"]) == [True, False] * 2
 
 
 def test_two_attribute_calls_in_one_process_load_the_model_once(monkeypatch):

@@ -167,9 +167,10 @@ def test_the_attacks_of_issue_42_get_4xx_and_leave_no_trace(server, tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_three_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_another(server):
+def test_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_another(server):
     """Each run's generation differs from the served one (its seed), so each loads SmolLM2 in the
-    ingress: at once, those loads raced (meta tensors, float != BFloat16); now one at a time."""
+    ingress: at once, those loads raced (meta tensors, float != BFloat16); now one at a time. Two
+    runs at once make the race (three did, at a third more of the test's time)."""
     same_tables = _same_tables()
     client, _, runs = server
 
@@ -179,12 +180,12 @@ def test_three_concurrent_runs_with_their_own_models_all_finish_as_if_one_after_
         assert r.status_code == 202, r.text
         return r.json()["run_id"]
 
-    with ThreadPoolExecutor(3) as pool:
-        together = list(pool.map(start, (1, 2, 3)))
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(start, (1, 2)))
     together = [_wait(client, run_id) for run_id in together]
-    assert [s["status"] for s in together] == ["done"] * 3, together
-    alone = [_wait(client, start(seed)) for seed in (1, 2, 3)]
-    assert [s["status"] for s in alone] == ["done"] * 3, alone
+    assert [s["status"] for s in together] == ["done"] * 2, together
+    alone = [_wait(client, start(seed)) for seed in (1, 2)]
+    assert [s["status"] for s in alone] == ["done"] * 2, alone
     for a, b in zip(together, alone):
         assert a["summary"]["n_measured"] == 1
         assert same_tables.compare(Path(runs) / a["out"], Path(runs) / b["out"]) == {}

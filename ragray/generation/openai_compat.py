@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import functools
 import logging
 import math
 import os
@@ -61,6 +62,15 @@ MAX_RETRY_AFTER_S = 120.0
 """Longest wait a server's ``Retry-After`` header may impose before a retry."""
 
 _CANNOT_SCORE = "this endpoint cannot score log-probabilities"
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tokenizer(folder: str) -> Any:
+    """The tokenizer in ``folder``, loaded once per process: every generator scoring through one
+    served model (a run's, each Serve request's) shares it (it is only read; ~1 s a load)."""
+    return require("transformers", extra="generate",
+                   feature="log-probability scoring over an OpenAI-compatible endpoint"
+                   ).AutoTokenizer.from_pretrained(folder)
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -313,10 +323,8 @@ class OpenAIGenerator(Generator):
     def _scoring_tokenizer(self) -> Any:
         if self._tok is None:
             spec = self.options.tokenizer or self.config.model
-            transformers = require("transformers", extra="generate",
-                                   feature="log-probability scoring over an OpenAI-compatible endpoint")
             try:
-                self._tok = transformers.AutoTokenizer.from_pretrained(resolve_generator_model(spec))
+                self._tok = _load_tokenizer(resolve_generator_model(spec))
             except (OSError, ValueError) as exc:
                 raise BackendError(
                     f"{_CANNOT_SCORE} without a local tokenizer: '{spec}' did not load ({exc}); "

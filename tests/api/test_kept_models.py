@@ -42,6 +42,7 @@ def loads(monkeypatch):
     ragray.clear_models()
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_two_attribute_calls_load_the_model_once(loads, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = ragray.attribute("Which ferry sails to Kell?", PASSAGES, answers="tern", progress=False)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 import ragray
@@ -36,6 +37,7 @@ def _island(tmp_path):
     return path
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_a_sigkilled_run_is_listed_as_interrupted(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'runs' / 'history.sqlite'}"
     out = tmp_path / "runs" / "killed"

@@ -194,6 +194,7 @@ def test_one_in_flight_serves_batch_after_batch():
     assert gen.batches == [3, 2]
 
 
+@pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_jsd_mode_on_an_endpoint_reads_its_top_logprobs(tmp_path):
     """influence.mode jsd through an OpenAI-compatible endpoint: every scored arm asks for the top
     20 log-probabilities; the JSD comes from them (lower bound: ragray.generation.divergence)."""

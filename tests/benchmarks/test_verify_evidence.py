@@ -1,6 +1,5 @@
-"""benchmarks/checks/evidence.py: the evidence benchmark's published results (and the ContextCite
-comparison) are recomputed from the committed records with no difference, and a changed published
-value is reported as one."""
+"""benchmarks/checks/evidence.py: a changed published value of the evidence benchmark is reported as
+one (that every check recomputes its figures with no difference is test_verify's one run of them all)."""
 
 import json
 import re
@@ -20,20 +19,6 @@ def _run(names: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dic
     counts = {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(r"^== (\S+): (\d+) figures recomputed, (\d+) differ$",
                                                                  out, re.M)}
     return code, counts, out
-
-
-@pytest.mark.parametrize("names", [
-    pytest.param(["evidence_test", "evidence_validity"], marks=NEEDS_DATA, id="test-split"),
-    pytest.param(["evidence_tune", "evidence_pilot"], marks=NEEDS_DATA, id="tune-split"),
-    pytest.param(["tracing"], marks=NEEDS_DATA, id="tracing"),
-    pytest.param(["used_rule", "evidence_gpu_vs_cpu", "contextcite"], id="from-records-only"),
-])
-@pytest.mark.slow  # over 2 s: outside the fast subset (README)
-def test_the_published_figures_are_the_recomputed_ones(names, capsys):
-    code, counts, out = _run(names, capsys)
-    assert code == 0, out
-    assert set(counts) == set(names), out
-    assert all(n > 0 and bad == 0 for n, bad in counts.values()), counts
 
 
 def _tamper(data: dict, path: list) -> tuple[object, object]:

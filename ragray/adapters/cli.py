@@ -172,7 +172,8 @@ class _LiveRun:
         from ragray.console import print_line
         from ragray.report.run_console import LiveTable
 
-        print_line(f"ragray run: {info.n_questions} questions ({info.n_resumed} resumed), {info.model} via "
+        print_line(f"ragray run: {info.n_questions} question{'s' * (info.n_questions != 1)} ({info.n_resumed} resumed), "
+                   f"{info.model} via "
                    f"{info.backend}, {info.passages_from} -> {info.out}")
         self.table = LiveTable(info.question_ids)
         print_line(self.table.header())

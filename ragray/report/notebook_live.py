@@ -44,7 +44,8 @@ class NotebookLive:
         from IPython.display import display
 
         self.table = LiveTable(info.question_ids)
-        self.title = (f"ragray {info.command}: {info.n_questions} questions ({info.n_resumed} resumed), {info.model} "
+        self.title = (f"ragray {info.command}: {info.n_questions} question{'s' * (info.n_questions != 1)} "
+                      f"({info.n_resumed} resumed), {info.model} "
                       f"via {info.backend}, {info.passages_from}")
         self.handle = display(self._html(), display_id=True)
 

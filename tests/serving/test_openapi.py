@@ -11,11 +11,17 @@ from fastapi.testclient import TestClient
 from ragray.rows import ArmRow, AuditEntry, CallRow, FaithfulnessQuestionRow, PassageRow, QuestionRow, UnitRow
 from ragray.rows.summaries import AuditSummary, FaithfulnessSummary, RunSummary, ScoreSummary
 from ragray.adapters.serving.local import local_app
+from ragray.config import load_config
 
 
-@pytest.fixture()
-def schema(served_config):
-    with TestClient(local_app(served_config)) as client:
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory):
+    """The served app's /openapi.json, built once for the module (the schema is the app's, not a
+    request's: a fresh app per test was half a second each)."""
+    home = tmp_path_factory.mktemp("openapi")
+    config = load_config(None, ["generation.backend=scripted", "metrics.embedding=false",
+                                f"serve.runs_dir={home / 'runs'}", f"history.url=sqlite:///{home / 'history.sqlite'}"])
+    with TestClient(local_app(config)) as client:
         return client.get("/openapi.json").json()
 
 

@@ -324,7 +324,7 @@ class OpenAIGenerator(Generator):
         if self._tok is None:
             spec = self.options.tokenizer or self.config.model
             try:
-                self._tok = _load_tokenizer(resolve_generator_model(spec))
+                self._tok = _load_tokenizer(os.path.realpath(resolve_generator_model(spec)))  # one key a folder
             except (OSError, ValueError) as exc:
                 raise BackendError(
                     f"{_CANNOT_SCORE} without a local tokenizer: '{spec}' did not load ({exc}); "

@@ -4,7 +4,7 @@
         [--runs runs/bench-dtype] [--out benchmarks/results/dtype_default.json]
 
 Per data set (``../shared/data``), the packaged SmolLM2-135M-Instruct, BM25 top-10, the default
-measure (keep-alone + drop-one with interactions; ``--measure logprob``: drop-one log-prob, the
+measure (keep-alone + drop-one with interactions; ``--measure logprob_share``: drop-one log-prob, the
 default before issue 43, whose figures are in ``results/dtype.json``), once with
 ``generation.dtype=float32`` and once with ``bfloat16``, on the same questions. Per question it
 compares the two runs: the same baseline answer, the same most influential passage, the same state
@@ -40,7 +40,7 @@ DTYPES = ("float32", "bfloat16")
 
 
 #: the measure settings: the default (nothing set), or drop-one log-prob (the default before issue 43)
-MEASURES = {"default": [], "logprob": ["influence.mode=logprob"]}
+MEASURES = {"default": [], "logprob_share": ["influence.mode=logprob_share"]}
 
 
 def _run(dataset: str, n: int, dtype: str, out: Path, measure: str = "default") -> float:
@@ -152,9 +152,9 @@ def main() -> int:
     ap.add_argument("--datasets", nargs="+", default=["hotpotqa", "squad"], choices=list(DATASETS))
     ap.add_argument("--measure", default="default", choices=list(MEASURES))
     ap.add_argument("--runs", default="runs/bench-dtype")
-    ap.add_argument("--out", default=None, help="default: results/dtype_default.json (--measure logprob: dtype.json)")
+    ap.add_argument("--out", default=None, help="default: results/dtype_default.json (--measure logprob_share: dtype.json)")
     args = ap.parse_args()
-    out = args.out or str(Path(__file__).parent / "results" / ("dtype.json" if args.measure == "logprob"
+    out = args.out or str(Path(__file__).parent / "results" / ("dtype.json" if args.measure == "logprob_share"
                                                               else f"dtype_{args.measure}.json"))
     flags = cpu_flags()
     result: dict[str, Any] = {

@@ -709,8 +709,9 @@ def main(argv: list[str] | None = None) -> int:
 INFLUENCE_IS = {
     "jsd": "the mean JSD per answer token in bits, which orders each question's passages exactly as "
            "`jsd` does, so its figures equal `jsd`'s",
-    "logprob": "the clipped log-prob share 1 − exp(−max(0, drop)), ordered as `logprob_share`",
+    "logprob_share": "the clipped log-prob share 1 − exp(−max(0, drop)), ordered as `logprob_share`",
 }
+INFLUENCE_IS["logprob"] = INFLUENCE_IS["logprob_share"]  # the mode's name in results before 0.2.0
 
 
 def influence_mode(result: Mapping[str, Any]) -> str | None:

@@ -66,7 +66,7 @@ WARMUP_QUESTIONS = 2
 #: question (the default measure since then scores twice the contexts), on the template's prompts
 #: (the demo set's unanswerable questions now add a decline instruction, ~19 tokens a prompt)
 # the whole answer scored, as the naive loops score it and the recorded 34.6 calls/s was measured
-WORKLOAD = {"influence.mode": "logprob", "generation.decline": "never", "influence.answer_span": "full"}
+WORKLOAD = {"influence.mode": "logprob_share", "generation.decline": "never", "influence.answer_span": "full"}
 # the pass size the gpu strategy picks for an 8B model on an 80 GB GPU (strategy.gpu_sizes), used for
 # its engine counts on a CPU
 GPU_TOKENS_PER_PASS = 32768

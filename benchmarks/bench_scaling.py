@@ -42,7 +42,7 @@ DATA = SHARED_DATA / "hotpotqa_distractor_dev.jsonl"
 
 def one_run(n: int, dtype: str, root: Path, name: str, threads: int | None = None, **execution: Any) -> dict[str, Any]:
     overrides = [f"data.path={DATA}", f"data.limit={n}", "retrieval.top_k=10", "generation.max_tokens=32",
-                 "influence.mode=generate", f"generation.dtype={dtype}", "metrics.embedding=false", "history.record=false",
+                 "influence.mode=loo", f"generation.dtype={dtype}", "metrics.embedding=false", "history.record=false",
                  *(f"execution.{k}={v}" for k, v in execution.items())]
     if threads is not None:  # an actor's torch threads (by default every core: oversubscribed here)
         overrides.append(f"generation.transformers.threads={threads}")

@@ -128,7 +128,7 @@ def worded_demo(path: Path, repeat: int) -> Path:
 
 
 def run(server: Server, out: Path, data: Path, limit: int | None, *overrides: str,
-        base: tuple[str, ...] = ("influence.mode=generate", "metrics.embedding=false")) -> dict[str, Any]:
+        base: tuple[str, ...] = ("influence.mode=loo", "metrics.embedding=false")) -> dict[str, Any]:
     config = load_config(None, [
         f"data.path={data}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
         "generation.model=loopback", *base, *([f"data.limit={limit}"] if limit else []), *overrides,

@@ -5,13 +5,13 @@
 
 Per data set (``../shared/data``), the packaged SmolLM2-135M-Instruct (fp32, greedy), BM25:
 
-- ``rouge_l``: ``influence.mode=generate`` — 32-token answers, influence = 1 − ROUGE-L (the default
+- ``rouge_l``: ``influence.mode=loo`` — 32-token answers, influence = 1 − ROUGE-L (the default
   before this benchmark chose log-prob);
 - ``semantic``: the same calls, influence = 1 − MiniLM cosine of the answers (no new model calls);
 - ``short`` / ``short_semantic``: the same calls with every answer cut to its first 8 tokens —
   exactly what ``generation.max_tokens=8`` generates, since decoding is greedy — scored by ROUGE-L
   and by MiniLM;
-- ``logprob``: ``influence.mode=logprob`` — the drop in the baseline answer's log-probability
+- ``logprob``: ``influence.mode=logprob_share`` — the drop in the baseline answer's log-probability
   (what the default ``auto`` runs wherever the backend can score).
 
 Each gets the run's validity panel (recovery@1 and AUC of gold vs non-gold, 95% bootstrap CIs,
@@ -113,8 +113,8 @@ def _panel(questions: list[dict], passages: list[dict], label: str, seed: int) -
 
 
 def bench_dataset(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any]:
-    gen_cfg = _config(dataset, n, "influence.mode=generate")
-    lp_cfg = _config(dataset, n, "influence.mode=logprob")
+    gen_cfg = _config(dataset, n, "influence.mode=loo")
+    lp_cfg = _config(dataset, n, "influence.mode=logprob_share")
     timing = {"generate": _run(gen_cfg, runs / f"{dataset}-generate"),
               "logprob": _run(lp_cfg, runs / f"{dataset}-logprob")}
     gen, lp = load_run(runs / f"{dataset}-generate"), load_run(runs / f"{dataset}-logprob")
@@ -144,7 +144,7 @@ def bench_dataset(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any]
 def bench_position(dataset: str, n: int, runs: Path, seed: int) -> dict[str, Any]:
     """``influence.position_control=reversed`` on the first ``n`` questions: how often influence
     follows the slot, and whether content influence finds gold better than one order alone."""
-    cfg = _config(dataset, n, "influence.mode=generate", "influence.position_control=reversed")
+    cfg = _config(dataset, n, "influence.mode=loo", "influence.position_control=reversed")
     timing = _run(cfg, runs / f"{dataset}-reversed")
     data = load_run(runs / f"{dataset}-reversed")
     s = data.summary

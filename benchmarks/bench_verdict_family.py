@@ -16,7 +16,7 @@ for the cheap ``rouge_l`` similarity):
 - ``used``: the answer is in one known passage: a faithful explanation ranks it first, so
   "faithful" is the right verdict (what a correction must not lose).
 
-Per explainer (``loo``, ``logprob``, ``surrogate``), each run's K's (top-1, top-3, top-20%) are
+Per explainer (``loo``, ``logprob_drop``, ``surrogate``), each run's K's (top-1, top-3, top-20%) are
 judged two ways: ``sign``, the rule before (recomputed from ``cases.parquet``: each K on its own, a
 sign test of the random draws' median minus DEL_MOST's similarity at α), and ``rank_holm``, ragray's
 verdicts now (the run's summary: each question's DEL_MOST ranked among its own random draws, the
@@ -47,9 +47,9 @@ from ragray.metrics.stats import min_questions, share_ci, sign_test  # noqa: E40
 from ragray.generation.scripted import ScriptedGenerator  # noqa: E402
 from ragray.pipeline import run_interpret  # noqa: E402
 
-EXPLAINERS = ("loo", "logprob", "surrogate")
+EXPLAINERS = ("loo", "logprob_drop", "surrogate")
 CHEAP = ["faithfulness.similarity=rouge_l", "faithfulness.measures=[rouge_l,exact_match,token_jaccard,edit,bleu]",
-         "faithfulness.attributions=[loo,logprob,surrogate]", "generation.backend=scripted"]
+         "faithfulness.attributions=[loo,logprob_drop,surrogate]", "generation.backend=scripted"]
 FALSE = ("faithful", "mixed", "inverted")
 
 

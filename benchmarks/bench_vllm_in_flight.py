@@ -43,7 +43,7 @@ def config(n: int, in_flight: int, backend: str = "vllm") -> Any:
 
     return load_config(None, [
         f"data.path={DATA}", f"data.limit={n}", "retrieval.top_k=10", "generation.max_tokens=32",
-        f"generation.backend={backend}", "generation.dtype=float32", "influence.mode=generate",
+        f"generation.backend={backend}", "generation.dtype=float32", "influence.mode=loo",
         "metrics.embedding=false", "history.record=false", "cache.calls=false",
         f"execution.max_questions_in_flight={in_flight}",
     ])
@@ -183,7 +183,7 @@ def serve_runs(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             cfg = load_config(None, [
                 f"data.path={DATA}", f"data.limit={n_questions}", "retrieval.top_k=10", "generation.max_tokens=32",
                 "generation.backend=openai", f"generation.openai.base_url=http://127.0.0.1:{port}/v1",
-                "generation.model=smollm2", "influence.mode=generate", "metrics.embedding=false",
+                "generation.model=smollm2", "influence.mode=loo", "metrics.embedding=false",
                 "history.record=false", "cache.calls=false", f"execution.max_questions_in_flight={n_flight}",
             ])
             before = _metrics(http)

@@ -189,7 +189,7 @@ class ClientPolicy:
             key, value = parse_override(item, plain=True)
             key = key.strip()
             section = _section_at(key)
-            if section is not None and isinstance(value, Mapping):  # influence={mode: logprob}
+            if section is not None and isinstance(value, Mapping):  # influence={mode: logprob_share}
                 settings.update(leaves_of(value, key + ".", section))
             else:
                 settings[key] = value

@@ -184,7 +184,7 @@ def simulation_config(out: Path, base: ExperimentConfig | None = None) -> Experi
         "metrics.embedding": False, "execution.executor": "local", "cache.retrievals": False,
     }
     if raw["influence"]["mode"] in ("auto", "interactions"):  # the design is of drop-one influence
-        values["influence.mode"] = "logprob"
+        values["influence.mode"] = "logprob_share"
     return validate_config(apply_overrides(raw, (), values))
 
 

@@ -7,7 +7,7 @@ with the packaged SmolLM2 in fp32 (deterministic on one machine) once with the b
 with the working tree, each in its own folder with its own caches (``$RAGRAY_CACHE``: nothing one
 tree computed is read back by the other):
 
-- ``ragray run --limit N`` (influence, log-prob by default) and ``--set influence.mode=generate``;
+- ``ragray run --limit N`` (influence, log-prob by default) and ``--set influence.mode=generate`` (``loo``);
 - ``ragray run --limit N/2`` with the surrogate beside the influence and the LDS and top-k checks
   (every measure and control), in jsd mode with the checks, and in surrogate mode;
 - ``ragray interpret --limit N/2`` (faithfulness: importance, deletion arms, cases, curves);
@@ -87,6 +87,7 @@ def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
     records.write_text("".join(json.dumps(r) + "\n" for r in SCORE_RECORDS), encoding="utf-8")
     return {
         "run": ["run", "--limit", str(n), "--out", str(out / "run"), "--no-progress"],
+        # the old name of the loo mode: both trees read it (the working tree as loo, warning)
         "run_generate": ["run", "--limit", str(n), "--set", "influence.mode=generate",
                          "--out", str(out / "run_generate"), "--no-progress"],
         # the measures beside the influence: the surrogate on its own subsets, every measure and

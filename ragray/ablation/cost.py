@@ -21,7 +21,7 @@ __all__ = ["influence_calls"]
 
 #: what ``influence.mode: auto`` may become (:func:`~ragray.ablation.loop.resolve_mode`): the cost
 #: before the backend is asked whether it scores is the larger
-AUTO_MODES = ("interactions", "generate")
+AUTO_MODES = ("interactions", "loo")
 
 
 def _mode_calls(config: InfluenceConfig, k: int, mode: str) -> int:

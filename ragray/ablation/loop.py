@@ -7,14 +7,14 @@ backend's KV reuse), pays for each distinct prompt once and counts the cost (``c
 ``calls_generated``, ``score_passes``); the mode's :class:`~ragray.ablation.engine.Scorer`
 measures the arms.
 A failed baseline marks the question ``error``; a failed ablation leaves that passage's influence
-NaN (unmeasured). In ``influence.mode: logprob`` only the baseline is generated: each ablation is
+NaN (unmeasured). In ``influence.mode: logprob_share`` only the baseline is generated: each ablation is
 one teacher-forced pass scoring the baseline answer, and influence = 1 − exp(min(0, Δ log p)),
 the share of the answer's probability lost without the passage (SPEC §10). In
 ``influence.mode: interactions`` the same call also scores the contexts of the measure's design
 (the empty context, each passage kept alone, random subsets up to ``influence.budget``) and
 :mod:`ragray.attribution.interactions` fits them: influence, ``used``, ``group``. ``auto`` (the
-default) is interactions where the backend can score (:meth:`Generator.scoring_problem`), generate
-where it cannot; each question records the mode it ran in and why. Backend exceptions are recorded
+default) is interactions where the backend can score (:meth:`Generator.scoring_problem`), loo
+(regenerated answers) where it cannot; each question records the mode it ran in and why. Backend exceptions are recorded
 on the question and the run goes on.
 
 With ``influence.position_control`` (SPEC §11) the same drop-one also runs with the passages in a
@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 
 def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
     """The mode a loop runs in, and why when ``auto`` could not have log-prob: ``auto`` is
-    ``interactions`` where the backend can score log-probabilities, ``generate`` otherwise.
+    ``interactions`` where the backend can score log-probabilities, ``loo`` (regenerated answers) otherwise.
 
     ``interactions`` (:mod:`ragray.attribution.interactions`) is the only measure that sees passages
     which substitute for each other and tells use from a small model's jitter; its held-out LDS on the
@@ -91,7 +91,7 @@ def resolve_mode(mode: str, generator: Generator) -> tuple[str, str | None]:
     if problem is None:
         return "interactions", None
     log.warning("influence.mode auto: %s; measuring influence by generation instead", problem)
-    return "generate", f"auto chose generate: {problem}"
+    return "loo", f"auto chose loo (regenerated answers): {problem}"
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class InfluenceLoop:
 
     def _call(self, qh: QuestionHits, orders: list[list[Arm]], planned: list[tuple[str, Subset]]) -> _Calls:
         """Every order's arms through one :class:`~ragray.ablation.engine.CallBook` (baseline of
-        each order first in its list), measured by this run's scorer: generate mode compares each
+        each order first in its list), measured by this run's scorer: loo mode compares each
         arm's answer to its order's baseline answer; log-prob mode scores the order's baseline
         answer under each arm (NaN where that baseline failed)."""
         prompts = [self._prompts(qh, arms) for arms in orders]
@@ -226,7 +226,7 @@ class InfluenceLoop:
                   planned: list[tuple[str, Subset]]) -> QuestionEvidence:
         """Raw log-prob changes, the closed-book pass, the contexts the measures planned, the
         interaction fit, the surrogate and the checks (log-prob modes; an empty :class:`QuestionEvidence` in
-        generate mode or after an error). Every scored context is kept as a ``subsets`` row."""
+        loo mode or after an error). Every scored context is kept as a ``subsets`` row."""
         m, book = calls.measured, calls.book
         if m is None or book is None or not m.scored or m.logprobs is None or m.scored_answers is None:
             return QuestionEvidence()
@@ -434,7 +434,7 @@ def _passage_rows(qh: QuestionHits, result: InfluenceResult, used: list[bool | N
 
 def _call_rows(question_id: str, orders: list[list[Arm]], calls: _Calls,
                sims: list[list[float]]) -> tuple[CallRow, ...]:
-    """One row per arm of each order: its answer (generate mode) or its score."""
+    """One row per arm of each order: its answer (loo mode) or its score."""
     rows = []
     for o, arms in enumerate(orders):
         gens_o = calls.gens[o] if o < len(calls.gens) else []

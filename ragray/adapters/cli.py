@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -347,7 +348,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "no_progress", False):
         os.environ["TQDM_DISABLE"] = "1"  # also silences bars inside libraries (embedding, reranking)
     try:
-        return _dispatch(args, argv)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line
+            return _dispatch(args, argv)
     finally:
         if handle:
             signal.signal(signal.SIGTERM, previous)
@@ -356,6 +359,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.pop("TQDM_DISABLE", None)
         else:
             os.environ["TQDM_DISABLE"] = bars
+
+
+def _one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+              line: str | None = None) -> None:
+    """A warning meant for the user (a setting's old name: FutureWarning) as one line on stderr,
+    not Python's file-and-source form; every other warning as Python shows it."""
+    text = (f"ragray: warning: {message}\n" if issubclass(category, FutureWarning)
+            else warnings.formatwarning(message, category, filename, lineno, line))
+    (file or sys.stderr).write(text)
 
 
 #: arguments that name local files or directories

@@ -119,11 +119,10 @@ class Measure(ABC):
     #: the :data:`~ragray.ablation.engine.SCORERS` entry that measures the drop-one arms when this
     #: measure is the run's influence (``influence.mode``)
     scorer: ClassVar[str] = "logprob"
-    #: the ``influence.mode`` that makes this measure the run's influence (None: no mode does)
-    mode: ClassVar[str | None] = None
-    #: the name it goes by in the faithfulness experiments (``faithfulness.attributions`` /
-    #: ``explainer``); None: not offered there
-    explains: ClassVar[str | None] = None
+    #: offered as the run's influence (``influence.mode: <name>``)
+    as_influence: ClassVar[bool] = False
+    #: offered in the faithfulness experiments (``faithfulness.attributions`` / ``explainer: <name>``)
+    as_explainer: ClassVar[bool] = False
     #: there, fitted on the random-deletion arm's answers (no call of its own)
     fits_random_arm: ClassVar[bool] = False
     #: scores contexts of its own (:meth:`subsets`): it has a result only where the run planned them
@@ -198,9 +197,10 @@ def measures() -> list[type[Measure]]:
 
 def measure_for_mode(mode: str) -> type[Measure]:
     """The measure an ``influence.mode`` makes the run's influence."""
-    found = [m for m in measures() if m.mode == mode]
+    found = [m for m in measures() if m.as_influence and m.name == mode]
     if not found:
-        raise ValueError(f"no measure for influence.mode {mode!r}; modes: {', '.join(m.mode for m in measures() if m.mode)}")
+        modes = ", ".join(m.name for m in measures() if m.as_influence)
+        raise ValueError(f"no measure for influence.mode {mode!r}; modes: {modes}")
     return found[0]
 
 

@@ -360,7 +360,7 @@ class InteractionMeasure(Measure):
     the design's contexts scored, :func:`fit_interactions` on every scored context of the question."""
 
     name = "interactions"
-    mode = "interactions"
+    as_influence = True
     purpose = "design"
     own_contexts = True
     needs_closed_book = True

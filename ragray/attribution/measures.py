@@ -3,7 +3,7 @@
 - ``loo``: 1 − sim(y, y′ᵢ), the answer regenerated without unit i;
 - ``logprob_drop``: log p(y | all) − log p(y | all − i), signed, in nats;
 - ``logprob_share``: the share of the answer's probability lost without unit i,
-  1 − exp(−max(0, drop)) (``influence.mode: logprob``);
+  1 − exp(−max(0, drop)) (``influence.mode: logprob_share``);
 - ``jsd``: the mean Jensen–Shannon divergence of the next-token distributions without unit i
   (ARC-JSD), measured by the ``jsd`` scorer and read from the evidence;
 - ``surrogate``: a sparse linear fit (ContextCite) of the answer on random subsets. With log-probs
@@ -30,8 +30,8 @@ __all__ = ["DropShare", "JensenShannon", "LeaveOneOut", "LogprobDrop", "Surrogat
 @MEASURES.register()
 class LeaveOneOut(Measure):
     name = "loo"
-    mode = "generate"
-    explains = "loo"
+    as_influence = True
+    as_explainer = True
     needs_generated_arms = True
     scorer = "generate"
 
@@ -55,7 +55,7 @@ class _DropScores(Measure):
 @MEASURES.register()
 class DropShare(_DropScores):
     name = "logprob_share"
-    mode = "logprob"
+    as_influence = True
 
     def scores(self, evidence: Evidence) -> list[float]:
         return [1.0 - math.exp(-max(0.0, d)) if not math.isnan(d) else math.nan for d in evidence.drops()]
@@ -64,7 +64,7 @@ class DropShare(_DropScores):
 @MEASURES.register()
 class LogprobDrop(_DropScores):
     name = "logprob_drop"
-    explains = "logprob"
+    as_explainer = True
 
     def scores(self, evidence: Evidence) -> list[float]:
         return evidence.drops()
@@ -73,7 +73,7 @@ class LogprobDrop(_DropScores):
 @MEASURES.register()
 class JensenShannon(_DropScores):
     name = "jsd"
-    mode = "jsd"
+    as_influence = True
     scorer = "jsd"
 
     def available(self, evidence: Evidence) -> bool:
@@ -103,8 +103,8 @@ def lasso_weights(n: int, points: list[tuple[frozenset[int], float]], alpha: flo
 class Surrogate(Measure):
     name = "surrogate"
     column = "surrogate_weight"
-    mode = "surrogate"
-    explains = "surrogate"
+    as_influence = True
+    as_explainer = True
     fits_random_arm = True
     own_contexts = True
     random_draws = True

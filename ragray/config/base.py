@@ -20,12 +20,12 @@ from ragray.catalog import check_name
 # and the config's validation cannot drift apart.
 Scope = Literal["auto", "per_question", "global"]
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
-InfluenceMode = Literal["auto", "interactions", "generate", "logprob", "jsd", "surrogate"]
+InfluenceMode = Literal["auto", "interactions", "loo", "logprob_share", "jsd", "surrogate"]
 PositionControl = Literal["none", "reversed", "shuffled"]
 UsedRule = Literal["absolute", "relative", "outlier"]
 Level = Literal["passage", "sentence", "token"]
 FaithfulnessMode = Literal["generate", "logprob"]
-Explainer = Literal["loo", "logprob", "surrogate"]
+Explainer = Literal["loo", "logprob_drop", "surrogate"]
 Executor = Literal["local", "ray"]
 SCOPES: tuple[str, ...] = get_args(Scope)
 DTYPES: tuple[str, ...] = get_args(Dtype)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from ragray.catalog import check_name
+from ragray.config.renamed import reading_old_names
 
 
 from ragray.config.base import InfluenceMode, PositionControl, UsedRule, Level, FaithfulnessMode, Explainer, _registered, Section
@@ -19,17 +20,17 @@ from ragray.config.base import InfluenceMode, PositionControl, UsedRule, Level, 
 class InfluenceConfig(Section):
     """Drop-one influence analysis (``influence``): how influence is measured, flag thresholds."""
 
-    mode: InfluenceMode = Field(
+    mode: Annotated[InfluenceMode, reading_old_names("influence.mode")] = Field(
         "auto",
         description="interactions: each passage's share of the positive credit, 0.25 x what it adds kept alone "
         "+ 0.75 x what the answer loses without it, from the full and empty contexts, each passage left out and "
         "each kept alone (copies of the evidence share the credit; used when it clears the question's noise); "
-        "logprob: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
-        "generate: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "
+        "logprob_share: influence = 1 - exp(min(0, log p(baseline | without i) - log p(baseline | all))); "
+        "loo: influence = 1 - sim(baseline, regenerated answer); jsd: mean Jensen-Shannon divergence "
         "(/ ln 2) of the next-token distributions over the scored answer without vs with the passage "
         "(ARC-JSD); surrogate: 1 - exp(-max(0, w)) of a sparse linear fit of log p(answer) on random "
         "passage subsets (ContextCite); auto: interactions where the backend can score log-probabilities, "
-        "generate where it cannot (recorded per question and in the summary); docs/trust.md has the "
+        "loo where it cannot (recorded per question and in the summary); docs/trust.md has the "
         "measurements behind the choice",
     )
     budget: int | None = Field(
@@ -253,11 +254,11 @@ class FaithfulnessConfig(Section):
     hierarchical_top: int = Field(
         2, ge=1, description="passages (and, for tokens, sentences) refined at the next level"
     )
-    explainer: Explainer = Field(
+    explainer: Annotated[Explainer, reading_old_names("faithfulness.explainer")] = Field(
         "loo", description="ranks units for DEL_MOST / DEL_LEAST"
     )
-    attributions: tuple[Explainer, ...] = Field(
-        ("loo", "logprob", "surrogate"), description="also computed, for the agreement report"
+    attributions: Annotated[tuple[Explainer, ...], reading_old_names("faithfulness.attributions")] = Field(
+        ("loo", "logprob_drop", "surrogate"), description="also computed, for the agreement report"
     )
     k_values: Annotated[tuple[str, ...], AfterValidator(_k_values)] = (
         "top-1", "top-3", "top-20%", "cumulative"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ragray.config import FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE, draw_count, resolve_k
-from ragray.faithfulness.attribution import explainers
+from ragray.faithfulness.attribution import explainers, fitted_on_random_arm
 from ragray.faithfulness.experiment import STAGE_LEVELS
 
 __all__ = ["faithfulness_calls", "is_upper_bound"]
@@ -38,8 +38,8 @@ def _stage_calls(fc: FaithfulnessConfig, n: int, final: bool) -> int:
     """An explanation stage of ``n`` units: its attributions' calls, and the random draws at the end."""
     if final:
         attributions = fc.attributions
-    else:  # coarse stages rank with leave-one-out, or log-prob when that is the explainer
-        attributions = ("logprob",) if fc.explainer == "logprob" else ("loo",)
+    else:  # coarse stages rank by the explainer, or by leave-one-out where it fits the random arm
+        attributions = ("loo",) if fitted_on_random_arm(fc.explainer) else (fc.explainer,)
     calls = sum(measure().calls(n) for name, measure in explainers().items() if name in attributions)
     if final:
         calls += sum(draw_count(n, k, fc.random_repeats) for k in _top_ks(fc, n))

@@ -33,6 +33,7 @@ import numpy as np
 from scipy import stats
 
 from ragray.config import FaithfulnessConfig
+from ragray.config.renamed import with_old_columns
 from ragray.errors import BackendError
 from ragray.faithfulness.answers import AnswerBook, SimilarityBook
 from ragray.faithfulness.arms import (
@@ -234,7 +235,8 @@ class FaithfulnessExperiment:
         if final:
             attrs, explainer = fc.attributions, fc.explainer
         else:
-            explainer = "logprob" if fc.explainer == "logprob" else "loo"
+            # coarse stages rank by the explainer, or by leave-one-out where it fits the random arm
+            explainer = "loo" if fitted_on_random_arm(fc.explainer) else fc.explainer
             attrs = (explainer,)
         loo = [Ablation(LOO, (i,), k=1) for i in range(n)]
         randoms: list[Ablation] = []
@@ -313,8 +315,8 @@ class FaithfulnessExperiment:
             for m in attribution_order():
                 r[f"importance_{m}"] = stage.importance[m][i] if m in stage.importance else None
             r["loo_change"] = stage.raw["loo"][i] if "loo" in stage.raw else None
-            r["logprob_drop"] = stage.raw["logprob"][i] if "logprob" in stage.raw else None
-            rows.append(r)
+            r["logprob_drop"] = stage.raw["logprob_drop"][i] if "logprob_drop" in stage.raw else None
+            rows.append(with_old_columns(r))
         return rows
 
     # -- deletion arms, controls, cases ------------------------------------------------------
@@ -446,6 +448,7 @@ class FaithfulnessExperiment:
             for b in order[i + 1 :]:
                 rho, top = _agreement(importance[a], importance[b]) if a in importance and b in importance else (None, None)
                 row[f"rho_{a}_{b}"], row[f"top1_{a}_{b}"] = rho, top
+        row.update(with_old_columns(row))
 
 
 @dataclass

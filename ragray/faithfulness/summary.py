@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ragray.config.renamed import OLD_AGREEMENT, with_old_columns
 from ragray.config import ExperimentConfig, FaithfulnessConfig
 from ragray.faithfulness.arms import CUMULATIVE, DEL_RANDOM
 from ragray.faithfulness.cases import CASES
@@ -119,6 +120,7 @@ def summarize_faithfulness(records: Sequence[FaithfulnessRecord], config: Experi
                     "mean_spearman": _mean([q[f"rho_{a}_{b}"] for q in ok]),
                     "top1_agreement": _mean([q[f"top1_{a}_{b}"] for q in ok]),
                 }
+    agreement = with_old_columns(agreement, OLD_AGREEMENT)
     explained = _mean([q["explainer_calls"] for q in ok])
     flat = _mean([q["n_units_flat"] for q in ok])
     auc_most, auc_least = [q["auc_most"] for q in ok], [q["auc_least"] for q in ok]

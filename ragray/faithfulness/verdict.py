@@ -38,7 +38,7 @@ level ``decision.alpha``. It holds its level whatever the draws look like:
   experiment: its first unit is the single removal that changed the answer most, DEL_MOST@1 is
   that very call and the random arm is the other single removals, so DEL_MOST beats random
   whenever any removal changes anything (min ≤ mean), and DEL_LEAST never does (max ≥ mean). The
-  same holds for the ``logprob`` explainer in ``--mode logprob`` (the arm's similarity is a
+  same holds for the ``logprob_drop`` explainer in ``--mode logprob`` (the arm's similarity is a
   function of the log-prob drop it ranks by), and for the ``surrogate`` explainer (fitted on the
   random-deletion arm) at a K whose own draws were all it had to fit on: its ranking is otherwise
   fitted on the *other* K's draws for each K it is tested at (the experiment's
@@ -93,8 +93,8 @@ KTests = tuple[int, RankTest, RankTest, int]
 
 def circular(explainer: str, mode: str, k: int | None) -> bool:
     """Whether DEL_MOST vs random at this K re-measures what the explainer ranked by (K = 1 with
-    the ``loo`` explainer, or the ``logprob`` explainer in logprob mode)."""
-    return k == 1 and (explainer == "loo" or (explainer == "logprob" and mode == "logprob"))
+    the ``loo`` explainer, or the ``logprob_drop`` explainer in logprob mode)."""
+    return k == 1 and (explainer == "loo" or (explainer == "logprob_drop" and mode == "logprob"))
 
 
 def _direction(test: RankTest, p: float, alpha: float) -> int:

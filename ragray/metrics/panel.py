@@ -18,7 +18,7 @@ The metric is the AUC against the gold passages (a gold passage scored above a n
 ½): it uses every passage, where "gold ranked first" rests on one. The primary subset is the
 questions answered correctly (the answer contains a gold answer) whose answer depends on the
 passages (log-prob modes measure that with a closed-book pass); where dependence is not measured
-(generate mode), the questions answered correctly.
+(loo mode), the questions answered correctly.
 
 With ``influence.edit_test`` the panel also holds ``edit_test``
 (:func:`ragray.metrics.edit_panel.edit_test_block`): ``used`` and the free controls scored against

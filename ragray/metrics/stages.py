@@ -67,7 +67,7 @@ def stage_of(q: Mapping[str, Any], passages: Sequence[Mapping[str, Any]]) -> Sta
         return Stage("no_content", "no answer: the model generated nothing")
     used = _ranks(passages, "used")
     right = q.get("answer_correct")
-    # the answer does not depend on the passages: the closed book gives it, or (generate mode) no
+    # the answer does not depend on the passages: the closed book gives it, or (loo mode) no
     # passage left out changes it
     ignored = q.get("context_dependent") is False or q.get("state") == "context_ignored"
     if right is None:

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from ragray.config import ExperimentConfig
+from ragray.config.renamed import current
 from ragray.generation.engine_counts import engine_summary
 from ragray.metrics.answers import summarize_answers
 from ragray.metrics.influence import FLAGS
@@ -123,8 +124,8 @@ def _scored_beyond_arms(questions: Sequence[dict[str, Any]], calls: Sequence[dic
 
 def influence_label(mode: str, similarity: str) -> str:
     """How the run measured influence, in words (the validity panel's name for it)."""
-    return {"interactions": "keep-alone + drop-one with interactions", "logprob": "drop-one log-prob",
-            "generate": f"drop-one {similarity}", "surrogate": "surrogate (random subsets)"}.get(mode, f"drop-one ({mode})")
+    return {"interactions": "keep-alone + drop-one with interactions", "logprob_share": "drop-one log-prob",
+            "loo": f"drop-one {similarity}", "surrogate": "surrogate (random subsets)"}.get(mode, f"drop-one ({mode})")
 
 
 #: dtypes whose log-probabilities are too coarse for the verdicts (benchmarks/bench_dtype.py;
@@ -145,7 +146,7 @@ def describe_mode(s: RunSummary) -> tuple[str, str | None]:
     if precision:
         label = f"{label}, {precision}"
     warning = None
-    if mode in ("interactions", "logprob", "surrogate", "jsd", "mixed") and (
+    if mode in ("interactions", "logprob_share", "surrogate", "jsd", "mixed") and (
             precision in LOW_PRECISION or precision == "mixed"):
         warning = PRECISION_WARNING.format(precision=precision)
     if mode == "mixed":  # say how many ran each way first, then auto's reason for the fallback
@@ -163,7 +164,9 @@ def describe_mode(s: RunSummary) -> tuple[str, str | None]:
 def _mode(questions: Sequence[dict[str, Any]], config: ExperimentConfig) -> dict[str, Any]:
     """The mode the questions ran in (``mixed`` when they differ: a resumed run whose backend
     changed, or Ray workers whose probes disagreed), what was asked for, and auto's reason."""
-    counts = Counter(q.get("influence_mode") or config.influence.mode for q in questions)
+    # a question finished before a resume may hold a mode's old name (ragray.config.renamed)
+    counts = Counter(current("influence.mode", q.get("influence_mode"), warn=False) or config.influence.mode
+                     for q in questions)
     notes = list(dict.fromkeys(q["influence_mode_note"] for q in questions if q.get("influence_mode_note")))
     mode = next(iter(counts)) if len(counts) == 1 else ("mixed" if counts else config.influence.mode)
     precisions = Counter(q["dtype"] for q in questions if q.get("dtype"))

@@ -230,7 +230,7 @@ def question_cards(questions: list[dict[str, Any]], passages: list[dict[str, Any
     for p in passages:
         by_q[p["question_id"]].append(p)
     baseline = {q["question_id"]: q.get("baseline_answer") for q in questions}
-    drops: dict[str, dict[str, str]] = defaultdict(dict)  # changed answers without a passage (generate mode)
+    drops: dict[str, dict[str, str]] = defaultdict(dict)  # changed answers without a passage (loo mode)
     for c in calls:
         removed = c.get("removed_passage_ids") or []
         if (c.get("arm") == "drop" and len(removed) == 1 and c.get("answer") is not None

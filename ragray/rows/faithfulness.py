@@ -11,11 +11,14 @@ from typing import Annotated, Any
 
 import pyarrow as pa
 
+from ragray.config.renamed import REMOVED_IN
 from ragray.rows.base import INT64, NOT_STORED, QuestionRecord, Row, doc
 
 __all__ = ["ArmRow", "CaseRow", "CurveRow", "FaithfulnessQuestionRow", "FaithfulnessRecord", "UnitRow"]
 
 _F = float | None
+#: the doc of a column kept under an old measure name (ragray.config.renamed)
+_OLD = f"the same as {{}} (the old name, kept until ragray {REMOVED_IN})"
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class FaithfulnessQuestionRow(Row):
     baseline_answer: str | None = None
     level: Annotated[str | None, doc("explanation units: passage | sentence | token")] = None
     hierarchical: bool | None = None
-    explainer: Annotated[str | None, doc("the attribution that ranks units: loo | logprob | surrogate")] = None
+    explainer: Annotated[str | None, doc("the attribution that ranks units: loo | logprob_drop | surrogate")] = None
     mode: Annotated[str | None, doc("generate | logprob")] = None
     n_passages: int | None = None
     n_units: int | None = None
@@ -47,18 +50,22 @@ class FaithfulnessQuestionRow(Row):
     position_sensitive: Annotated[bool | None, doc("moving the top passage changed the answer")] = None
     auc_most: Annotated[_F, doc("deletion-curve area (similarity vs fraction removed), most first")] = None
     auc_least: Annotated[_F, doc("deletion-curve area, least first")] = None
-    rho_loo_logprob: Annotated[_F, doc("Spearman rho between two explainers' importances")] = None
-    rho_loo_surrogate: _F = None
-    rho_logprob_surrogate: _F = None
-    top1_loo_logprob: Annotated[_F, doc("1 when two explainers agree on the top unit")] = None
-    top1_loo_surrogate: _F = None
-    top1_logprob_surrogate: _F = None
+    rho_loo_logprob: Annotated[_F, doc(_OLD.format("rho_loo_logprob_drop"))] = None
+    rho_loo_surrogate: Annotated[_F, doc("Spearman rho between two explainers' importances")] = None
+    rho_logprob_surrogate: Annotated[_F, doc(_OLD.format("rho_logprob_drop_surrogate"))] = None
+    top1_loo_logprob: Annotated[_F, doc(_OLD.format("top1_loo_logprob_drop"))] = None
+    top1_loo_surrogate: Annotated[_F, doc("1 when two explainers agree on the top unit")] = None
+    top1_logprob_surrogate: Annotated[_F, doc(_OLD.format("top1_logprob_drop_surrogate"))] = None
     explainer_calls: int | None = None
     calls_requested: int | None = None
     calls_generated: int | None = None
     score_passes: int | None = None
     error: str | None = None
     seconds: float | None = None
+    rho_loo_logprob_drop: Annotated[_F, doc("Spearman rho between two explainers' importances")] = None
+    rho_logprob_drop_surrogate: _F = None
+    top1_loo_logprob_drop: Annotated[_F, doc("1 when two explainers agree on the top unit")] = None
+    top1_logprob_drop_surrogate: _F = None
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,11 @@ class UnitRow(Row):
     rank: int | None = None
     bucket: Annotated[str | None, doc("most | important | least")] = None
     importance_loo: _F = None
-    importance_logprob: _F = None
+    importance_logprob: Annotated[_F, doc(_OLD.format("importance_logprob_drop"))] = None
     importance_surrogate: _F = None
     loo_change: Annotated[_F, doc("1 − sim of the leave-one-out answer")] = None
     logprob_drop: Annotated[_F, doc("nats lost by the baseline answer without this unit")] = None
+    importance_logprob_drop: _F = None
 
 
 @dataclass(frozen=True)

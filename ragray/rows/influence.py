@@ -26,9 +26,10 @@ class QuestionRow(Row):
     baseline_answer: str | None = None
     baseline_em: Annotated[float | None, doc("exact match with a gold answer; null without gold")] = None
     n_passages: int | None = None
-    influence_mode: Annotated[str | None, doc("generate | logprob: how influence was measured "
-                                              "(null in runs written before influence.mode auto)")] = None
-    influence_mode_note: Annotated[str | None, doc("why influence.mode auto chose generate")] = None
+    influence_mode: Annotated[str | None, doc("interactions | loo | logprob_share | jsd | surrogate: how influence "
+                                              "was measured (null in runs written before influence.mode auto; "
+                                              "generate and logprob before 0.2.0)")] = None
+    influence_mode_note: Annotated[str | None, doc("why influence.mode auto chose loo")] = None
     state: Annotated[str | None, doc("measured | context_ignored (the answer does not depend on the passages) | "
                                      "too_few_passages | constant_influence | error")] = None
     spearman_rho: Annotated[float | None, doc("influence vs retrieval ranks; null = unmeasured")] = None

@@ -61,7 +61,7 @@ def by_id(rows, key="passage_id"):
 
 
 def test_raw_signal_closed_book_and_context_dependence(dataset, tmp_path):
-    t = run(dataset, tmp_path / "r", "influence.mode=logprob")
+    t = run(dataset, tmp_path / "r", "influence.mode=logprob_share")
     qs, ps = by_id(t["questions"], "question_id"), by_id(t["passages"])
     assert qs["q1"]["logprob_all"] == 0.0 and qs["q1"]["logprob_none"] == -10.0
     assert qs["q1"]["context_dependent"] is True and qs["q1"]["scored_answer"] == "tern"
@@ -103,7 +103,7 @@ def test_jsd_ranks_the_carrying_passage_first(dataset, tmp_path):
 
 
 def test_top_k_drop_and_lds_find_what_the_model_used_and_a_relevance_control_does_not(dataset, tmp_path):
-    t = run(dataset, tmp_path / "c", "influence.mode=logprob", "influence.check_subsets=12",
+    t = run(dataset, tmp_path / "c", "influence.mode=logprob_share", "influence.check_subsets=12",
             "influence.check_top_k=[1,2]")
     checks = {(c["question_id"], c["measure"]): c for c in t["checks"]}
     used = checks[("q1", "logprob_drop")]
@@ -127,8 +127,8 @@ def test_top_k_drop_and_lds_find_what_the_model_used_and_a_relevance_control_doe
 
 
 def test_existing_columns_are_unchanged_by_the_new_measures(dataset, tmp_path):
-    plain = run(dataset, tmp_path / "p", "influence.mode=logprob")
-    more = run(dataset, tmp_path / "m", "influence.mode=logprob", "influence.masks=8", "influence.check_subsets=8",
+    plain = run(dataset, tmp_path / "p", "influence.mode=logprob_share")
+    more = run(dataset, tmp_path / "m", "influence.mode=logprob_share", "influence.masks=8", "influence.check_subsets=8",
                "influence.check_top_k=[1]")
     for a, b in zip(plain["passages"], more["passages"]):
         assert (a["influence"], a["influence_rank"]) == (b["influence"], b["influence_rank"])

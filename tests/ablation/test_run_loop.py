@@ -58,7 +58,7 @@ def read(out, name):
 @pytest.mark.slow  # over 2 s: outside the fast subset (README)
 def test_influence_of_used_and_unused_passages(dataset, tmp_path):
     gen = ScriptedGenerator()
-    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=gen, progress=False)
+    res = run_influence(config(dataset, "influence.mode=loo"), tmp_path / "r", generator=gen, progress=False)
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
     ps = read(res.out, "passages")
     calls = read(res.out, "calls")
@@ -88,7 +88,7 @@ def test_influence_of_used_and_unused_passages(dataset, tmp_path):
 def test_outputs_carry_passage_text_use_and_correctness(dataset, tmp_path):
     """passages: title, text, used (influence.used_rule); questions: answer_correct by gold
     containment, dtype (old logs' ``precision`` still read); no file for the checks that were off."""
-    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "r", generator=ScriptedGenerator(),
+    res = run_influence(config(dataset, "influence.mode=loo"), tmp_path / "r", generator=ScriptedGenerator(),
                         progress=False)
     ps = {p["passage_id"]: p for p in read(res.out, "passages")}
     assert ps["q1-p0"]["text"] == "The ferry to Kell is the Tern ANSWER=tern" and ps["q1-p0"]["title"] == ""
@@ -140,7 +140,7 @@ def _stable(rows):
 
 
 def test_interrupted_run_resumes_to_the_same_result(dataset, tmp_path):
-    cfg = config(dataset, "influence.mode=generate")
+    cfg = config(dataset, "influence.mode=loo")
     full = run_influence(cfg, tmp_path / "full", generator=ScriptedGenerator(), progress=False)
     with pytest.raises(KeyboardInterrupt):
         run_influence(cfg, tmp_path / "cut", generator=Exploding(2, KeyboardInterrupt()), progress=False)
@@ -171,7 +171,7 @@ def test_resume_by_a_ragray_with_added_settings_names_them(dataset, tmp_path, ca
     warning and a file naming each added setting and the value the new questions take."""
     import yaml
 
-    cfg = config(dataset, "influence.mode=generate")
+    cfg = config(dataset, "influence.mode=loo")
     run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), progress=False)
     # an untouched resume says nothing
     run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), resume=True, progress=False)
@@ -220,7 +220,7 @@ def test_cli_run_prints_summary(dataset, tmp_path, capsys):
 
 def test_logprob_mode_generates_only_the_baseline(dataset, tmp_path):
     gen = ScriptedGenerator()
-    res = run_influence(config(dataset, "influence.mode=logprob"), tmp_path / "lp", generator=gen, progress=False)
+    res = run_influence(config(dataset, "influence.mode=logprob_share"), tmp_path / "lp", generator=gen, progress=False)
     assert gen.batches == [1, 1, 1, 1]  # one generated answer per question, the rest scored
     ps = {p["passage_id"]: p["influence"] for p in read(res.out, "passages")}
     # the scripted model gives the baseline answer log-prob 0 when the prompt supports it, else -10
@@ -258,24 +258,24 @@ def test_auto_mode_generates_where_the_backend_cannot_score_and_says_why(dataset
     res = run_influence(config(dataset), tmp_path / "auto", generator=gen, progress=False)
     assert gen.batches == [5, 5, 4, 4]  # every arm generated, nothing scored
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
-    assert {q["influence_mode"] for q in qs.values()} == {"generate"} and qs["q1"]["error"] is None
-    assert qs["q1"]["influence_mode_note"] == "auto chose generate: no /completions with echo here"
+    assert {q["influence_mode"] for q in qs.values()} == {"loo"} and qs["q1"]["error"] is None
+    assert qs["q1"]["influence_mode_note"] == "auto chose loo (regenerated answers): no /completions with echo here"
     infl = {p["passage_id"]: p["influence"] for p in read(res.out, "passages")}
     assert infl["q1-p0"] == 1.0 and infl["q1-p1"] == 0.0
     s = res.summary
-    assert (s.influence_mode, s.influence_mode_requested) == ("generate", "auto")
-    assert s.influence_mode_note == "auto chose generate: no /completions with echo here"
+    assert (s.influence_mode, s.influence_mode_requested) == ("loo", "auto")
+    assert s.influence_mode_note == "auto chose loo (regenerated answers): no /completions with echo here"
     assert s.validity["subsets"]["all"]["measures"]["influence"]["label"] == "drop-one rouge_l"
     report = (res.out / "report.html").read_text()
-    assert 'data-key="influence_mode" data-value="&quot;generate&quot;"' in report
-    assert "auto chose generate: no /completions with echo here" in report
+    assert 'data-key="influence_mode" data-value="&quot;loo&quot;"' in report
+    assert "auto chose loo (regenerated answers): no /completions with echo here" in report
 
 
 def test_an_explicit_mode_is_never_probed(dataset, tmp_path):
     gen = CannotScore()
-    res = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", generator=gen, progress=False)
-    assert res.summary.influence_mode == "generate" and res.summary.influence_mode_note is None
-    bad = run_influence(config(dataset, "influence.mode=logprob"), tmp_path / "l", generator=CannotScore(),
+    res = run_influence(config(dataset, "influence.mode=loo"), tmp_path / "g", generator=gen, progress=False)
+    assert res.summary.influence_mode == "loo" and res.summary.influence_mode_note is None
+    bad = run_influence(config(dataset, "influence.mode=logprob_share"), tmp_path / "l", generator=CannotScore(),
                         progress=False)
     assert bad.summary.errors == 4  # asked for log-prob on a backend that cannot: every question says so
     assert all("no /completions" in e["error"] for e in bad.summary.error_questions)
@@ -286,10 +286,10 @@ def test_a_resumed_run_whose_backend_changed_reports_mixed_modes(dataset, tmp_pa
         run_influence(config(dataset), tmp_path / "r", generator=Exploding(2, KeyboardInterrupt()), progress=False)
     res = run_influence(config(dataset), tmp_path / "r", generator=CannotScore(), resume=True, progress=False)
     s = res.summary
-    assert s.influence_mode == "mixed" and s.influence_mode_counts == {"interactions": 2, "generate": 2}
+    assert s.influence_mode == "mixed" and s.influence_mode_counts == {"interactions": 2, "loo": 2}
     label, note = describe_mode(s)
     assert label == "drop-one (mixed)"
-    assert note == "2 questions interactions, 2 questions generate; auto chose generate: no /completions with echo here"
+    assert note == "2 questions interactions, 2 questions loo; auto chose loo (regenerated answers): no /completions with echo here"
 
 
 class InBf16(ScriptedGenerator):
@@ -311,7 +311,7 @@ def test_the_run_records_the_precision_and_warns_on_bf16_log_probs(dataset, tmp_
     assert plain.summary.precision is None  # a backend that does not know its dtype says nothing
     assert describe_mode(replace(plain.summary, precision="float32")) == (
         "keep-alone + drop-one with interactions, float32", "auto: the backend scores log-probabilities")
-    generate = describe_mode(replace(s, influence_mode="generate", influence_mode_requested="generate"))
+    generate = describe_mode(replace(s, influence_mode="loo", influence_mode_requested="loo"))
     assert generate == ("drop-one rouge_l, bfloat16", None)  # the warning is about log-probabilities
 
 
@@ -339,13 +339,13 @@ def test_question_rows_carry_the_retrieval_ranking_metrics(dataset, tmp_path):
 def test_question_rows_count_what_the_ablations_cost(dataset, tmp_path):
     """Log-prob: k + 1 arms asked for, only the baseline generated, every arm scored once;
     interactions (the default): the same arms, and the empty context and each passage alone scored
-    once more each (2(k + 1) contexts); generate: every arm generated."""
-    lp = run_influence(config(dataset, "influence.mode=logprob", "influence.closed_book=false"), tmp_path / "lp",
+    once more each (2(k + 1) contexts); loo: every arm generated."""
+    lp = run_influence(config(dataset, "influence.mode=logprob_share", "influence.closed_book=false"), tmp_path / "lp",
                        progress=False).records[0].question
     assert (lp.calls_requested, lp.calls_generated, lp.score_passes, lp.n_calls) == (5, 1, 5, 5)
     both = run_influence(config(dataset), tmp_path / "i", progress=False).records[0].question
     assert (both.calls_requested, both.calls_generated, both.score_passes, both.n_calls) == (5, 1, 10, 10)
-    gen = run_influence(config(dataset, "influence.mode=generate"), tmp_path / "g", progress=False).records[0].question
+    gen = run_influence(config(dataset, "influence.mode=loo"), tmp_path / "g", progress=False).records[0].question
     assert (gen.calls_requested, gen.calls_generated, gen.score_passes) == (5, 5, 0)
 
 
@@ -421,6 +421,6 @@ def test_a_question_scores_every_context_in_one_backend_call(tmp_path):
     assert {s["purpose"] for s in subsets if s["question_id"] == "a"} >= {"closed_book", "design"}
     assert next(q for q in read(res.out, "questions") if q["question_id"] == "u")["decline_margin"] is not None
     gen = Counting()  # log-prob mode: drop-one arms and the closed book (no design) in one call too
-    res = run_influence(config(path, "execution.max_questions_in_flight=1", "influence.mode=logprob"),
+    res = run_influence(config(path, "execution.max_questions_in_flight=1", "influence.mode=logprob_share"),
                         tmp_path / "lp", generator=gen, progress=False)
     assert len(gen.score_batches) == 2 and {s["purpose"] for s in read(res.out, "subsets")} == {"closed_book"}

@@ -21,7 +21,7 @@ def read(out, name):
 @pytest.mark.realdata
 def test_hotpotqa_two_questions_smollm2(shared_data, tmp_path):
     cfg = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}",
-                             "data.limit=2", f"retrieval.top_k={K}", "influence.mode=generate"])
+                             "data.limit=2", f"retrieval.top_k={K}", "influence.mode=loo"])
     res = run_influence(cfg, tmp_path / "h", progress=False)
     qs, ps, calls = (read(res.out, n) for n in ("questions", "passages", "calls"))
     assert len(qs) == 2 and all(q["error"] is None for q in qs)
@@ -48,7 +48,7 @@ def test_hotpotqa_two_questions_smollm2(shared_data, tmp_path):
 @pytest.mark.realdata
 def test_hotpotqa_logprob_mode_smollm2(shared_data, tmp_path):
     cfg = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}",
-                             "data.limit=2", f"retrieval.top_k={K}", "influence.mode=logprob"])
+                             "data.limit=2", f"retrieval.top_k={K}", "influence.mode=logprob_share"])
     res = run_influence(cfg, tmp_path / "lp", progress=False)
     qs, ps, calls = (read(res.out, n) for n in ("questions", "passages", "calls"))
     assert all(q["error"] is None and q["n_calls"] == K + 1 for q in qs)
@@ -56,7 +56,7 @@ def test_hotpotqa_logprob_mode_smollm2(shared_data, tmp_path):
     assert all(c["answer"] is None for c in calls if c["arm"] != "baseline")
     # a real model's answer probability moves when any passage is removed: influence is graded
     assert len({round(p["influence"], 6) for p in ps}) > 2
-    assert res.summary.influence_mode == "logprob"
+    assert res.summary.influence_mode == "logprob_share"
 
 
 def test_every_measure_and_check_with_the_packaged_model(tmp_path):

@@ -8,6 +8,7 @@ columns, in ``metrics``, below ``attribution``) are checked here against what th
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import typing
 from pathlib import Path
@@ -49,10 +50,39 @@ def test_the_lists_below_the_measures_agree_with_what_the_measures_declare():
     from ragray.faithfulness.attribution import attribution_order
     from ragray.metrics.evidence import ATTRIBUTIONS, CONTROLS
 
-    modes = [m.mode for m in measures() if m.mode]
+    modes = [m.name for m in measures() if m.as_influence]  # a mode is its measure's name
     assert set(typing.get_args(InfluenceMode)) == {"auto", *modes}
-    assert all(measure_for_mode(mode).mode == mode for mode in modes)
+    assert all(measure_for_mode(mode).name == mode for mode in modes)
     assert typing.get_args(Explainer) == attribution_order()
+    assert all(explainer in {m.name for m in measures()} for explainer in attribution_order())
+
+
+def test_an_old_measure_name_is_read_as_the_new_one_until_the_release_that_drops_it():
+    """``logprob`` named two measures (the influence mode's share, the explainer's drop) and
+    ``generate`` the ``loo`` measure; each old name maps to a measure's own name, with a warning."""
+    import pytest
+
+    from ragray.config import load_config
+    from ragray.config.renamed import OLD_COLUMNS, OLD_NAMES, REMOVED_IN, with_old_columns
+
+    names = {m.name for m in measures()}
+    assert all(new in names for olds in OLD_NAMES.values() for new in olds.values())
+    changelog = (RAGRAY.parent / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert REMOVED_IN == "0.3.0" and f"until **{REMOVED_IN}**" in changelog.split("### Deprecated", 1)[1]
+    with pytest.warns(FutureWarning, match=rf"influence.mode: 'generate' is now 'loo'; .* until ragray {REMOVED_IN}"):
+        assert load_config(None, ["influence.mode=generate"]).influence.mode == "loo"
+    with pytest.warns(FutureWarning, match="faithfulness.attributions: 'logprob' is now 'logprob_drop'"):
+        fc = load_config(None, ["faithfulness.attributions=[loo,logprob]", "faithfulness.explainer=loo"]).faithfulness
+    assert fc.attributions == ("loo", "logprob_drop")
+    row = with_old_columns({"importance_logprob_drop": 0.5, "rho_loo_logprob_drop": 0.25})
+    assert row["importance_logprob"] == 0.5 and row["rho_loo_logprob"] == 0.25 and "top1_loo_logprob" not in row
+    assert set(OLD_COLUMNS.values()) <= {f.name for cls in _faithfulness_rows() for f in dataclasses.fields(cls)}
+
+
+def _faithfulness_rows() -> tuple[type, ...]:
+    from ragray.rows.faithfulness import FaithfulnessQuestionRow, UnitRow
+
+    return FaithfulnessQuestionRow, UnitRow
     assert CONTROLS == tuple(control_names())
     # the evidence panel's attribution columns: the printed influence, and each measure's column
     # the checks report beside it (every one reading the scored contexts, not regenerated answers)

@@ -34,7 +34,7 @@ def test_tiny_shape_on_cpu_writes_every_phase(tmp_path):
     # the record's measure (log-prob: the naive loops' work); the default measure as its own phase,
     # counted in contexts (2(k + 1) a question: full, empty, each passage left out and kept alone)
     # (log-prob scores 12 contexts a question: full, each passage left out, and the empty one)
-    assert result["ragray"]["influence_mode"] == "logprob" and result["ragray"]["contexts"] == 2 * 12
+    assert result["ragray"]["influence_mode"] == "logprob_share" and result["ragray"]["contexts"] == 2 * 12
     default = result["ragray_default_measure"]
     assert default["influence_mode"] == "interactions" and default["contexts"] == 2 * 22
     assert default["calls"] == 22 and default["seconds_per_question"] > 0

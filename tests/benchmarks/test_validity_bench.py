@@ -12,7 +12,7 @@ from ragray.simulate import simulate
 
 
 def test_reanalysis_with_the_runs_own_measure_reproduces_its_influence(tmp_path):
-    base = load_config(None, ["influence.mode=generate"])  # re-analysis re-scores generated answers
+    base = load_config(None, ["influence.mode=loo"])  # re-analysis re-scores generated answers
     simulate(tmp_path / "sim", n_questions=6, k=5, scenario="random", seed=4, base=base, progress=False)
     data = load_run(tmp_path / "sim")
     config = load_config(tmp_path / "sim" / "config.yaml")

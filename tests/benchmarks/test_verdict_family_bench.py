@@ -14,7 +14,7 @@ def test_a_small_run_writes_both_rules_for_every_explainer(tmp_path):
     assert bench_verdict_family.main(["--runs", "2", "--questions", "7", "--used-questions", "7",
                                       "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert set(result["noise"]) == set(result["used"]) == {"loo", "logprob", "surrogate"}
+    assert set(result["noise"]) == set(result["used"]) == {"loo", "logprob_drop", "surrogate"}
     for explainer, rules in result["noise"].items():
         assert set(rules) == {"sign", "rank_holm"}
         assert rules["rank_holm"]["family_wise_false_alarms"]["of"] == 2

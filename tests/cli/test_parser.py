@@ -101,16 +101,18 @@ def test_the_command_list_has_one_line_per_command():
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["run", "--mode", "logprob", "--dtype", "float32", "--position-control", "reversed"],
-     {"influence.mode": "logprob", "generation.dtype": "float32", "influence.position_control": "reversed"}),
+    (["run", "--mode", "logprob_share", "--dtype", "float32", "--position-control", "reversed"],
+     {"influence.mode": "logprob_share", "generation.dtype": "float32", "influence.position_control": "reversed"}),
     (["run", "--mode", "surrogate", "--top-k", "4"], {"influence.mode": "surrogate", "retrieval.top_k": 4}),
     (["interpret", "--mode", "logprob", "--dtype", "bfloat16"],
      {"faithfulness.mode": "logprob", "generation.dtype": "bfloat16"}),
     (["interpret", "--delete-k", "top-1", "--delete-k", "top-20%", "--top-k", "5"],
      {"faithfulness.k_values": ["top-1", "top-20%"], "retrieval.top_k": 5}),
-    (["simulate", "--mode", "generate", "--position-control", "shuffled"],
-     {"influence.mode": "generate", "influence.position_control": "shuffled"}),
-    (["serve", "--dtype", "float16", "--mode", "logprob"], {"generation.dtype": "float16", "influence.mode": "logprob"}),
+    (["simulate", "--mode", "loo", "--position-control", "shuffled"],
+     {"influence.mode": "loo", "influence.position_control": "shuffled"}),
+    (["serve", "--dtype", "float16", "--mode", "logprob_share"],
+     {"generation.dtype": "float16", "influence.mode": "logprob_share"}),
+    (["interpret", "--explainer", "logprob_drop"], {"faithfulness.explainer": "logprob_drop"}),
     (["audit", "--top-docs", "2", "--dtype", "auto"], {"audit.k": 2, "generation.dtype": "auto"}),
     (["score", "--records", "r.csv", "--columns", "question=query, passages=docs"],
      {"data.columns": {"question": "query", "passages": "docs"}}),
@@ -155,7 +157,8 @@ def test_choices_are_the_values_the_config_validates(command, flag, annotation):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--mode", "fast"], r"argument --mode: invalid choice: 'fast' \(choose from 'auto', 'interactions', 'generate'"),
+    (["run", "--mode", "fast"], r"argument --mode: invalid choice: 'fast' \(choose from 'auto', 'interactions', 'loo', "
+                                r"'logprob_share', 'jsd', 'surrogate'\)"),
     (["interpret", "--mode", "jsd"], r"argument --mode: invalid choice: 'jsd' \(choose from 'generate', 'logprob'\)"),
     (["run", "--dtype", "fp16"], r"argument --dtype: invalid choice: 'fp16'"),
     (["simulate", "--position-control", "random"], r"argument --position-control: invalid choice: 'random'"),
@@ -225,8 +228,8 @@ def test_simulate_retrieves_every_simulated_passage(tmp_path, monkeypatch):
         raise InputError("stop here")
 
     monkeypatch.setattr(ragray.simulate, "simulate", fake)
-    assert main(["simulate", "--top-k", "14", "--mode", "logprob", "--out", str(tmp_path / "s")]) == 2
-    assert seen["k"] == 14 and seen["base"].retrieval.top_k == 14 and seen["base"].influence.mode == "logprob"
+    assert main(["simulate", "--top-k", "14", "--mode", "logprob_share", "--out", str(tmp_path / "s")]) == 2
+    assert seen["k"] == 14 and seen["base"].retrieval.top_k == 14 and seen["base"].influence.mode == "logprob_share"
 
 
 def test_columns_field_names_are_checked_by_the_config():
@@ -235,3 +238,28 @@ def test_columns_field_names_are_checked_by_the_config():
     values = _flag_values(build_parser().parse_args(["retrieve", "--columns", "query=question"]))
     with pytest.raises(ConfigError, match=r"data\.columns: unknown record field\(s\) 'query'; valid: id, question, "):
         cfg.load_config(None, (), values)
+
+
+@pytest.mark.parametrize("argv, setting, new", [
+    (["run", "--mode", "logprob"], "influence.mode", "logprob_share"),
+    (["run", "--mode", "generate"], "influence.mode", "loo"),
+    (["interpret", "--explainer", "logprob"], "faithfulness.explainer", "logprob_drop"),
+])
+def test_old_measure_names_still_pass_with_a_warning_naming_the_new_one(argv, setting, new):
+    values = _flag_values(build_parser().parse_args(argv))
+    with pytest.warns(FutureWarning, match=rf"{setting}: '\w+' is now '{new}'; the old name is accepted until ragray 0\.3\.0"):
+        config = cfg.load_config(None, (), values)
+    section, key = setting.split(".")
+    assert getattr(getattr(config, section), key) == new
+
+
+@pytest.mark.filterwarnings("default::FutureWarning")  # shown, as outside the tests
+def test_the_cli_prints_an_old_name_warning_as_one_line(monkeypatch, tmp_path, capsys):
+    import ragray.simulate
+    from ragray.errors import InputError
+
+    monkeypatch.setattr(ragray.simulate, "simulate", lambda *a, **k: (_ for _ in ()).throw(InputError("stop here")))
+    assert main(["simulate", "--mode", "logprob", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "ragray: warning: influence.mode: 'logprob' is now 'logprob_share'; the old name is accepted until " \
+           "ragray 0.3.0\n" in err and "FutureWarning" not in err

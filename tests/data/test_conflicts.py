@@ -77,7 +77,7 @@ def test_a_model_that_takes_one_source_is_traced_to_it(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     cfg = load_config(None, [f"data.path={path}", "generation.backend=scripted", "retrieval.retriever=given",
-                             "influence.mode=logprob", "metrics.embedding=false", "influence.check_subsets=8"])
+                             "influence.mode=logprob_share", "metrics.embedding=false", "influence.check_subsets=8"])
     res = run_influence(cfg, tmp_path / "r", generator=ScriptedGenerator(), progress=False)
     import pyarrow.parquet as pq
 

@@ -84,7 +84,7 @@ def test_ray_actors_report_their_call_cache(ray_session, dataset, tmp_path):
     with LoopbackServer(latency=0.01, limit=16) as server:
         cfg = load_config(None, [
             f"data.path={dataset}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
-            "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+            "generation.model=loopback", "influence.mode=loo", "metrics.embedding=false",
             "execution.executor=ray", "execution.num_cpus=0.5", f"cache.dir={tmp_path / 'c'}"])
         first = run_influence(cfg, tmp_path / "a", progress=False)
         sent = server.stats.answered
@@ -146,7 +146,7 @@ def test_ray_actors_heal_a_damaged_call_cache(ray_session, dataset, tmp_path):
     (cache / "calls.sqlite").write_text("not a database\n" * 500)
     with LoopbackServer(latency=0.01, limit=16) as server:
         base = [f"data.path={dataset}", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
-                "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+                "generation.model=loopback", "influence.mode=loo", "metrics.embedding=false",
                 "execution.executor=ray", "execution.actors=2", "execution.num_cpus=0.5",
                 "execution.max_questions_in_flight=2", f"cache.dir={cache}"]
         healed = run_influence(load_config(None, base), tmp_path / "a", progress=False)

@@ -66,7 +66,7 @@ def test_attribution_methods_are_measures_of_the_one_registry_in_a_fixed_order()
     from ragray.attribution.base import Changed, Evidence, Scored
     from ragray.faithfulness.attribution import attribution_order, explainers
 
-    assert attribution_order() == ("loo", "logprob", "surrogate")
+    assert attribution_order() == ("loo", "logprob_drop", "surrogate")
     assert [m.name for m in explainers().values()] == ["loo", "logprob_drop", "surrogate"]
     full = frozenset(range(3))
     changed = tuple(Changed(full - {i}, c, "drop") for i, c in enumerate([1.0, 0.0, 0.5]))
@@ -75,6 +75,6 @@ def test_attribution_methods_are_measures_of_the_one_registry_in_a_fixed_order()
     evidence = Evidence(3, scored, changed)
     measure = {n: m() for n, m in explainers().items()}
     assert measure["loo"].scores(evidence) == [1.0, 0.0, 0.5]
-    assert measure["logprob"].scores(evidence) == [2.0, 0.0, 1.0]
+    assert measure["logprob_drop"].scores(evidence) == [2.0, 0.0, 1.0]
     assert [m.calls(3) for m in measure.values()] == [3, 4, 0]
     assert [n for n, m in measure.items() if m.needs_generated_arms] == ["loo"]

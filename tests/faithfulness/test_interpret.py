@@ -23,7 +23,7 @@ FILLER = [
 ]
 FAST = [  # cheap measures: no encoder model in orchestration tests
     "faithfulness.similarity=rouge_l", "faithfulness.measures=[rouge_l,exact_match,token_jaccard,edit,bleu]",
-    "faithfulness.attributions=[loo,logprob,surrogate]", "generation.backend=scripted",
+    "faithfulness.attributions=[loo,logprob_drop,surrogate]", "generation.backend=scripted",
 ]
 
 
@@ -81,9 +81,9 @@ def test_used_ignored_and_duplicated_evidence_give_cases_a_b_c(dataset, tmp_path
     assert used["used-p3"]["bucket"] == "most"
     assert all(u["importance"] == 0.0 for uid, u in used.items() if uid != "used-p3")
     # all three attributions find the used passage
-    assert {used["used-p3"][f"importance_{m}"] for m in ("loo", "logprob", "surrogate")} == {1.0}
+    assert {used["used-p3"][f"importance_{m}"] for m in ("loo", "logprob_drop", "surrogate")} == {1.0}
     qs = {q["question_id"]: q for q in read(res.out, "questions")}
-    assert qs["used"]["rho_loo_surrogate"] == pytest.approx(1.0) and qs["used"]["top1_loo_logprob"] == 1.0
+    assert qs["used"]["rho_loo_surrogate"] == pytest.approx(1.0) and qs["used"]["top1_loo_logprob_drop"] == 1.0
     assert qs["used"]["closed_book_answer"] == "unknown" and qs["used"]["parametric"] is False
     assert qs["ignored"]["parametric"] is True and qs["ignored"]["top_passage_id"] is None
     assert qs["dup"]["top_passage_id"] == "dup-p1"
@@ -267,9 +267,9 @@ def test_an_endpoint_that_cannot_score_only_loses_the_logprob_comparison(dataset
 
     res = run_interpret(cfg(dataset), tmp_path / "o", progress=False, generator=NoScore())
     qs = read(res.out, "questions")
-    assert all(q["error"] is None and q["rho_loo_logprob"] is None for q in qs)
+    assert all(q["error"] is None and q["rho_loo_logprob_drop"] is None for q in qs)
     assert cases_of(res.out)[("used", "top-1")]["case"] == "A"
-    assert all(u["importance_logprob"] is None for u in read(res.out, "units"))
-    failed = run_interpret(cfg(dataset, "faithfulness.explainer=logprob"), tmp_path / "p", progress=False,
+    assert all(u["importance_logprob_drop"] is None for u in read(res.out, "units"))
+    failed = run_interpret(cfg(dataset, "faithfulness.explainer=logprob_drop"), tmp_path / "p", progress=False,
                            generator=NoScore())
     assert all("cannot score" in q["error"] for q in read(failed.out, "questions"))

@@ -37,7 +37,7 @@ def test_hotpotqa_two_questions_smollm2_reproducible(shared_data, tmp_path):
     units = read(a.out, "units")
     assert len(units) == 10
     for u in units:
-        assert all(in_unit(u[f"importance_{m}"]) for m in ("loo", "logprob", "surrogate"))
+        assert all(in_unit(u[f"importance_{m}"]) for m in ("loo", "logprob_drop", "surrogate"))
         assert not math.isnan(u["logprob_drop"])  # one teacher-forced pass per leave-one-out context
     for q in qs:
         assert q["score_passes"] == 6 and q["calls_generated"] <= q["calls_requested"]
@@ -49,7 +49,9 @@ def test_hotpotqa_two_questions_smollm2_reproducible(shared_data, tmp_path):
     assert all("by construction" in c["reason"] for c in cases)
     mc = s["per_k"]["top-1"]["most_vs_random"]["mcnemar"]
     assert mc["p_value"] is None or 0 <= mc["p_value"] <= 1
-    assert set(s["agreement"]) == {"loo_vs_logprob", "loo_vs_surrogate", "logprob_vs_surrogate"}
+    assert set(s["agreement"]) == {"loo_vs_logprob_drop", "loo_vs_surrogate", "logprob_drop_vs_surrogate",
+                                   "loo_vs_logprob", "logprob_vs_surrogate"}  # the old keys until 0.3.0
+    assert s["agreement"]["loo_vs_logprob"] == s["agreement"]["loo_vs_logprob_drop"]
     # same seed, same everything (timings aside)
     b = run_interpret(config, tmp_path / "b", progress=False)
 

@@ -60,12 +60,12 @@ def test_answers_that_need_one_passage_are_faithful_with_enough_questions(tmp_pa
 
 
 def test_the_logprob_explainer_is_tested_at_top_1_in_generate_mode(tmp_path):
-    s = interpret(tmp_path, [used(i) for i in range(7)], "lp", "faithfulness.explainer=logprob").summary
+    s = interpret(tmp_path, [used(i) for i in range(7)], "lp", "faithfulness.explainer=logprob_drop").summary
     v = s.per_k["top-1"]["verdict"]
     assert (v["state"], v["n_tested"], v["n_circular"]) == ("faithful", 7, 0)
     assert headline(s.per_k).startswith("explanations at top-1: faithful")
     # in logprob mode the arm's similarity is a function of the drop it ranks by: circular again
-    s = interpret(tmp_path, [used(i) for i in range(7)], "lpm", "faithfulness.explainer=logprob",
+    s = interpret(tmp_path, [used(i) for i in range(7)], "lpm", "faithfulness.explainer=logprob_drop",
                   "faithfulness.mode=logprob").summary
     assert s.per_k["top-1"]["verdict"]["state"] == "by_construction"
 
@@ -203,8 +203,8 @@ def test_the_surrogate_explainer_is_tested_on_random_draws_it_was_not_fitted_on(
 
 
 def test_circular_pairs():
-    assert circular("loo", "generate", 1) and circular("loo", "logprob", 1) and circular("logprob", "logprob", 1)
-    assert not circular("logprob", "generate", 1) and not circular("surrogate", "generate", 1)
+    assert circular("loo", "generate", 1) and circular("loo", "logprob", 1) and circular("logprob_drop", "logprob", 1)
+    assert not circular("logprob_drop", "generate", 1) and not circular("surrogate", "generate", 1)
     assert not circular("loo", "generate", 2)
 
 

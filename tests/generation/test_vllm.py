@@ -188,7 +188,7 @@ def test_questions_in_flight_share_one_engine_call_and_keep_the_tables(gen, tmp_
 
     def run(n: int, out):
         cfg = load_config(None, ["data.limit=2", "retrieval.top_k=3", f"generation.max_tokens={MAX_TOKENS}",
-                                 "influence.mode=generate", "metrics.embedding=false", "history.record=false",
+                                 "influence.mode=loo", "metrics.embedding=false", "history.record=false",
                                  f"execution.max_questions_in_flight={n}"])
         return run_influence(cfg, out, generator=gen, progress=False)
 

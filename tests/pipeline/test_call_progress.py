@@ -71,9 +71,9 @@ def test_a_run_reports_each_questions_calls_before_the_question_finishes(recorde
     assert calls[-1][0] == calls[-1][1] > 0  # done of planned, and the plan met at the end
 
 
-@pytest.mark.parametrize("settings", [[], ["influence.mode=logprob"], ["influence.mode=generate"],
+@pytest.mark.parametrize("settings", [[], ["influence.mode=logprob_share"], ["influence.mode=loo"],
                                       ["influence.mode=jsd"], ["influence.position_control=reversed"],
-                                      ["influence.mode=logprob", "influence.closed_book=false"]])
+                                      ["influence.mode=logprob_share", "influence.closed_book=false"]])
 def test_each_question_plans_the_calls_it_makes(monkeypatch, tmp_path, settings):
     """The bar's plan is what a question costs, each distinct call once (the drop-one arms and the
     design's contexts overlap: full and left-out contexts are both), an unanswerable question's

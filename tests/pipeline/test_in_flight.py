@@ -23,7 +23,7 @@ TIMED = {"seconds", "latency_s"}
 def config(server, tmp_path, *overrides):
     return load_config(None, [
         "data.limit=6", "generation.backend=openai", f"generation.openai.base_url={server.base_url}",
-        "generation.model=loopback", "influence.mode=generate", "metrics.embedding=false",
+        "generation.model=loopback", "influence.mode=loo", "metrics.embedding=false",
         "generation.openai.backoff_s=0.01", f"cache.dir={tmp_path / 'cache'}", *overrides,
     ])
 
@@ -114,7 +114,7 @@ def scripted_dataset(tmp_path, n=8):
     return path
 
 
-@pytest.mark.parametrize("mode", ["generate", "logprob"])
+@pytest.mark.parametrize("mode", ["loo", "logprob_share"])
 def test_an_engine_gets_every_waiting_question_in_one_call(tmp_path, mode):
     """One in-process engine (concurrent_calls False): the questions in flight are merged into one
     engine call, each question's prompts together; the tables are those of one at a time."""
@@ -131,7 +131,7 @@ def test_an_engine_gets_every_waiting_question_in_one_call(tmp_path, mode):
     many = run_influence(cfg(4), tmp_path / "many", generator=many_gen, progress=False)
     assert tables(one.out) == tables(many.out)
     assert sum(many_gen.batches) == sum(one_gen.batches)  # the same prompts, fewer calls
-    per_question = 5 if mode == "generate" else 1  # generate: baseline + 4 drops; logprob: the baseline
+    per_question = 5 if mode == "loo" else 1  # loo: baseline + 4 drops; logprob_share: the baseline
     # 8 questions, 4 in flight: two full waves of first calls
     assert one_gen.batches == [per_question] * 8 and many_gen.batches == [4 * per_question] * 2
 
@@ -168,7 +168,7 @@ def test_a_failing_merged_call_fails_only_its_question(tmp_path):
 
     def run(n, out):
         cfg = load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false",
-                                 "influence.mode=logprob", f"execution.max_questions_in_flight={n}"])
+                                 "influence.mode=logprob_share", f"execution.max_questions_in_flight={n}"])
         return run_influence(cfg, out, generator=Picky(), progress=False)
 
     one, many = run(1, tmp_path / "one"), run(4, tmp_path / "many")
@@ -238,7 +238,7 @@ def test_engine_counts_of_a_merged_call_are_shared_by_its_questions(tmp_path):
     def run(n):
         gen = Counting()
         cfg = load_config(None, [f"data.path={data}", "retrieval.top_k=4", "metrics.embedding=false",
-                                 "influence.mode=logprob", f"execution.max_questions_in_flight={n}"])
+                                 "influence.mode=logprob_share", f"execution.max_questions_in_flight={n}"])
         res = run_influence(cfg, tmp_path / f"r{n}", generator=gen, progress=False)
         rows = pq.read_table(res.out / "questions.parquet").to_pylist()
         return gen.counts.snapshot(), rows, res.summary.engine

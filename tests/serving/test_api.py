@@ -54,10 +54,10 @@ def test_influence_finds_the_passage_the_answer_comes_from(client):
     assert body["question"]["influence_mode"] == "interactions"
     assert influence["ferry"] == pytest.approx(1.0) and sum(influence.values()) == pytest.approx(1.0)
     assert [p["passage_id"] for p in body["passages"] if p["used"]] == ["ferry"]
-    drop_one = client.post("/influence", json={**MINIMAL, "answers": ["tern"], "mode": "logprob"}).json()
+    drop_one = client.post("/influence", json={**MINIMAL, "answers": ["tern"], "mode": "logprob_share"}).json()
     assert {p["passage_id"]: p["influence"] for p in drop_one["passages"]}["ferry"] == pytest.approx(1 - math.exp(-10))
-    generated = client.post("/influence", json={**MINIMAL, "mode": "generate"}).json()
-    assert generated["question"]["influence_mode"] == "generate"
+    generated = client.post("/influence", json={**MINIMAL, "mode": "loo"}).json()
+    assert generated["question"]["influence_mode"] == "loo"
     assert {p["passage_id"]: p["influence"] for p in generated["passages"]}["ferry"] == 1.0
     assert body["question"]["baseline_answer"] == "tern" and body["calls"] is None
     debug = client.post("/influence", json={**MINIMAL, "debug": True}).json()

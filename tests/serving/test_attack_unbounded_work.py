@@ -69,7 +69,7 @@ def _island(tmp_path, questions=QUESTIONS):
 def _overrides(tmp_path, data):
     return [f"data.path={data}", "generation.backend=scripted", "metrics.embedding=false", "retrieval.top_k=4",
             "faithfulness.similarity=rouge_l", "faithfulness.measures=[rouge_l,exact_match]",
-            "faithfulness.random_repeats=4", "faithfulness.k_values=[top-1]", "influence.mode=generate",
+            "faithfulness.random_repeats=4", "faithfulness.k_values=[top-1]", "influence.mode=loo",
             f"serve.runs_dir={tmp_path / 'runs'}", f"serve.presets_dir={tmp_path / 'presets'}",
             "serve.max_top_k=6", f"history.url=sqlite:///{tmp_path / 'history.sqlite'}"]
 
@@ -268,7 +268,7 @@ def test_a_run_over_max_calls_per_request_is_refused_with_its_cost(tmp_path, slo
         small = c.post("/runs", json={"command": "interpret", "limit": 1})
         assert small.status_code == 202, small.text
         one = c.post("/influence", json={"question": "ferry", "top_k_docs": 6, "position_control": "shuffled",
-                                         "mode": "logprob"})
+                                         "mode": "logprob_share"})
         assert one.status_code == 200, one.text
         over = load_config(None, _overrides(tmp_path, tmp_path / "island.jsonl") + ["serve.max_calls_per_request=10"])
     with TestClient(local_app(over, slow), raise_server_exceptions=False) as c:
@@ -350,7 +350,7 @@ def live(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("path, body", [
-    ("/influence", {"question": "ferry", "top_k_docs": 6, "mode": "generate"}),  # 7 prompts
+    ("/influence", {"question": "ferry", "top_k_docs": 6, "mode": "loo"}),  # 7 prompts
     ("/interpretation", {"question": "ferry", "top_k_docs": 6}),
 ])
 @pytest.mark.slow  # over 2 s: outside the fast subset (README)
@@ -374,7 +374,7 @@ def test_another_clients_generate_waits_one_call_of_a_long_influence_not_all_of_
     url, gen = live
     gen.delay = 0.5
     long = threading.Thread(target=lambda: httpx.post(url + "/influence", timeout=60, json={
-        "question": "ferry", "top_k_docs": 6, "mode": "generate"}))  # 7 prompts: 3.5 s of model
+        "question": "ferry", "top_k_docs": 6, "mode": "loo"}))  # 7 prompts: 3.5 s of model
     long.start()
     while not gen.answered:  # the influence holds the model
         time.sleep(0.05)

@@ -162,13 +162,13 @@ def test_the_same_attacks_through_a_preset_get_403_and_save_nothing(client, list
 
 def test_a_client_may_set_what_the_list_allows_and_restate_the_operators_values(client, served_config):
     ok = client.put("/presets/mine", json={"config": {
-        "influence": {"mode": "logprob", "used_threshold": 0.5}, "retrieval": {"top_k": 2},
+        "influence": {"mode": "logprob_share", "used_threshold": 0.5}, "retrieval": {"top_k": 2},
         "data": {"path": "demo", "limit": 1}, "generation": {"seed": 3, "backend": "scripted"}}})
     assert ok.status_code == 200, ok.text
     saved = client.get("/presets/mine").json()
     # what a client reads back is its own choices (the operator's restated backend changed nothing)
     assert saved["source"] == "db" and saved["settings"] == {
-        "influence.mode": "logprob", "influence.used_threshold": 0.5, "retrieval.top_k": 2,
+        "influence.mode": "logprob_share", "influence.used_threshold": 0.5, "retrieval.top_k": 2,
         "data.path": "demo", "data.limit": 1, "generation.seed": 3}
 
 
@@ -223,7 +223,7 @@ def test_the_second_gate_refuses_any_operator_change_whatever_the_route():
     assert changed_settings(base, changed) == ["generation.openai.base_url"]
     with pytest.raises(NotAllowedError, match="generation.openai.base_url is the server operator's setting"):
         policy.check(base, changed)
-    policy.check(base, load_config(None, ["influence.mode=logprob", "data.path=squad"]))
+    policy.check(base, load_config(None, ["influence.mode=logprob_share", "data.path=squad"]))
 
 
 def test_an_operator_may_offer_datasets_by_name_and_narrow_the_list(tmp_path):

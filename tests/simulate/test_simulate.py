@@ -104,7 +104,7 @@ def test_the_output_has_exactly_a_real_runs_schema_and_is_marked(tmp_path):
 
 
 def test_log_prob_mode_measures_the_same_influence(tmp_path):
-    _, plan, questions, passages = run(tmp_path, "random", n=6, overrides=["influence.mode=logprob"])
+    _, plan, questions, passages = run(tmp_path, "random", n=6, overrides=["influence.mode=logprob_share"])
     check_as_designed(plan, questions, passages, load_config(None).influence)
 
 
@@ -168,7 +168,7 @@ def test_sparse_scenarios_separate_the_seeds_rule_from_the_verdict(tmp_path, sce
         assert summary["alignment"]["divergent_not_misaligned"] == 0
 
 
-@pytest.mark.parametrize("mode", ["generate", "logprob"])
+@pytest.mark.parametrize("mode", ["loo", "logprob_share"])
 @pytest.mark.parametrize("control", ["reversed", "shuffled"])
 def test_position_control_flags_slot_driven_questions_only(tmp_path, mode, control):
     overrides = [f"influence.position_control={control}", f"influence.mode={mode}"]
@@ -184,7 +184,7 @@ def test_position_control_flags_slot_driven_questions_only(tmp_path, mode, contr
     else:
         assert summary["position"]["position_driven_rate"] >= 0.5
     assert summary["position"]["control"] == control
-    per_q = K + 1 if mode == "generate" else K + 2  # log-prob: k + 1 scored arms and a generated baseline
+    per_q = K + 1 if mode == "loo" else K + 2  # log-prob: k + 1 scored arms and a generated baseline
     assert summary["position"]["control_calls"] == 8 * per_q
     assert summary["position"]["control_call_share"] == pytest.approx(per_q / (K + 1 + per_q))
     calls = pq.read_table(out / "calls.parquet").to_pylist()

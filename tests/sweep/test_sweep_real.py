@@ -29,9 +29,9 @@ set:
   - data.limit=2
   - retrieval.scope=global
   - generation.max_tokens=16
+  - retrieval.top_k=3
 retrieval:
   retriever: [bm25, dense]
-  top_k: [1, 3]
 execution: {{cpus_per_trial: 1, concurrency: 1}}
 """
 
@@ -52,7 +52,9 @@ def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path
     finally:
         ray.shutdown()
     rows = result.rows
-    assert len(rows) == 4 and all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
+    # two trials (each a Tune trial loading the packaged models: the grid's product over several
+    # axes is test_sweep_tune's, on the scripted backend)
+    assert len(rows) == 2 and all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
     weights = {"f1": 1, "em": 1, "answer_similarity": 1, "mrr": 1, "recall_at_k": 1}
     for r in rows:
         trial = json.loads((result.out / "trials" / r["trial_id"] / "trial.json").read_text())

@@ -42,7 +42,7 @@ HELP: dict[str, Help] = {
         "answer relies on low-ranked passages, on one passage, or on none. Writes tables, summary.json "
         "and report.html; --resume continues an interrupted run.",
         ("ragray run --dataset demo --limit 5",
-         "ragray run --dataset demo --limit 20 --mode logprob --position-control reversed --dtype float32"),
+         "ragray run --dataset demo --limit 20 --mode logprob_share --position-control reversed --dtype float32"),
     ),
     "interpret": Help(
         "faithfulness: test explanations by deleting what they rank",

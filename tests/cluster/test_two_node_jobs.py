@@ -244,7 +244,7 @@ def test_a_sweep_survives_losing_a_node(tmp_path):
 
     from tests.cluster._cluster import raylet_pid
 
-    n = 100  # the kill comes at >= 20 finished (polled every 0.1 s): the rest are left to resume
+    n = 400  # the kill comes at >= 20 finished (polled every 0.1 s); 100 was too few on CI, where the trial finished before the kill
     rows_ = [{"id": f"q{i}", "question": f"Which ferry number {i}?", "answers": ["tern"],
               "passages": [{"id": f"q{i}-p{j}", "text": f"Passage {j} of question {i}."
                             + (" ANSWER=tern" if j == i % 3 else "")} for j in range(3)]} for i in range(n)]

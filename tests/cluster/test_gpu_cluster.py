@@ -42,7 +42,8 @@ def _on_the_gpu_worker(placement, head):
 @pytest.mark.timeout(900)
 def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_cluster, tmp_path):
     """The issue's reproduction (a driver joining by address, `--executor ray`), at top-3: placement is
-    what it checks (the pure-defaults run on Ray is tests/execution/test_defaults_cli.py's)."""
+    what it checks (the pure-defaults run on Ray is tests/execution/test_defaults_cli.py's). It is
+    also the suite's packaged model in (fake) GPU actors: Ray gave each a GPU, torch sees no CUDA."""
     cluster, head = gpu_cluster
     out = tmp_path / "run"
     env = {**cluster.env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -54,7 +55,10 @@ def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_c
     assert summary["resources"] == {"count": 2, "cpus": 1.0, "gpus": 1.0}
     _on_the_gpu_worker(summary["placement"], head)
     assert len({p["gpu_ids"][0] for p in summary["placement"]}) == len(summary["placement"])
-    assert {p["device"] for p in summary["placement"]} == {"cpu"}  # fake GPUs: torch sees no CUDA there
+    assert summary["n_measured"] == 2 and summary["model"] == "smollm2"
+    # fake GPUs: torch sees no CUDA there, so `device: auto` is the CPU, one thread per 1-CPU actor
+    assert {p["device"] for p in summary["placement"]} == {"cpu"}
+    assert all(p["settings"]["device"] == "cpu" and p["settings"]["threads"] == 1 for p in summary["placement"])
     assert "Ray actors: 2, 1 CPU and 1 GPU each" in done.stdout
     # each actor that made records prints its GPU (with 2 questions one actor may have made both)
     assert all(f"GPU {','.join(map(str, p['gpu_ids']))}" in done.stdout for p in summary["placement"])

@@ -66,11 +66,20 @@ def test_run_from_a_driver_puts_one_actor_on_each_gpu_and_none_on_the_head(gpu_c
 
 @pytest.mark.timeout(900)
 def test_a_sweep_job_runs_a_trial_per_gpu_on_the_worker(gpu_cluster, tmp_path):
+    """Placement is what it checks, on scripted answers: a scripted trial asks for a GPU as a model's
+    does (the packaged model in GPU actors is the driver run above; the packaged model in a sweep
+    job on two nodes is tests/cluster/test_two_node_jobs.py's)."""
     cluster, head = gpu_cluster
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({
+        "id": f"q{i}", "question": f"Which ferry number {i}?", "answers": ["tern"],
+        "passages": [{"id": f"q{i}-p{j}", "text": f"Passage {j}." + (" ANSWER=tern" if j == i % 3 else "")}
+                     for j in range(3)]}) + "\n" for i in range(2)), encoding="utf-8")
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
 name: gpus
-set: [data.path=demo, data.limit=1, history.url=sqlite:///{tmp_path / 'history.sqlite'}]
+set: [data.path={data}, generation.backend=scripted, metrics.embedding=false,
+      history.url=sqlite:///{tmp_path / 'history.sqlite'}]
 retrieval: {{top_k: [2, 3]}}
 """)
     out = tmp_path / "sweep"
@@ -86,4 +95,4 @@ retrieval: {{top_k: [2, 3]}}
     assert os.path.isfile(out / "leaderboard.parquet")
     header = [c.strip('"') for c in Path(out / "leaderboard.csv").read_text().splitlines()[0].split(",")]
     assert header[header.index("attempts") + 1] == "gpus"
-    assert summary["decision"]["state"] == "undecided"  # one question decides nothing
+    assert summary["decision"]["state"] == "undecided"  # two questions decide nothing

@@ -107,12 +107,13 @@ SUPERSEDED_FIGURES = ("gold_copy_used_on_right_answers", "offtopic_marked_used_r
                       "gold_recall_right_context_dependent", "offtopic_marked_used")
 
 
-def _superseded(v: dict[str, Any], current: int) -> list[str]:
+def _superseded(v: dict[str, Any], current: int, withdrawn: bool = False) -> list[str]:
     t, proto = v["test"], v["protocol"]
     sets = ", ".join(f"{n} {x['test']}" for n, x in v["sets"].items() if n not in v["not_fresh"])
-    out = ["", f"Version {v['version']}, superseded (its own bar {_bar(v['chosen_on_tune'])}; pre-registered in "
+    fate = ("withdrawn (see above" if withdrawn else "superseded (its items now tune version " + str(current))
+    out = ["", f"Version {v['version']}, {fate}; its own bar {_bar(v['chosen_on_tune'])}; pre-registered in "
            f"`{proto['preregistration']}` at {proto['preregistered_commit']}, test read at {_reads(proto)}; test "
-           f"split {sets}; its items now tune version {current}). Kept as read:", "",
+           f"split {sets}). Kept as read:", "",
            f"| figure (version {v['version']}) | default then | drop-one, 0.75 × max |", "|---|---|---|"]
     labels = {key: label for key, label, _ in FIGURES}
     out += [f"| {labels[key]} | {_ci(t['default'][key])} | {_ci(t['drop_one'][key])} |" for key in SUPERSEDED_FIGURES]
@@ -149,6 +150,8 @@ def docs_block(result: dict[str, Any]) -> str:
             f"Gold recall on (d) right, context-dependent answers, default − drop-one, paired: {_mean(pr, 2)} over "
             f"{pr['n']} answers (default only {pr.get('only_first', 0)}, drop-one only {pr.get('only_second', 0)}); "
             "deciding a 0.1 difference needs about 142 such answers (pre-registered power calculation)."]
+    out += _decision(result.get("decision"), version)
+    out += _both_goals(result)
     out += ["", "Recall and false alarms, every candidate bar on the test split (the settings no other beats on both, "
             "the default, and drop-one at three fractions of the largest):", "",
             "| rule | off-topic marked used, right answers | gold recall, right context-dependent answers |",
@@ -157,6 +160,8 @@ def docs_block(result: dict[str, Any]) -> str:
         name = (f"drop-one, {r['fraction']:g} × max" if r["rule"] == "drop-one" else
                 _bar(r) + (" **(default)**" if r["default"] else ""))
         out.append(f"| {name} | {_ci(r['offtopic_right'])} | {_ci(r['gold_recall'])} |")
+    for v in (result.get("withdrawn") or {}).values():
+        out += _superseded(v, version, withdrawn=True)
     for v in (result.get("superseded") or {}).values():
         out += _superseded(v, version)
     e = result["edit_test"]
@@ -199,6 +204,65 @@ def docs_block(result: dict[str, Any]) -> str:
     out += ["", f"Model calls per question on the test items: {cq['mean']:.1f} at k = {cq['k_mean']:.1f} ({cq['design']}; "
             "one of them the generated answer)."]
     return "\n".join(out)
+
+
+def _decision(d: dict[str, Any] | None, version: int) -> list[str]:
+    """Why the default is this version's rule though a later version was read: the rules side by side
+    on the split fresh to both, and this version's rule over all its fresh reads (post hoc)."""
+    if not d:
+        return []
+    both, pooled = d["fresh_to_both"], d["version_4_fresh_reads"]
+    f = both["figures"]
+    cols = [m for m in f if m.startswith("version_")]
+    names = {m: f"version {m.split('_')[1]}" + (" (default)" if m == f"version_{version}" else " (withdrawn)")
+             for m in cols} | {"drop_one": "drop-one, 0.75 × max", "drop_one_0.9": "drop-one, 0.9 × max"}
+    cols += ["drop_one", "drop_one_0.9"]
+    out = ["", f"**Why version {version}'s rule is the default though version 5 was read after it** (decided after "
+           f"version 5's read, so this part is post hoc: `{d['decision']}` at {d['decided_commit']} "
+           f"({d['decided_date'][:10]})). Version 5 added the leave-out rule; {both['split']}, its test split, is "
+           f"fresh to both rules (version {version}'s was fixed before those items were collected). On {both['split']}:",
+           "", "| figure | " + " | ".join(names[m] for m in cols) + " |", "|---|" + "---|" * len(cols)]
+    labels = {key: label for key, label, _ in FIGURES}
+    out += [f"| {labels[key]} | " + " | ".join(_ci(f[m][key]) for m in cols) + " |"
+            for key in SUPERSEDED_FIGURES]
+    vs, vd = both["gold_recall_version_4_minus_version_5"], pooled["gold_recall_version_4_minus_drop_one"]
+    p4, pd, p9 = (pooled["figures"][m] for m in ("version_4", "drop_one", "drop_one_0.9"))
+    h, hd = p4["gold_copy_used_on_right_answers"], pd["gold_copy_used_on_right_answers"]
+    out += ["", f"Gold recall, version 4 − version 5, paired: {_mean(vs, 2)} (version 4 only {vs.get('only_first', 0)}, "
+            f"version 5 only {vs.get('only_second', 0)})"
+            + ("; the leave-out rule found no gold here that version 4 missed: its recall gain was seen on its tune "
+               "split only." if vs.get("only_second", 0) == 0 else ".")
+            + f" Over both of version 4's fresh reads ({', '.join(pooled['splits'])}) its rule finds the gold on "
+            f"{_kn(p4['gold_recall_right_context_dependent'])} right, context-dependent answers against drop-one's "
+            f"{_kn(pd['gold_recall_right_context_dependent'])} (paired {_mean(vd, 2)}; default only "
+            f"{vd.get('only_first', 0)}, drop-one only {vd.get('only_second', 0)}) and marks "
+            f"{_kn(p4['offtopic_marked_used_right_answers'])} off-topic passages used on right answers "
+            f"({_pct(p4['offtopic_marked_used_right_answers']).split(' ')[0]}; drop-one "
+            f"{_kn(pd['offtopic_marked_used_right_answers'])}); the headline there is {_kn(h)} against drop-one's "
+            f"{_kn(hd)}. Drop-one at 0.9 × max, the rival version 4's read noticed after the fact, on {both['split']} "
+            f"(fresh to that reading): {_kn(f['drop_one_0.9']['offtopic_marked_used_right_answers'])} off-topic "
+            f"passages marked used on right answers, the gold on "
+            f"{_kn(f['drop_one_0.9']['gold_recall_right_context_dependent'])}; over both reads "
+            f"{_kn(p9['offtopic_marked_used_right_answers'])} and {_kn(p9['gold_recall_right_context_dependent'])}"
+            + (", its lead coming from the read that suggested it." if
+               f["drop_one_0.9"]["gold_recall_right_context_dependent"]["k"]
+               <= f["version_4"]["gold_recall_right_context_dependent"]["k"] else ".")]
+    return out
+
+
+def _both_goals(result: dict[str, Any]) -> list[str]:
+    """Which versions' defaults met both the false-alarm goal and the recall goal on their own read."""
+    versions = [result, *(result.get("withdrawn") or {}).values(), *(result.get("superseded") or {}).values()]
+
+    def met(v: dict[str, Any]) -> bool:
+        off = v["test"]["default"]["offtopic_marked_used_right_answers"]["share"]
+        hi = v["gold_recall_default_minus_drop_one"]["ci95"][1]
+        return off is not None and off <= 0.05 and hi is not None and hi >= 0
+
+    done = sorted(v["version"] for v in versions if met(v))
+    read = ", ".join(str(v) for v in sorted(v["version"] for v in versions))
+    return ["", f"Versions whose default met both the 5% false-alarm goal and the recall goal on their own fresh read: "
+            f"{', '.join(map(str, done)) if done else 'none'} (of versions {read})."]
 
 
 def _kn(f: dict[str, Any]) -> str:

@@ -2,16 +2,20 @@
 
     python benchmarks/shared_evidence_report.py tune              # the bar's grid on tune; no test item read
     python benchmarks/shared_evidence_report.py test [--publish]  # one test read: recorded, JSON + docs block
+    python benchmarks/shared_evidence_report.py republish         # JSON + docs block again; refused before a test read
 
 The marks validated are the ones users see: ragray's :func:`fit_interactions` at the run's
 defaults (``load_config().influence``) on each question's scored contexts — the function a run
 calls — and, beside it, the rule before (drop-one's log-prob share ≥ 0.75 × the question's
 largest). Each version has its pre-registration (definitions, goals, candidates, the bar chosen on
 tune), committed before its test split was read: ``benchmarks/protocol/shared_evidence.json``
-(version 2) and ``shared_evidence_v3.json`` (version 3, current: version 2's read test split joined
-tune, the bar was re-chosen, a fresh split was read). The published result is the current version's,
-with version 2's figures kept as read (at its own bar) under ``superseded``. :func:`compute` is what
-``benchmarks/verify.py`` reruns.
+(version 2) to ``shared_evidence_v5.json``: each version's read test split joined the next one's tune,
+the bar was re-chosen, a fresh split was read. The published result is the current version's
+(version 4: version 5 was withdrawn after its read, ``shared_evidence_decision.json``), with the
+versions before kept as read (at their own bars) under ``superseded`` and version 5 under
+``withdrawn``. :func:`compute` is what ``benchmarks/verify.py`` reruns. ``republish`` writes the
+result again from reads already recorded (a decision between read versions reads no new item); a
+version whose test split has no recorded read must go through ``test``.
 """
 
 from __future__ import annotations
@@ -82,7 +86,12 @@ V4 = Version(4, f"{BENCHMARK}_v4", ("tune", "tune_next", "test", "test3"), "test
 #: as version 4 chose it); a fresh split (``test5``) is read
 V5 = Version(5, f"{BENCHMARK}_v5", ("tune", "tune_next", "test", "test3", "test4"), "test5", "v3",
              ((2.0, 0.25),), (None, (3.0, 0.25), (3.0, 0.5), (4.0, 0.25), (4.0, 0.5)))
-CURRENT = V5
+#: the default's rule: version 4's. Version 5 is withdrawn, kept as read: on test5, the split fresh to
+#: both rules, its leave-out rule found no gold version 4's missed and marked two more off-topic
+#: passages on right answers (decided after that read: ``shared_evidence_decision.json``, post hoc)
+CURRENT = V4
+WITHDRAWN = (V5,)
+DECISION = f"{BENCHMARK}_decision"
 #: version 3's cap on off-topic passages marked used on right answers, on tune
 V3_CAP = 0.03
 
@@ -453,6 +462,44 @@ def lds(bar: Bar) -> dict[str, Any]:
             "printed_minus_printed_before": paired(rows, "credit_w0.25_printed", "credit_w0.5_printed")}
 
 
+def registered_rule(version: Version) -> tuple[Bar | None, Lead, Drop]:
+    """The bar, leader and leave-out rule ``version``'s pre-registration names as chosen on tune
+    (bar None: versions that left the choice to the rule)."""
+    from benchmarks.protocol import registered
+
+    bar = registered(version.registration)["used_bar"]
+    return (tuple(bar["chosen"]) if "chosen" in bar else None,  # type: ignore[return-value]
+            tuple(bar["chosen_lead"]) if bar.get("chosen_lead") else None,
+            tuple(bar["chosen_drop"]) if bar.get("chosen_drop") else None)
+
+
+def decision() -> dict[str, Any]:
+    """Why the default is version 4's rule, not version 5's: both on test5, the split fresh to both
+    (version 4's rule was fixed before test5 was collected), and version 4's rule over both of its
+    fresh reads (test4 and test5). Post hoc: the choice was made after test5's read."""
+    from benchmarks.protocol import PROTOCOL, registered
+
+    reg = registered(DECISION)
+    rules = {}
+    for v in (V4, *WITHDRAWN):
+        bar, lead, drop = registered_rule(v)
+        rules[f"version_{v.number}"] = interactions(*(bar or ()), lead, drop)
+    v4 = rules["version_4"]
+    both, fresh = load(V5.test), load(V4.test, V5.test)
+    # drop-one at 0.9 x max: the rival version 4's read noticed (after the fact), before test5 was collected
+    methods = {**rules, "drop_one": drop_one(), "drop_one_0.9": drop_one(0.9)}
+    return {
+        "decision": str((PROTOCOL / f"{DECISION}.json").relative_to(REPO)), "decided_commit": reg["commit"],
+        "decided_date": reg["committed"], "post_hoc": True,
+        "fresh_to_both": {"split": V5.test, "figures": {m: figures(both, f, 5) for m, f in methods.items()},
+                          "gold_recall_version_4_minus_version_5": paired_recall(both, v4, rules["version_5"]),
+                          "gold_recall_version_4_minus_drop_one": paired_recall(both, v4, drop_one())},
+        "version_4_fresh_reads": {"splits": [V4.test, V5.test],
+                                  "figures": {m: figures(fresh, methods[m], 5) for m in ("version_4", "drop_one", "drop_one_0.9")},
+                                  "gold_recall_version_4_minus_drop_one": paired_recall(fresh, v4, drop_one())},
+    }
+
+
 def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
     """One version's result from the records and its protocol files. ``current``: its bar must be
     ragray's defaults (the figures are what users see); a superseded version is computed at the bar
@@ -468,9 +515,8 @@ def compute_version(version: Version, *, current: bool) -> dict[str, Any]:
     # (c) has no fresh items: its figures come from read-before items outside the tune choice
     bridge = {"bridge_hotpot": load("test_not_fresh")["bridge_hotpot"]}
     by_rule, lead_by_rule, drop_by_rule, chosen_rows = choose(tune, version)
-    chosen: Bar = tuple(reg["used_bar"]["chosen"]) if "chosen" in reg["used_bar"] else by_rule  # type: ignore[assignment]
-    lead: Lead = tuple(reg["used_bar"]["chosen_lead"]) if reg["used_bar"].get("chosen_lead") else None  # type: ignore[assignment]
-    drop: Drop = tuple(reg["used_bar"]["chosen_drop"]) if reg["used_bar"].get("chosen_drop") else None  # type: ignore[assignment]
+    registered_bar, lead, drop = registered_rule(version)
+    chosen: Bar = registered_bar or by_rule
     c = load_config().influence
     if current and ((c.noise_z, c.min_effect, c.min_share) != tuple(chosen)
                     or (None if c.lead_z is None else (c.lead_z, c.lead_share)) != lead
@@ -530,7 +576,9 @@ def compute() -> dict[str, Any]:
 
     out = compute_version(CURRENT, current=True)
     out["lasso_64"] = lds_lasso64.compute()
-    out["superseded"] = {f"version_{v.number}": compute_version(v, current=False) for v in (V4, V3, V2)}
+    out["decision"] = decision()
+    out["withdrawn"] = {f"version_{v.number}": compute_version(v, current=False) for v in WITHDRAWN}
+    out["superseded"] = {f"version_{v.number}": compute_version(v, current=False) for v in (V3, V2)}
     _MARKS.clear()  # the fits are kept while one computation lasts, not after
     return out
 
@@ -540,7 +588,7 @@ def main() -> None:
 
     pin_blas_kernels()  # the kernels verify.py recomputes these figures with (before numpy loads)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("split", choices=["tune", "test"])
+    ap.add_argument("split", choices=["tune", "test", "republish"])
     ap.add_argument("--publish", action="store_true")
     args = ap.parse_args()
     if args.split == "tune":
@@ -550,12 +598,15 @@ def main() -> None:
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
         print("chosen:", chosen, "leader:", lead, "leave-out rule:", drop, {n: len(v) for n, v in tune.items()})
         return
-    from benchmarks.protocol import record_read
+    from benchmarks.protocol import record_read, test_reads
 
-    record_read(CURRENT.registration, "shared_evidence_report.py test: every registered figure")
+    if args.split == "republish" and not test_reads(CURRENT.registration):
+        raise SystemExit(f"version {CURRENT.number}'s test split has no recorded read: read it with `test`")
+    if args.split == "test":
+        record_read(CURRENT.registration, "shared_evidence_report.py test: every registered figure")
     result = compute()
     save_result(RESULT, result)
-    if args.publish:
+    if args.publish or args.split == "republish":
         from benchmarks.shared_evidence_docs import publish
 
         publish(result)

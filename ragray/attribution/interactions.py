@@ -37,11 +37,13 @@ a bar of its own, ``max(min_effect, lead_z × σ, lead_share × gain)`` — it o
 jitter, not pass a test every passage takes at once (where the passages lift the answer by 1–2 nats
 spread over two, or the jitter is large, no passage clears ``noise_z × σ`` though the top one carried
 the answer; shared-evidence version 4, ``benchmarks/protocol/shared_evidence_v4.json``). **The
-needed:** on such an answer a passage is also used when leaving it out costs at least
+needed** (off by default: ``drop_z`` None): on such an answer a passage is also used when leaving it out costs at least
 :data:`DROP_FRACTION` (0.75) of the largest leave-out loss and clears ``max(drop_floor, drop_z × σ)``:
 drop-one's own rule, guarded by the question's jitter (where the passages lift the answer by under 2
 nats, what each passage carries is under ``min_effect`` though well clear of jitter; shared-evidence
-version 5, ``benchmarks/protocol/shared_evidence_v5.json``).
+version 5, ``benchmarks/protocol/shared_evidence_v5.json``, withdrawn as the default after its read:
+on the split fresh to both it found no gold version 4 missed and marked more off-topic passages,
+``shared_evidence_decision.json``).
 Passages that share evidence (both clear the bar alone and ``γ_ij ≤ −½ min(β_i, β_j)``) form a
 group; it reads "either suffices" when no member is missed when left out (``d`` under the bar: the
 others do its part), else "share evidence" (one carries what the other cannot); complements
@@ -53,7 +55,7 @@ answer alone** (``a ≥ max(bar, SUFFICES_SHARE × gain)``: two halves of differ
 merged) and are **not needed** (``d`` under the bar) are one group, however many, and either
 suffices; used passages that are each **missed** when left out (``d`` over the bar) and each give
 less than that alone are one group "needed together" (a bridge question's two paragraphs). The bar's settings and ``SUFFICES_SHARE`` were chosen on the tune split of
-``benchmarks/bench_shared_evidence.py`` (the bar: version 5, ``benchmarks/protocol/shared_evidence_v5.json``).
+``benchmarks/bench_shared_evidence.py`` (the bar: version 4, ``benchmarks/protocol/shared_evidence_v4.json``).
 """
 
 from __future__ import annotations
@@ -218,13 +220,13 @@ def fit_interactions(k: int, scored: Sequence[tuple[frozenset[int], float]], **s
 
 
 def fit_design(design: Design, *, context_threshold: float, pairs_among: int = 4, shrinkage: float = 0.1,
-               noise_z: float = 3.0, min_effect: float = 1.0, min_share: float | None = 0.05,
-               lead_z: float | None = 2.0, lead_share: float = 0.25, drop_z: float | None = 3.0,
+               noise_z: float = 3.0, min_effect: float = 1.0, min_share: float | None = 0.1,
+               lead_z: float | None = 2.0, lead_share: float = 0.25, drop_z: float | None = None,
                drop_floor: float = 0.25, keep_alone_weight: float = KEEP_ALONE_WEIGHT,
                needed_together: bool = True) -> Interactions:
     """The model above fitted on ``design`` at these settings. ``lead_z`` None: no leader (the rule
-    of versions 1–3). ``drop_z`` None: no passage is used by its leave-out loss alone (the rule of
-    versions 1–4). ``keep_alone_weight`` 0.5: the Shapley credit (the credit before);
+    of versions 1–3). ``drop_z`` None: no passage is used by its leave-out loss alone (the default: the rule of
+    versions 1–4, back after version 5 was withdrawn). ``keep_alone_weight`` 0.5: the Shapley credit (the credit before);
     ``needed_together`` False: complements from pairs only (the rule before)."""
     k, alone, drop, noise, gain = design.k, design.alone, design.drop, design.noise, design.gain
     # the noise bar, and a floor that grows with what the context does for the answer: a small

@@ -150,11 +150,9 @@ def _group_mark(p: dict[str, Any], passages: list[dict[str, Any]]) -> str:
             f'{esc(word)} {esc(" ".join(others))} ({esc(relation)})</span>')
 
 
-#: what ``used`` means, per group kind (a passage alone: its credit, or what the answer loses without it,
-#: stands clear of the question's noise)
+#: what ``used`` means, per group kind (a passage alone: its credit stands clear of the question's noise)
 USED_TITLES = {
-    None: "the answer leaned on this passage: its credit, or what the answer loses without it, stands clear of "
-          "the question's noise",
+    None: "the answer leaned on this passage: its credit stands clear of the question's noise",
     "either suffices": "the answer leaned on this passage or the others of its group: any one of them was enough, "
                        "so none was needed",
     "share evidence": "the answer leaned on this passage and the others of its group: they share evidence, and "

@@ -85,9 +85,10 @@ class QuestionRow(Row):
                                           "(max(influence.min_effect, influence.noise_z x noise_scale, "
                                           "influence.min_share x the passages' gain)); the passage with the "
                                           "largest credit needs only max(influence.min_effect, influence.lead_z x "
-                                          "noise_scale, influence.lead_share x the gain), and a passage whose "
-                                          "leave-out loss is >= max(0.75 x the largest, influence.drop_z x "
-                                          "noise_scale, influence.drop_floor) is used whatever its credit")] = None
+                                          "noise_scale, influence.lead_share x the gain); with influence.drop_z "
+                                          "set, a passage whose leave-out loss is >= max(0.75 x the largest, "
+                                          "influence.drop_z x noise_scale, influence.drop_floor) is used whatever "
+                                          "its credit")] = None
     surrogate_passes: Annotated[int | None, doc("scoring passes of the surrogate's random subsets")] = None
     check_passes: Annotated[int | None, doc("scoring passes of the top-k drop and LDS checks")] = None
     seconds_surrogate: Annotated[float | None, doc("seconds of the surrogate's subsets and fit")] = None
@@ -173,8 +174,8 @@ class PassageRow(Row):
     relation: Annotated[str | None, doc("either suffices | share evidence | needed together: how the group's "
                                         "passages relate")] = None
     used: Annotated[bool | None, doc("the answer used this passage: interactions (the default): its credit "
-                                     "clears the question's noise bar (used_bar), or it is the leader or the "
-                                     "passage the answer misses most (docs/trust.md); other modes: influence.used_rule over the "
+                                     "clears the question's noise bar (used_bar), or it is the leader (or, with "
+                                     "influence.drop_z set, the passage the answer misses most; docs/trust.md); other modes: influence.used_rule over the "
                                      "question's influences; never on an answer that does not depend on the "
                                      "passages; null where not measured")] = None
     edit_moved: Annotated[bool | None, doc("influence.edit_test: the answer moved to the substitute when the gold "

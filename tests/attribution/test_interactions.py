@@ -163,13 +163,14 @@ def test_a_passage_the_answer_misses_is_used_though_its_credit_is_under_a_nat():
     """The passages lift the answer by 1.6 nats: passage 2 gives 0.8 of them, and any of the other four
     gives the other 0.8 (copies of one fact), jitter 0.05 per context. Passage 2's credit (0.25 x 0.8
     alone + 0.75 x 0.8 left out) is under the 1-nat floor every passage and the leader take, but
-    leaving it out costs the most, far over 3 jitters and 0.25 nats: it is used (the needed; drop_z
-    None: not), and the copies, each missed by nothing, are not."""
+    leaving it out costs the most, far over 3 jitters and 0.25 nats: with the leave-out rule on
+    (``drop_z`` 3, version 5's; off by default) it is used, and the copies, each missed by nothing,
+    are not; at the default it is not."""
     value = lambda s: -6.0 + 0.8 * (2 in s) + 0.8 * bool(s - {2})  # noqa: E731
-    r = fit(value, jitter=0.05)
+    r = fit(value, jitter=0.05, drop_z=3.0)
     assert r.context_dependent and r.credit[2] < 1.0 <= r.bar and r.drop_one[2] == pytest.approx(0.8, abs=0.2)
     assert r.used == (False, False, True, False, False) and r.drop_bar < r.drop_one[2]
-    assert fit(value, jitter=0.05, drop_z=None).used == (False,) * K
+    assert fit(value, jitter=0.05).used == (False,) * K
 
 
 def test_a_leave_out_loss_within_jitter_is_not_use():
@@ -177,7 +178,7 @@ def test_a_leave_out_loss_within_jitter_is_not_use():
     loss no longer stands 3 jitters clear, so under 5% of passages are used over 100 seeds, where
     drop-one's relative rule marks at least one passage on every context-dependent answer."""
     value = lambda s: -6.0 + 0.4 * (2 in s) + 0.8 * bool(s - {2})  # noqa: E731
-    marked = sum(sum(fit(value, jitter=0.5, seed=seed).used) for seed in range(100))
+    marked = sum(sum(fit(value, jitter=0.5, seed=seed, drop_z=3.0).used) for seed in range(100))
     assert marked / (100 * K) < 0.05
 
 

@@ -14,7 +14,7 @@ with its records written. ``--split reread`` runs read-before items past the tun
 hash says tune, kept as ``tune_next`` for the next tune round (no current figure reads them);
 ``--split test3`` runs version 3's test: hash-test items no record holds (never run, never read);
 ``--split test4`` runs version 4's the same way, with ``--dup-batch`` items per duplicate set per round;
-``--split test5`` runs version 5's as version 4's.
+``--split test5`` and ``--split test6`` run versions 5's and 6's as version 4's.
 
 Per item: one ``ragray.run`` at defaults (``generation.dtype: float32`` pinned, so figures do not
 depend on the CPU; everything else, the answer span included, as a user gets it), then the edit
@@ -62,7 +62,7 @@ REREAD_FROM = 24
 #: the figures version 3 must settle (false alarms and gold recall on right answers) come from them
 TEST3_WEIGHT = 1.5
 #: the fresh test splits: hash-test items no record holds when they are run (never run, never read)
-FRESH_TESTS = ("test3", "test4", "test5")
+FRESH_TESTS = ("test3", "test4", "test5", "test6")
 
 
 def records_path(name: str) -> Path:
@@ -244,7 +244,7 @@ def collect(names: Sequence[str], split: str, per_set: int, rounds: int, batch: 
             assert name in SETS
             size = batch * (OFFTOPIC_WEIGHT if name.startswith("offtopic_") else 1)
             size = int(size * (TEST3_WEIGHT if split in FRESH_TESTS and name.startswith("offtopic_") else 1))
-            if split in ("test4", "test5") and dup_batch is not None and not name.startswith("offtopic_"):
+            if split in ("test4", "test5", "test6") and dup_batch is not None and not name.startswith("offtopic_"):
                 size = dup_batch
             start = r * size if split in ("test", "tune_next") else REREAD_FROM if split == "reread" else 0
             want = size if split in ("test", "tune_next") else per_set
@@ -278,7 +278,7 @@ def main() -> None:
     ap.add_argument("--per-set", type=int, default=15, help="tune: items per set")
     ap.add_argument("--batch", type=int, default=5, help="test: items per set per round")
     ap.add_argument("--rounds", type=int, default=1, help="test: rounds")
-    ap.add_argument("--dup-batch", type=int, default=None, help="test4, test5: items per duplicate set per round")
+    ap.add_argument("--dup-batch", type=int, default=None, help="test4 to test6: items per duplicate set per round")
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
     args = ap.parse_args()
     collect(args.sets, args.split, args.per_set, args.rounds, args.batch, args.dup_batch)

@@ -101,7 +101,7 @@ def _reads(proto: dict[str, Any]) -> str:
 
 
 #: version 3 compares its headline with drop-one; version 2's goal was 0.9
-HEADLINE_GOAL = {2: "≥ 0.9", 3: "≥ drop-one", 4: "≥ drop-one", 5: "≥ drop-one"}
+HEADLINE_GOAL = {2: "≥ 0.9", 3: "≥ drop-one", 4: "≥ drop-one", 5: "≥ drop-one", 6: "≥ drop-one"}
 #: the short table of a superseded version
 SUPERSEDED_FIGURES = ("gold_copy_used_on_right_answers", "offtopic_marked_used_right_answers",
                       "gold_recall_right_context_dependent", "offtopic_marked_used")
@@ -136,8 +136,10 @@ def docs_block(result: dict[str, Any]) -> str:
            f"(c) has no fresh items (all 77 bridge questions of the shared HotpotQA file were read before the "
            f"protocol), so its rows are marked *not fresh*: read-before items outside the tune choice ({stale}). "
            f"Pre-registered in `{proto['preregistration']}` at {proto['preregistered_commit']} "
-           f"({proto['preregistered_date'][:10]}); test read at {_reads(proto)}. Bar chosen on the tune split "
-           f"({tune}): {_bar(c)}. SmolLM2-135M-Instruct, float32, defaults otherwise; "
+           f"({proto['preregistered_date'][:10]}); test read at {_reads(proto)}. "
+           + (f"Rule fixed before the read, not chosen on this version's tune split ({tune}): {_bar(c)}, version 4's. "
+              if result.get("rule_fixed") else f"Bar chosen on the tune split ({tune}): {_bar(c)}. ")
+           + f"SmolLM2-135M-Instruct, float32, defaults otherwise; "
            f"{', '.join(result['machines'])}. Per-item records: `{result['records']}`. Shares with Wilson 95% intervals (k/n):",
            "", "| figure | goal | default | drop-one, 0.75 × max (before) |", "|---|---|---|---|"]
     out += [f"| {label} | {HEADLINE_GOAL.get(version, goal) if i == 0 else goal} | {_ci(t['default'][key])} | "
@@ -214,13 +216,14 @@ def _decision(d: dict[str, Any] | None, version: int) -> list[str]:
     both, pooled = d["fresh_to_both"], d["version_4_fresh_reads"]
     f = both["figures"]
     cols = [m for m in f if m.startswith("version_")]
-    names = {m: f"version {m.split('_')[1]}" + (" (default)" if m == f"version_{version}" else " (withdrawn)")
+    names = {m: f"version {m.split('_')[1]}" + (" (default)" if m == d["default_rule"] else " (withdrawn)")
              for m in cols} | {"drop_one": "drop-one, 0.75 × max", "drop_one_0.9": "drop-one, 0.9 × max"}
     cols += ["drop_one", "drop_one_0.9"]
-    out = ["", f"**Why version {version}'s rule is the default though version 5 was read after it** (decided after "
+    rule = d["default_rule"].split("_")[1]
+    out = ["", f"**Why version {rule}'s rule is the default though version 5 was read after it** (decided after "
            f"version 5's read, so this part is post hoc: `{d['decision']}` at {d['decided_commit']} "
            f"({d['decided_date'][:10]})). Version 5 added the leave-out rule; {both['split']}, its test split, is "
-           f"fresh to both rules (version {version}'s was fixed before those items were collected). On {both['split']}:",
+           f"fresh to both rules (version {rule}'s was fixed before those items were collected). On {both['split']}:",
            "", "| figure | " + " | ".join(names[m] for m in cols) + " |", "|---|" + "---|" * len(cols)]
     labels = {key: label for key, label, _ in FIGURES}
     out += [f"| {labels[key]} | " + " | ".join(_ci(f[m][key]) for m in cols) + " |"
@@ -344,7 +347,9 @@ def _by_set(result: dict[str, Any]) -> list[str]:
         f = by_set.get(name)
         if f:
             d, o = f["default"], f["drop_one"]
-            out[-1] += (f" On {name}'s tune items (the setting was chosen on them: a tune figure, not a result) the "
+            why = ("read before: not a result" if result.get("rule_fixed") else
+                   "the setting was chosen on them: a tune figure, not a result")
+            out[-1] += (f" On {name}'s tune items ({why}) the "
                         f"default finds the gold on {_kn(d['gold_recall_right_context_dependent'])} right, "
                         f"context-dependent answers (drop-one {_kn(o['gold_recall_right_context_dependent'])}) and "
                         f"marks {_kn(d['offtopic_marked_used_right_answers'])} off-topic passages used on right "

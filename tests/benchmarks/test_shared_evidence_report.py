@@ -158,13 +158,15 @@ def test_off_topic_passages_that_hold_the_answer_are_counted_apart_from_version_
 
 
 def test_the_default_is_version_4s_rule_and_version_5_is_withdrawn():
-    """What users run is the rule the published result leads with: version 4's registered choice is
-    ragray's defaults (no leave-out rule); version 5 is kept as read, under ``withdrawn``."""
+    """What users run is the rule the published result leads with: version 6 reads version 4's
+    registered choice, fixed, and it is ragray's defaults (no leave-out rule); version 5 is kept as
+    read, under ``withdrawn``."""
     from ragray.config import load_config
 
     c = load_config(None, []).influence
     bar, lead, drop = report.registered_rule(report.CURRENT)
-    assert report.CURRENT is report.V4 and report.WITHDRAWN == (report.V5,)
+    assert report.CURRENT is report.V6 and report.WITHDRAWN == (report.V5,)
+    assert report.registered_rule(report.V4) == (bar, lead, drop)
     assert (bar, lead, drop) == ((c.noise_z, c.min_effect, c.min_share), (c.lead_z, c.lead_share), None)
     assert c.drop_z is None and report.registered_rule(report.V5)[2] == (3.0, 0.25)
 

@@ -296,7 +296,9 @@ def reading(result: dict[str, Any]) -> list[str]:
            f"≥ drop-one, is {'met' if head_ok else '**not met**'}. On right answers the default marks "
            f"{_kn(off)} off-topic passages used ({_pct(off).split(' ')[0]}; drop-one {_kn(off_d)}): the 5% goal is "
            f"{'met' if off_ok else '**not met**'}, and its 95% interval reaches {off['ci95'][1]:.2f}"
-           + (f" (of those that hold no gold answer, {_kn(clean)})." if clean else ".")
+           + (f" (of those that hold no gold answer, {_kn(clean)})" if clean else "")
+           + (f"; the interval spans 5%: {off['n']} passages cannot decide it." if not off_ok
+              and off["ci95"][0] is not None and off["ci95"][0] <= 0.05 <= off["ci95"][1] else ".")
            + f" It finds the gold on {_kn(rec)} right, context-dependent answers against drop-one's {_kn(rec_d)} "
            f"(default − drop-one {_mean(pr, 2)}; default only {pr.get('only_first', 0)}, drop-one only "
            f"{pr.get('only_second', 0)}): the recall goal, an interval that includes 0 or lies above it, is "
@@ -316,8 +318,10 @@ def reading(result: dict[str, Any]) -> list[str]:
             + (" — more recall than the default at nearly its false alarms on this split. It was not a candidate "
                "(the grid held the interaction bar only), so this is a reading after the fact, not a result; "
                "it can only be settled on a fresh split." if beats else
-               f" — {'behind' if (strict['gold_recall']['share'] or 0) < (rec['share'] or 0) else 'beside'} "
-               "the default.")]
+               (" — level with the default on both, at about half its calls: on this split the cheaper rule "
+                "does as well." if strict["gold_recall"]["k"] == rec["k"] and strict["offtopic_right"]["k"] == off["k"]
+                else f" — {'behind' if (strict['gold_recall']['share'] or 0) < (rec['share'] or 0) else 'beside'} "
+                "the default."))]
     out += _by_set(result)
     e = result["edit_test"]["pooled"]["methods"]
     out += ["", f"Where the answer follows an edit, {_kn(e['default']['recall'])} passages whose edit moved the answer "

@@ -200,3 +200,39 @@ def test_republishing_is_refused_before_the_current_versions_test_read(monkeypat
     monkeypatch.setattr("sys.argv", ["shared_evidence_report.py", "republish"])
     with pytest.raises(SystemExit, match="has no recorded read"):
         report.main()
+
+
+def test_the_plain_reading_says_when_a_split_is_too_small_and_when_the_cheaper_rule_is_level():
+    """The reading of the published result: an off-topic share over 5% whose interval spans 5% is
+    called undecided at its size; drop-one at its strictest fraction level with the default on both
+    figures is called level. Changing the counts changes the words."""
+    import copy
+    import json
+
+    from benchmarks.shared_evidence_docs import reading
+
+    published = json.loads((report.REPO / "benchmarks/results/shared_evidence.json").read_text())
+
+    def with_offtopic(result, k, n):
+        r = copy.deepcopy(result)
+        lo, hi = report.wilson(k, n)
+        r["test"]["default"]["offtopic_marked_used_right_answers"] = {"k": k, "n": n, "share": k / n, "ci95": [lo, hi]}
+        return r
+
+    def text(result):
+        return " ".join(reading(result))
+
+    small = text(with_offtopic(published, 1, 18))
+    assert "the 5% goal is **not met**" in small and "18 passages cannot decide it" in small
+    large = text(with_offtopic(published, 60, 600))  # 10%, interval above 5%: decided
+    assert "the 5% goal is **not met**" in large and "cannot decide it" not in large
+    assert "cannot decide it" not in text(with_offtopic(published, 0, 18))  # met
+
+    level = with_offtopic(published, 0, 18)  # the strictest drop-one rule then has the fewest false alarms
+    rec = level["test"]["default"]["gold_recall_right_context_dependent"]
+    strict_level = max((r for r in level["frontier"] if r["rule"] == "drop-one"), key=lambda r: r["fraction"])
+    strict_level["gold_recall"] = dict(rec)
+    strict_level["offtopic_right"] = dict(level["test"]["default"]["offtopic_marked_used_right_answers"])
+    assert "level with the default on both" in text(level)
+    strict_level["gold_recall"] = {**rec, "k": rec["k"] - 1, "share": (rec["k"] - 1) / rec["n"]}
+    assert "level with the default on both" not in text(level)

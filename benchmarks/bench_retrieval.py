@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import SHARED_DATA, machine_info  # noqa: E402
 from ragray.config import BM25Config, DenseConfig  # noqa: E402
+from ragray.metrics.retrieval import ndcg_at_k  # noqa: E402
 from ragray.retrieval.bm25 import BM25Index  # noqa: E402
 from ragray.retrieval.dense import DenseIndex, DenseRetriever  # noqa: E402
 from ragray.text.analyzer import Analyzer  # noqa: E402
@@ -103,7 +104,17 @@ def corpus_embeddings(retriever: DenseRetriever, corpus: list[Passage]) -> tuple
     return emb, t_emb
 
 
-def bench_faiss(corpus: list[Passage], queries: list[str]) -> dict:
+def gold_ids(name: str) -> list[set[str]]:
+    """Each question's gold passage ids, in the order of :func:`load`'s queries."""
+    return [set(r["gold_passage_ids"]) for r in read_jsonl(SHARED_DATA / f"{name}.jsonl")]
+
+
+def bench_faiss(corpus: list[Passage], queries: list[str], golds: list[set[str]],
+                ids: list[str], records: Path) -> dict:
+    """Flat vs HNSW over the corpus' embeddings, and the flat index's nDCG@10 against the golds
+    (all-MiniLM-L6-v2 on the whole SciFact corpus: ~0.645 published by BEIR / MTEB). Each query's
+    nDCG@10 and HNSW recall@10 go to ``records`` (gzipped JSON lines, by question id): the means published
+    here are recomputed from them (benchmarks/checks/measurements.py)."""
     retriever = DenseRetriever(DenseConfig())
     emb, t_emb = corpus_embeddings(retriever, corpus)
     q = retriever.encoder.encode(queries, 64, normalize=True, cache=False)
@@ -112,13 +123,21 @@ def bench_faiss(corpus: list[Passage], queries: list[str]) -> dict:
     for kind in ("flat_ip", "hnsw"):
         cfg = DenseConfig(index=kind)
         t_build, idx = timed(lambda: DenseIndex(corpus, emb, retriever.encoder, cfg))
-        t_search, (_, ids) = timed(lambda: idx._index.search(q, 10))
-        results[kind] = ids
+        t_search, (_, found) = timed(lambda: idx._index.search(q, 10))
+        results[kind] = found
         out[kind] = {"build_s": t_build, "search_s": t_search, "queries_per_s": len(queries) / t_search}
-    recall = statistics.mean(
-        len(set(a) & set(b)) / 10 for a, b in zip(results["flat_ip"], results["hnsw"])
-    )
-    out["hnsw_recall_at_10_vs_flat"] = recall
+    doc_ids = [p.doc_id for p in corpus]
+    per_query = [{"question_id": qid,
+                  "flat_ip_ndcg_at_10": ndcg_at_k([doc_ids[i] for i in flat if i >= 0], gold, 10),
+                  "hnsw_recall_at_10_vs_flat": len(set(flat) & set(hnsw)) / 10}
+                 for qid, flat, hnsw, gold in zip(ids, results["flat_ip"].tolist(), results["hnsw"].tolist(), golds,
+                                                  strict=True)]
+    records.parent.mkdir(parents=True, exist_ok=True)
+    records.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in per_query).encode(), mtime=0))
+    out["records"] = records.relative_to(records.parents[2]).as_posix()
+    for key in ("hnsw_recall_at_10_vs_flat", "flat_ip_ndcg_at_10"):
+        out[key] = statistics.mean(r[key] for r in per_query)
+    out["ndcg_reference"] = "all-MiniLM-L6-v2, BEIR SciFact, whole corpus: 0.645 (sentence-transformers / MTEB)"
     return out
 
 
@@ -136,7 +155,9 @@ def main() -> None:
         result["bm25"].append(bench_bm25(name, corpus, queries))
         print(json.dumps(result["bm25"][-1], indent=1))
     corpus, queries = load("scifact")
-    result["faiss_scifact"] = bench_faiss(corpus[: args.faiss_passages], queries)
+    ids = [r["id"] for r in read_jsonl(SHARED_DATA / "scifact.jsonl")]
+    records = Path(args.out).parent / "records" / "retrieval" / "faiss_scifact.jsonl.gz"
+    result["faiss_scifact"] = bench_faiss(corpus[: args.faiss_passages], queries, gold_ids("scifact"), ids, records)
     print(json.dumps(result["faiss_scifact"], indent=1))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -77,11 +77,12 @@ def test_real_sweep_orders_by_score_and_best_config_reruns(shared_data, tmp_path
     again = question_metrics([QuestionRow.from_dict(q) for q in pq.read_table(rerun / "questions.parquet").to_pylist()])
     drop = ("seconds",)
     # the same answers and metrics; the encoder's floats to rounding: the trial's ran on its 1 CPU, this
-    # run's on 2 (1e-8 apart in answer_similarity here; equal to the bit only while both read one cache)
+    # run's on 2 (1e-8 apart in answer_similarity on Zen 3; grounding 1.2e-6 relative on an AVX-512 Xeon,
+    # fp32 sums in another order; equal to the bit only while both read one cache)
     answers = [pq.read_table(d / "questions.parquet").column("baseline_answer").to_pylist()
                for d in (rerun, result.out / "trials" / rows[0]["trial_id"])]
     assert answers[0] == answers[1]  # generated again (its own call cache), not read back
     for got, want in zip(again, best["questions"], strict=True):
         assert {k: v for k, v in got.items() if k not in drop} == \
-               pytest.approx({k: v for k, v in want.items() if k not in drop}, rel=1e-6, abs=1e-9)
+               pytest.approx({k: v for k, v in want.items() if k not in drop}, rel=1e-5, abs=1e-9)
     assert Path(result.files["best_config"]).is_file()

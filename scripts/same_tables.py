@@ -22,6 +22,11 @@ names a path: the columns and keys in ``VOLATILE``. ``--allow-added`` lists (doe
 table gained at its end, summary keys and whole tables only the working tree has; ``--float-tolerance X``
 counts floats within X of each other as equal *within X*, listed apart from the bit-for-bit equal ones
 (for float32 noise from a change of batching, e.g. an encoder that now embeds one text per pass).
+``--work-set KEY=VALUE`` (repeatable) runs the working tree's commands that read a config with that
+override, holding a default the change moved on purpose at the base's value, and
+``--renamed OLD=NEW`` (repeatable) counts a value ``OLD`` in the base that is ``NEW`` in the working
+tree as equal (in a summary, a key too: the new name in the old one's place, so that an old key the
+working tree keeps after it is an added key): both are listed in the result, never silent.
 Exit 0 when everything matches; else the differences, per file, and exit 1.
 """
 
@@ -78,11 +83,22 @@ SWEEP_SPEC = textwrap.dedent("""\
 """)
 
 
-def commands(tree: Path, out: Path, n: int) -> dict[str, list[str]]:
+#: the commands that read an experiment config (``--work-set`` reaches these)
+CONFIGURED = ("run", "run_generate", "run_checks", "run_jsd", "run_surrogate", "interpret", "sweep")
+
+
+def commands(tree: Path, out: Path, n: int, overrides: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """The commands, by name; ``overrides`` (``KEY=VALUE``) go to each of ``CONFIGURED`` as ``--set``."""
     half = max(1, n // 2)
     spec = out / "sweep.yaml"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(SWEEP_SPEC.format(n=half))
+    named = _commands(out, n, half, spec)
+    sets = [arg for kv in overrides for arg in ("--set", kv)]
+    return {name: [*args, *sets] if name in CONFIGURED else args for name, args in named.items()}
+
+
+def _commands(out: Path, n: int, half: int, spec: Path) -> dict[str, list[str]]:
     records = out / "score_records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in SCORE_RECORDS), encoding="utf-8")
     return {
@@ -112,7 +128,7 @@ _CLI = ("import pathlib, sys\nif pathlib.Path('ragray/adapters/cli.py').is_file(
         "    from ragray.adapters.cli import main\nelse:\n    from ragray.cli import main\nsys.exit(main())")
 
 
-def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:
+def run_all(tree: Path, out: Path, n: int, keep: bool, overrides: tuple[str, ...] = ()) -> None:
     """Runs the commands with ``tree``'s code into ``out`` (``keep``: skip those already there)."""
     # each tree its own caches: a model call, index or embedding the other tree cached would be read
     # back instead of computed, and a change of the engine's numbers would never show
@@ -123,7 +139,7 @@ def run_all(tree: Path, out: Path, n: int, keep: bool) -> None:
                 shutil.rmtree(folder)
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "RAGRAY_CPU_BF16": "0", "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "RAGRAY_CACHE": str(cache)}
-    for name, args in commands(tree, out, n).items():
+    for name, args in commands(tree, out, n, overrides).items():
         if (out / name).exists():
             print(f"  {name}: kept from an earlier call", flush=True)
             continue
@@ -167,7 +183,8 @@ def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: b
             continue
         va = _strip(ta.column(c).to_pylist(), out_a)
         vb = _strip(tb.column(c).to_pylist(), out_b)
-        bad = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y and not (x != x and y != y)]  # NaN == NaN
+        bad = [i for i, (x, y) in enumerate(zip(va, vb))
+               if x != y and not (x != x and y != y) and not _renamed(x, y, f"{a.relative_to(out_a)}:{c}")]
         near = [abs(va[i] - vb[i]) for i in bad if _close(va[i], vb[i], tolerance)]
         if bad and len(near) == len(bad):
             NEAR.setdefault(c, []).append((str(a.relative_to(out_a)), len(bad), max(near)))
@@ -175,6 +192,42 @@ def table_differences(a: Path, b: Path, out_a: Path, out_b: Path, allow_added: b
         if bad:
             diffs.append(f"{c}: {len(bad)} rows differ, first row {bad[0]}: {va[bad[0]]!r} vs {vb[bad[0]]!r}")
     return diffs
+
+
+#: ``--renamed``: a base value -> the working tree's name for it
+RENAMES: dict[Any, Any] = {}
+#: (old, new, where) -> how many values were equal under that rename
+RENAMED: dict[tuple[Any, Any, str], int] = {}
+
+
+def _renamed(x: Any, y: Any, where: str) -> bool:
+    """``x`` in the base is ``y`` under one of ``--renamed`` (counted in ``RENAMED``)."""
+    if isinstance(x, str) and RENAMES.get(x) == y:
+        RENAMED[(x, y, where)] = RENAMED.get((x, y, where), 0) + 1
+        return True
+    return False
+
+
+def _rename_json(a: Any, b: Any, where: str, key: str = "") -> Any:
+    """The base's JSON ``a`` under the working tree's names where ``b`` uses them: a key ``--renamed``
+    names becomes its new name, in its place, where ``b`` has the new one; a string value, where its
+    twin in ``b`` is the new one (each counted in ``RENAMED``)."""
+    def new(name: Any, found: bool, at: str) -> Any:
+        if found and isinstance(name, str) and name in RENAMES:
+            RENAMED[(name, RENAMES[name], at)] = RENAMED.get((name, RENAMES[name], at), 0) + 1
+            return RENAMES[name]
+        return name
+
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = {}
+        for k, v in a.items():
+            at = f"{key}.{k}" if key else k
+            k2 = new(k, RENAMES.get(k) in b, f"{where}:{at} (key)")
+            out[k2] = _rename_json(v, b.get(k2), where, at)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [_rename_json(x, y, where, key) for x, y in zip(a, b)]
+    return new(a, isinstance(a, str) and b == RENAMES.get(a), f"{where}:{key}")
 
 
 #: columns the working tree added (``--allow-added``) -> the tables that gained them
@@ -216,10 +269,10 @@ def compare(out_a: Path, out_b: Path, allow_added: bool = False, tolerance: floa
         if rel.suffix == ".parquet":
             diffs = table_differences(out_a / rel, out_b / rel, out_a, out_b, allow_added, tolerance)
         else:
-            sa = _strip(json.loads((out_a / rel).read_text()), out_a)
             sb = _strip(json.loads((out_b / rel).read_text()), out_b)
+            sa = _rename_json(_strip(json.loads((out_a / rel).read_text()), out_a), sb, str(rel))
             if allow_added:
-                sb = _drop_added(sa, sb)
+                sb = _drop_added(sa, sb, str(rel))
             sb = _near_json(sa, sb, tolerance, str(rel))
             diffs = [] if sa == sb else [_first_difference(sa, sb)]
             if not diffs and (where := _order_difference(sa, sb)):
@@ -252,13 +305,21 @@ def _order_difference(a: Any, b: Any, key: str = "") -> str | None:
     return None
 
 
-def _drop_added(before: Any, now: Any) -> Any:
-    """``now`` without the dict keys ``before`` lacks (``--allow-added``: new summary keys)."""
+def _drop_added(before: Any, now: Any, where: str = "", key: str = "") -> Any:
+    """``now`` without the dict keys ``before`` lacks (``--allow-added``: new summary keys, each
+    noted in ``ADDED_KEYS``)."""
     if isinstance(before, dict) and isinstance(now, dict):
-        return {k: _drop_added(before[k], v) for k, v in now.items() if k in before}
+        for k in now:
+            if k not in before:
+                ADDED_KEYS.setdefault(f"{key}.{k}" if key else k, []).append(where)
+        return {k: _drop_added(before[k], v, where, f"{key}.{k}" if key else k) for k, v in now.items() if k in before}
     if isinstance(before, list) and isinstance(now, list) and len(before) == len(now):
-        return [_drop_added(x, y) for x, y in zip(before, now)]
+        return [_drop_added(x, y, where, key) for x, y in zip(before, now)]
     return now
+
+
+#: summary keys only the working tree has (``--allow-added``) -> the files that gained them
+ADDED_KEYS: dict[str, list[str]] = {}
 
 
 def _first_difference(a: Any, b: Any, key: str = "") -> str:
@@ -280,7 +341,21 @@ def main() -> int:
                          "not failed")
     ap.add_argument("--float-tolerance", type=float, default=0.0,
                     help="floats at most this far apart are listed as equal within it, not failed (default 0: bit for bit)")
+    ap.add_argument("--work-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="run the working tree's configured commands with --set KEY=VALUE: a default the change "
+                         "moved on purpose, held at the base's value (repeatable; listed in the result)")
+    ap.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
+                    help="a value (in a summary, a key too) OLD in the base and NEW in the working tree counts "
+                         "as equal (repeatable; listed)")
     args = ap.parse_args()
+    for pair in args.renamed:
+        old, sep, new = pair.partition("=")
+        if not (sep and old and new):
+            ap.error(f"--renamed {pair!r}: expected OLD=NEW")
+        RENAMES[old] = new
+    for pair in args.work_set:
+        if "=" not in pair:
+            ap.error(f"--work-set {pair!r}: expected KEY=VALUE")
     work = Path(args.work)
     base = work / "base-tree"
     commit = subprocess.run(["git", "rev-parse", args.base], cwd=REPO, capture_output=True, text=True,
@@ -292,7 +367,7 @@ def main() -> int:
         print(f"base {commit[:10]}:", flush=True)
         run_all(base, out_a, args.questions, keep=True)
         print("working tree:", flush=True)
-        run_all(REPO, out_b, args.questions, keep=False)
+        run_all(REPO, out_b, args.questions, keep=False, overrides=tuple(args.work_set))
     problems = compare(out_a, out_b, args.allow_added, args.float_tolerance)
     n = sum(1 for p in out_a.rglob("*") if compared(p))
     near_files = {f for cells in NEAR.values() for f, _, _ in cells}
@@ -302,8 +377,14 @@ def main() -> int:
             print(f"    {d}")
     for columns, tables in ADDED.items():
         print(f"added (allowed): {columns}  in {len(tables)} table(s): {', '.join(sorted(set(tables)))}")
+    for key, files in ADDED_KEYS.items():
+        print(f"added (allowed): summary key {key}  in {len(files)} file(s): {', '.join(sorted(set(files)))}")
     for rel in NEW_FILES:
         print(f"added (allowed): {rel}")
+    for pair in args.work_set:
+        print(f"held at the base's value (--work-set): {pair}")
+    for (old, new, where), count in RENAMED.items():
+        print(f"renamed (allowed): {old!r} -> {new!r}: {count} value(s) in {where}")
     for column, cells in NEAR.items():
         print(f"within {args.float_tolerance:g}: {column}: {sum(k for _, k, _ in cells)} values in {len(cells)} file(s), "
               f"largest |difference| {max(d for _, _, d in cells):.2g}")

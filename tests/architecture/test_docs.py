@@ -67,3 +67,21 @@ def test_ci_points_the_dataset_names_at_the_shared_folder():
     assert 'RAGRAY_DATA_DIR="$(cd .. && pwd)/shared/data"' in lines and "export RAGRAY_DATA_DIR" in lines
     first_test = next(i for i, line in enumerate(lines) if "pytest" in line)
     assert lines.index("export RAGRAY_DATA_DIR") < first_test
+
+
+def test_the_readmes_suite_times_are_the_totals_of_the_logs_they_link():
+    """Each "whole suite" row of the README is its JUnit log's total: seconds, minutes, test count."""
+    import gzip
+    import xml.etree.ElementTree as ET
+
+    rows = re.findall(r"^\| whole suite \|.*?\| ([\d.]+) min \(([\d,.]+) s\), ([\d,]+) tests at (\w+).*?\]\(([^)]+\.xml\.gz)\)",
+                      (REPO / "README.md").read_text(encoding="utf-8"), flags=re.M)
+    assert len(rows) >= 3, rows
+    for minutes, seconds, tests, commit, log in rows:
+        assert commit in log, f"{log} is not the log of {commit}"
+        root = ET.parse(gzip.open(REPO / log)).getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        total = float(suite.get("time"))
+        assert float(seconds.replace(",", "")) == round(total, 1), (log, seconds, total)
+        assert float(minutes) == round(total / 60, 1), (log, minutes, total / 60)
+        assert int(tests.replace(",", "")) == int(suite.get("tests")) == len(list(root.iter("testcase"))), log

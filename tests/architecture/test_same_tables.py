@@ -69,3 +69,39 @@ def test_float_noise_within_the_tolerance_is_listed_apart_and_new_tables_are_all
     problems = same_tables.compare(a, c, tolerance=1e-6)  # beyond it, and integers, still differ
     assert "sim: 1 rows differ" in problems["run/questions.parquet"][0]
     assert "rank: 1 rows differ" in problems["run/questions.parquet"][1]
+
+
+def test_a_declared_rename_is_equal_and_listed_and_nothing_else_is(tmp_path, same_tables):
+    a = _run(tmp_path / "a", {"mode": ["generate", "generate", "jsd"]}, {"influence_mode": "generate"})
+    b = _run(tmp_path / "b", {"mode": ["loo", "loo", "jsd"]}, {"influence_mode": "loo"})
+    assert set(same_tables.compare(a, b)) == {"run/questions.parquet", "run/summary.json"}
+    same_tables.RENAMES["generate"] = "loo"
+    assert same_tables.compare(a, b) == {}
+    assert same_tables.RENAMED == {("generate", "loo", "run/questions.parquet:mode"): 2,
+                                   ("generate", "loo", "run/summary.json:influence_mode"): 1}
+    c = _run(tmp_path / "c", {"mode": ["loo", "jsd", "jsd"]}, {"influence_mode": "jsd"})  # not the rename's value
+    problems = same_tables.compare(a, c)
+    assert problems["run/questions.parquet"] == ["mode: 1 rows differ, first row 1: 'generate' vs 'jsd'"]
+    assert problems["run/summary.json"] == ["influence_mode: 'generate' vs 'jsd'"]
+
+
+def test_a_renamed_summary_key_takes_the_old_ones_place_and_the_kept_old_key_is_added(tmp_path, same_tables):
+    before = {"agreement": {"loo_vs_logprob": 0.6, "loo_vs_surrogate": 0.5}, "counts": {"generate": 4}}
+    now = {"agreement": {"loo_vs_logprob_drop": 0.6, "loo_vs_surrogate": 0.5, "loo_vs_logprob": 0.6},
+           "counts": {"loo": 4}}
+    a, b = _run(tmp_path / "a", {"x": [1]}, before), _run(tmp_path / "b", {"x": [1]}, now)
+    same_tables.RENAMES.update({"loo_vs_logprob": "loo_vs_logprob_drop", "generate": "loo"})
+    assert "run/summary.json" in same_tables.compare(a, b)  # the kept old key is an added key
+    assert same_tables.compare(a, b, allow_added=True) == {}
+    assert list(same_tables.ADDED_KEYS) == ["agreement.loo_vs_logprob"]  # listed, not silent
+    moved = {"agreement": {"loo_vs_surrogate": 0.5, "loo_vs_logprob_drop": 0.6}, "counts": {"loo": 4}}
+    c = _run(tmp_path / "c", {"x": [1]}, moved)  # the new name elsewhere than the old one's place
+    assert "another order" in same_tables.compare(a, c, allow_added=True)["run/summary.json"][0]
+
+
+def test_work_set_reaches_only_the_commands_that_read_a_config(tmp_path, same_tables):
+    named = same_tables.commands(tmp_path, tmp_path / "out", 4, ("influence.min_share=0.05",))
+    for name, args in named.items():
+        held = args[-2:] == ["--set", "influence.min_share=0.05"]
+        assert held == (name in same_tables.CONFIGURED), name
+    assert {n for n in named if n not in same_tables.CONFIGURED} == {"audit", "retrieve", "score"}

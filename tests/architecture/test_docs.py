@@ -74,7 +74,7 @@ def test_the_readmes_suite_times_are_the_totals_of_the_logs_they_link():
     import gzip
     import xml.etree.ElementTree as ET
 
-    rows = re.findall(r"^\| whole suite \|.*?\| ([\d.]+) min \(([\d,.]+) s\), ([\d,]+) tests at (\w+).*?\]\(([^)]+\.xml\.gz)\)",
+    rows = re.findall(r"^\| whole suite \|.*?\| ([\d.]+) min \(([\d,.]+) s\), ([\d,]+) test cases at (\w+).*?\]\(([^)]+\.xml\.gz)\)",
                       (REPO / "README.md").read_text(encoding="utf-8"), flags=re.M)
     assert len(rows) >= 3, rows
     for minutes, seconds, tests, commit, log in rows:
